@@ -1,0 +1,224 @@
+"""Domain types shared by classification, incidents, routing and rendering.
+
+Nothing here touches boto3 or HTTP: adapters translate to and from these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    """PagerDuty Events v2 severities, most severe first."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.CRITICAL: 3, Severity.ERROR: 2, Severity.WARNING: 1, Severity.INFO: 0}
+
+
+class EventKind(StrEnum):
+    """What an ECS event means for us, decided in code (patterns stay coarse)."""
+
+    HEALTH_IMPAIRED = "health_impaired"
+    HEALTH_RECOVERED = "health_recovered"
+    HEALTH_OTHER = "health_other"
+    INSTANCE_STATE = "instance_state"
+    TASK_STOPPED = "task_stopped"
+
+
+class FaultClass(StrEnum):
+    """The class of a health fault; a routing matcher and the PagerDuty `class`."""
+
+    XID_CRITICAL = "xid_critical"
+    XID_RESTART_APP = "xid_restart_app"
+    XID_UNKNOWN = "xid_unknown"
+    GPU_NO_REASON = "gpu_no_reason"
+    DAEMON = "daemon"
+    AGENT_CONNECTIVITY = "agent_connectivity"
+    CONTAINER_RUNTIME = "container_runtime"
+    INSUFFICIENT_DATA = "insufficient_data"
+    UNKNOWN_CHECK = "unknown_check"
+    RECOVERY = "recovery"
+    INSTANCE_LIFECYCLE = "instance_lifecycle"
+    TASK_INTERRUPTION = "task_interruption"
+
+
+class DrainCause(StrEnum):
+    """Why an instance drains. AWS documents no reason-code enum (ECS_EVENTS.md §2.4)."""
+
+    ECS_AUTO_REPAIR = "ecs_auto_repair"
+    FAULT_RESPONDER_QUARANTINE = "fault_responder_quarantine"
+    ECS_REPORTED = "ecs_reported"
+    MANUAL_OR_SCHEDULED = "manual_or_scheduled"
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    fault_class: FaultClass
+    severity: Severity
+    title: str
+    """Short human title, e.g. "XID 79: GPU has fallen off the bus"."""
+    xid: int | None = None
+    reason: str | None = None
+    """The raw statusReason as ECS sent it (untrusted text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrainAttribution:
+    cause: DrainCause
+    label: str
+    """What people read, e.g. "ECS auto-repair (XID 79)"."""
+    reason: str | None = None
+    """The reason text the event carried, if any (untrusted text)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRef:
+    """Where a fault is: enough to name it, link to it and route on it."""
+
+    region: str
+    account: str
+    cluster_arn: str
+    container_instance_arn: str
+    ec2_instance_id: str | None
+    capacity_provider: str | None
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster_arn.rsplit("/", 1)[-1]
+
+    @property
+    def container_instance_id(self) -> str:
+        return self.container_instance_arn.rsplit("/", 1)[-1]
+
+    @property
+    def console_url(self) -> str:
+        return (
+            f"https://{self.region}.console.aws.amazon.com/ecs/v2/clusters/{self.cluster_name}"
+            f"/infrastructure/container-instances/{self.container_instance_id}?region={self.region}"
+        )
+
+
+class NotificationAction(StrEnum):
+    OPEN = "open"
+    """A new (or re-opened) incident: Slack root message, PagerDuty trigger."""
+    UPDATE = "update"
+    """A lifecycle step: Slack thread reply + root update, PagerDuty trigger with the same key."""
+    RESOLVE = "resolve"
+    """Over: Slack thread reply + root update, PagerDuty resolve."""
+    STANDALONE = "standalone"
+    """Something worth saying that belongs to no incident (a manual drain, a spot stop)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    at: datetime
+    event_id: str
+    phase: str
+    """IMPAIRED, DRAINING, DEREGISTERING, INACTIVE, TASK_STOPPED, RECOVERED, ..."""
+    text: str
+    """One line for people; untrusted parts are escaped by the renderers, not here."""
+    stale: bool = False
+    action: NotificationAction | None = None
+    """What this step told people; a retried event re-derives its notifications from it."""
+    page: bool = True
+    """Whether this step went to pagers, or only to chat."""
+
+
+@dataclass(slots=True)
+class SlackThread:
+    receiver: str
+    channel: str
+    ts: str
+
+
+@dataclass(slots=True)
+class Incident:
+    """One fault on one container instance for one health check type."""
+
+    fingerprint: str
+    instance: InstanceRef
+    check_type: str
+    status: str
+    """OPEN or CLOSED."""
+    classification: Classification
+    opened_at: datetime
+    phase: str
+    """The current headline state: IMPAIRED, DRAINING, DEREGISTERING, INACTIVE, RESOLVED."""
+    last_status_change: datetime | None = None
+    closed_at: datetime | None = None
+    close_reason: str | None = None
+    drain: DrainAttribution | None = None
+    receivers: list[str] = field(default_factory=list)
+    route: str | None = None
+    slack_threads: list[SlackThread] = field(default_factory=list)
+    timeline: list[TimelineEntry] = field(default_factory=list)
+    opened_count: int = 1
+    version: int = 0
+    """Optimistic-lock counter for conditional writes."""
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "OPEN"
+
+    @property
+    def dedup_key(self) -> str:
+        return self.fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A standalone notification that belongs to no incident."""
+
+    event_id: str
+    kind: EventKind
+    instance: InstanceRef
+    severity: Severity
+    title: str
+    text: str
+    at: datetime
+    fault_class: FaultClass
+    drain: DrainAttribution | None = None
+    details: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One thing to tell people, before routing decides who."""
+
+    action: NotificationAction
+    event_id: str
+    incident: Incident | None = None
+    entry: TimelineEntry | None = None
+    alert: Alert | None = None
+    page: bool = True
+    """False when the step changes nothing a pager cares about (it still goes to Slack)."""
+    retry: bool = False
+    """Re-derived for an event already applied: only deliveries missing from the ledger go out."""
+
+
+@dataclass(slots=True)
+class InstanceState:
+    """What we know about a container instance beyond its incidents."""
+
+    container_instance_arn: str
+    status: str | None = None
+    status_version: int | None = None
+    status_at: datetime | None = None
+    last_impaired_at: datetime | None = None
+    last_impaired_label: str | None = None
+    """e.g. "XID 79" — names the fault in a later drain attribution."""
+    quarantined_at: datetime | None = None
+    """Set by the training auto-resume workflow before it drains the instance."""
+    quarantine_reason: str | None = None
+    version: int = 0

@@ -1,0 +1,138 @@
+"""pydantic v2 models of the ECS events we consume, parsed with the Powertools EventBridge envelope.
+
+Tolerant by design: unknown fields are kept (extra="allow"), and every enum ECS may extend is an
+open string. The known values are listed as constants so code can compare against them; an unknown
+value is classified as unknown downstream, never rejected here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+HEALTH_CHANGE = "ECS Container Instance Health Change"
+STATE_CHANGE = "ECS Container Instance State Change"
+TASK_STATE_CHANGE = "ECS Task State Change"
+
+KNOWN_CHECK_TYPES = frozenset({"CONTAINER_RUNTIME", "ACCELERATED_COMPUTE", "DAEMON", "AGENT_CONNECTIVITY"})
+KNOWN_HEALTH_STATUSES = frozenset({"OK", "IMPAIRED", "INSUFFICIENT_DATA", "INITIALIZING"})
+INFRASTRUCTURE_STOP_CODES = frozenset({"SpotInterruption", "TerminationNotice", "InfrastructureHealth"})
+DRAINING_STOP_REASON = "Task stopped during instance draining"
+
+
+def _none_to_empty_list(value: Any) -> Any:
+    return [] if value is None else value
+
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+Arn = Annotated[str, Field(min_length=20, pattern=r"^arn:aws[a-z-]*:ecs:")]
+
+
+class _Tolerant(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class HealthCheck(_Tolerant):
+    type: NonEmptyStr
+    status: NonEmptyStr
+    last_status_change: datetime | None = Field(default=None, alias="lastStatusChange")
+    last_updated: datetime | None = Field(default=None, alias="lastUpdated")
+    status_reason: str | None = Field(default=None, alias="statusReason")
+
+
+class HealthChangeDetail(_Tolerant):
+    cluster_arn: Arn = Field(alias="clusterArn")
+    container_instance_arn: Arn = Field(alias="containerInstanceArn")
+    capacity_provider_name: str | None = Field(default=None, alias="capacityProviderName")
+    ec2_instance_id: str | None = Field(default=None, alias="ec2InstanceId")
+    overall_status: NonEmptyStr = Field(alias="overallStatus")
+    health_checks: Annotated[list[HealthCheck], BeforeValidator(_none_to_empty_list)] = Field(
+        default_factory=list, alias="healthChecks"
+    )
+
+
+class InstanceStateDetail(_Tolerant):
+    cluster_arn: Arn = Field(alias="clusterArn")
+    container_instance_arn: Arn = Field(alias="containerInstanceArn")
+    ec2_instance_id: str | None = Field(default=None, alias="ec2InstanceId")
+    capacity_provider_name: str | None = Field(default=None, alias="capacityProviderName")
+    status: NonEmptyStr
+    status_reason: str | None = Field(default=None, alias="statusReason")
+    drain_reason: str | None = Field(default=None, alias="drainReason")
+    """Not documented by AWS today; read if AWS adds a dedicated drain-reason field."""
+    version: int | None = None
+    agent_connected: bool | None = Field(default=None, alias="agentConnected")
+    running_tasks_count: int | None = Field(default=None, alias="runningTasksCount")
+    updated_at: datetime | None = Field(default=None, alias="updatedAt")
+
+
+class Container(_Tolerant):
+    name: str | None = None
+    exit_code: int | None = Field(default=None, alias="exitCode")
+    reason: str | None = None
+    gpu_ids: Annotated[list[str], BeforeValidator(_none_to_empty_list)] = Field(default_factory=list, alias="gpuIds")
+
+
+class TaskStateDetail(_Tolerant):
+    cluster_arn: Arn = Field(alias="clusterArn")
+    task_arn: NonEmptyStr = Field(alias="taskArn")
+    container_instance_arn: str | None = Field(default=None, alias="containerInstanceArn")
+    capacity_provider_name: str | None = Field(default=None, alias="capacityProviderName")
+    task_definition_arn: str | None = Field(default=None, alias="taskDefinitionArn")
+    group: str | None = None
+    last_status: NonEmptyStr = Field(alias="lastStatus")
+    desired_status: str | None = Field(default=None, alias="desiredStatus")
+    stop_code: str | None = Field(default=None, alias="stopCode")
+    stopped_reason: str | None = Field(default=None, alias="stoppedReason")
+    stopped_at: datetime | None = Field(default=None, alias="stoppedAt")
+    version: int | None = None
+    containers: Annotated[list[Container], BeforeValidator(_none_to_empty_list)] = Field(default_factory=list)
+
+
+class _EcsEvent(EventBridgeModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    source: Literal["aws.ecs"]
+
+
+class HealthChangeEvent(_EcsEvent):
+    detail_type: Literal["ECS Container Instance Health Change"] = Field(alias="detail-type")
+    detail: HealthChangeDetail
+
+
+class InstanceStateEvent(_EcsEvent):
+    detail_type: Literal["ECS Container Instance State Change"] = Field(alias="detail-type")
+    detail: InstanceStateDetail
+
+
+class TaskStateEvent(_EcsEvent):
+    detail_type: Literal["ECS Task State Change"] = Field(alias="detail-type")
+    detail: TaskStateDetail
+
+
+EcsEvent = HealthChangeEvent | InstanceStateEvent | TaskStateEvent
+
+_MODELS: dict[str, type[EcsEvent]] = {
+    HEALTH_CHANGE: HealthChangeEvent,
+    STATE_CHANGE: InstanceStateEvent,
+    TASK_STATE_CHANGE: TaskStateEvent,
+}
+
+
+class UnsupportedEventError(ValueError):
+    """Valid JSON, but not an ECS event this app consumes."""
+
+
+def parse_ecs_event(raw: Any) -> EcsEvent:
+    """Parse a full EventBridge envelope with the Powertools parser into the model its detail-type names.
+
+    Raises UnsupportedEventError for other detail-types and pydantic.ValidationError for a malformed one.
+    """
+    detail_type = raw.get("detail-type") if isinstance(raw, dict) else None
+    model = _MODELS.get(detail_type) if isinstance(detail_type, str) else None
+    if model is None:
+        raise UnsupportedEventError(f"not an ECS event this app consumes (detail-type {detail_type!r})")
+    return parse(event=raw, model=model)

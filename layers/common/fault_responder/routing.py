@@ -1,0 +1,186 @@
+"""Declarative routing: which receivers hear about what, in the spirit of Alertmanager.
+
+A routing file (YAML, packaged under fault_responder/routes/) names receivers (Slack channels,
+Slack webhooks, PagerDuty services) and an ordered list of routes. Each route has matchers; the
+first route that matches wins, unless it says `continue: true`, in which case later routes are
+tried too. See docs/routing.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from fault_responder.domain import Alert, Incident, Notification, NotificationAction, Severity
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+MATCHER_KEYS = ("kind", "cluster", "capacity_provider", "check_type", "fault_class", "severity", "drain_attribution")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SlackTarget(_Strict):
+    channel: str | None = Field(default=None, min_length=1, description="Bot-token mode: channel name or id.")
+    webhook: Name | None = Field(default=None, description="Webhook mode: a key of the Slack secret's webhook_urls.")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> SlackTarget:
+        if (self.channel is None) == (self.webhook is None):
+            raise ValueError("a slack receiver needs exactly one of 'channel' (bot token) or 'webhook'")
+        return self
+
+
+class PagerDutyTarget(_Strict):
+    service: Name = Field(description="A key of the PagerDuty secret's routing_keys.")
+
+
+class Receiver(_Strict):
+    slack: SlackTarget | None = None
+    pagerduty: PagerDutyTarget | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Receiver:
+        if (self.slack is None) == (self.pagerduty is None):
+            raise ValueError("a receiver needs exactly one of 'slack' or 'pagerduty'")
+        return self
+
+
+class Route(_Strict):
+    name: Name
+    match: dict[str, list[str]] = Field(default_factory=dict)
+    receivers: list[Name] = Field(min_length=1)
+    continue_: bool = Field(default=False, alias="continue")
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: [item] if isinstance(item, str) else item for key, item in value.items()}
+        return value
+
+    @field_validator("match")
+    @classmethod
+    def _known_keys(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        unknown = sorted(set(value) - set(MATCHER_KEYS))
+        if unknown:
+            raise ValueError(f"unknown matcher {unknown}; use {list(MATCHER_KEYS)}")
+        return value
+
+
+class RoutingConfig(_Strict):
+    version: Literal[1] = 1
+    receivers: dict[Name, Receiver] = Field(min_length=1)
+    routes: list[Route] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> RoutingConfig:
+        names = [route.name for route in self.routes]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"route names must be unique: {duplicates}")
+        for route in self.routes:
+            missing = [name for name in route.receivers if name not in self.receivers]
+            if missing:
+                raise ValueError(f"route {route.name!r} names unknown receivers {missing}")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class RouteContext:
+    """The labels a route can match on; None matches only the literal value "none"."""
+
+    kind: str
+    cluster: str
+    capacity_provider: str | None
+    check_type: str | None
+    fault_class: str
+    severity: Severity
+    drain_attribution: str | None
+
+    def value(self, key: str) -> str:
+        raw = getattr(self, key)
+        return "none" if raw is None else str(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDecision:
+    routes: tuple[str, ...]
+    receivers: tuple[str, ...]
+
+
+class Router:
+    def __init__(self, config: RoutingConfig) -> None:
+        self.config = config
+
+    def route(self, context: RouteContext) -> RouteDecision:
+        routes: list[str] = []
+        receivers: list[str] = []
+        for route in self.config.routes:
+            if not _matches(route, context):
+                continue
+            routes.append(route.name)
+            receivers.extend(name for name in route.receivers if name not in receivers)
+            if not route.continue_:
+                break
+        return RouteDecision(tuple(routes), tuple(receivers))
+
+
+def _matches(route: Route, context: RouteContext) -> bool:
+    return all(
+        any(fnmatchcase(context.value(key), pattern) for pattern in patterns) for key, patterns in route.match.items()
+    )
+
+
+def context_for(notification: Notification) -> RouteContext:
+    if notification.alert is not None:
+        return _alert_context(notification.alert)
+    assert notification.incident is not None
+    return _incident_context(notification.incident, notification.action)
+
+
+def _incident_context(incident: Incident, action: NotificationAction) -> RouteContext:
+    kind = "health_recovered" if action == NotificationAction.RESOLVE else "health_impaired"
+    return RouteContext(
+        kind=kind,
+        cluster=incident.instance.cluster_name,
+        capacity_provider=incident.instance.capacity_provider,
+        check_type=incident.check_type,
+        fault_class=incident.classification.fault_class.value,
+        severity=incident.classification.severity,
+        drain_attribution=incident.drain.cause.value if incident.drain else None,
+    )
+
+
+def _alert_context(alert: Alert) -> RouteContext:
+    return RouteContext(
+        kind=alert.kind.value,
+        cluster=alert.instance.cluster_name,
+        capacity_provider=alert.instance.capacity_provider,
+        check_type=None,
+        fault_class=alert.fault_class.value,
+        severity=alert.severity,
+        drain_attribution=alert.drain.cause.value if alert.drain else None,
+    )
+
+
+def load_routing(name_or_path: str) -> RoutingConfig:
+    """Load a packaged routing file by name (e.g. "default.yaml"), or any file by path."""
+    path = Path(name_or_path)
+    if path.is_file():
+        text = path.read_text(encoding="utf-8")
+    else:
+        if "/" in name_or_path or "\\" in name_or_path:
+            raise FileNotFoundError(f"routing file not found: {name_or_path}")
+        packaged = resources.files("fault_responder") / "routes" / name_or_path
+        if not packaged.is_file():
+            raise FileNotFoundError(f"no packaged routing file named {name_or_path!r}")
+        text = packaged.read_text(encoding="utf-8")
+    return RoutingConfig.model_validate(yaml.safe_load(text))
