@@ -1,0 +1,95 @@
+# GPU Fault Responder — every command a developer or CI runs. `make help` lists them.
+#
+# Two virtual environments, both created from pinned requirements on first use:
+#   .venv      the app, its tests and the sandbox   (requirements/dev.txt)
+#   .venv-sam  the SAM CLI, which pins boto3 exactly (requirements/sam.txt)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+SAMVENV := .venv-sam
+PY := $(VENV)/bin/python
+SAM := $(SAMVENV)/bin/sam
+
+export AWS_DEFAULT_REGION ?= us-east-1
+export SAM_CLI_TELEMETRY := 0
+export PYTHONDONTWRITEBYTECODE := 1
+
+# `sam build` needs the Lambda runtime's Python on PATH. Use the newest of 3.13/3.12/3.11 that this
+# machine has (pyenv keeps them under its root), and build for that runtime.
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+# (pyenv's shims are skipped: they fail unless that version is activated.)
+BUILD_PYTHON := $(firstword $(foreach v,3.13 3.12 3.11,$(or $(lastword $(sort $(wildcard $(PYENV_ROOT)/versions/$(v).*/bin/python$(v)))),$(shell python$(v) -c 'import sys; print(sys.executable)' 2>/dev/null))))
+BUILD_RUNTIME := python$(shell $(BUILD_PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)
+BUILD_PATH := $(dir $(BUILD_PYTHON)):$(PATH)
+HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+
+FN ?= AlertRouterFunction
+EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
+DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
+
+.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke demo route test clean
+
+help: ## List the commands
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements/dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	touch $@
+
+$(SAMVENV)/.installed: requirements/sam.txt
+	$(PYTHON) -m venv $(SAMVENV)
+	$(SAMVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/sam.txt
+	touch $@
+
+setup: $(VENV)/.installed $(SAMVENV)/.installed ## Create both virtual environments from the pinned requirements
+
+lint: $(VENV)/.installed ## ruff: lint and formatting
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
+	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox
+
+validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint, and statelint on the state machines
+	$(SAM) validate --lint
+	@if compgen -G "statemachines/*.asl.json" > /dev/null; then $(VENV)/bin/statelint --ignore=URI statemachines/*.asl.json; fi
+
+pytest: $(VENV)/.installed ## The test suite (unit, rules, integration, sandbox replays)
+	$(PY) -m pytest -q
+
+build: $(SAMVENV)/.installed ## sam build for Lambda (arm64) into .aws-sam/build
+	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
+	PATH="$(BUILD_PATH)" $(SAM) build --cached --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
+
+build-host: $(SAMVENV)/.installed ## sam build for this machine's architecture into .aws-sam/build-host (for make invoke)
+	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
+	PATH="$(BUILD_PATH)" $(SAM) build --cached --cache-dir .aws-sam/cache-host -b .aws-sam/build-host \
+		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH)
+
+invoke: build-host $(VENV)/.installed ## Run FN from the build output against the sandbox: make invoke FN=<LogicalId> EVENT=<file>
+	PATH="$(BUILD_PATH)" $(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host
+
+smoke: build-host $(VENV)/.installed ## make invoke of every function with one of its events
+	PATH="$(BUILD_PATH)" $(PY) -m sandbox invoke AlertRouterFunction events/aws-docs/health-change-accelerated-compute-xid46.json --build-dir .aws-sam/build-host --quiet
+
+demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair drain -> instance gone) in the sandbox
+	@mkdir -p reports
+	$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
+
+route: $(VENV)/.installed ## Which route and receivers events reach: make route EVENT="<file> [<file>...]"
+	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck $(EVENT)
+
+test: lint typecheck validate pytest build smoke ## Everything CI runs
+	@echo "make test: all checks passed"
+
+clean: ## Remove build output and caches (keeps the virtual environments)
+	rm -rf .aws-sam reports .pytest_cache .mypy_cache .ruff_cache
