@@ -1,0 +1,220 @@
+"""JSON delivery over HTTP: timeouts on every call, bounded retries, errors that carry no secrets.
+
+Slack and PagerDuty both ask clients to retry 429, 5xx and network errors and not to retry other
+4xx; Slack also reports errors inside HTTP 200 (`ok: false`), which the caller classifies through
+`is_failure`. The retry budget is small on purpose: the SQS queue in front of the router is the
+long-term retry, so a destination that stays down should fail the message (and keep the Lambda
+short) rather than sleep for minutes.
+
+Webhook URLs, tokens and routing keys are secrets: nothing here logs a URL, a header or a payload,
+`requests` exception messages (which quote the URL) are reduced to their class name, and urllib3's
+DEBUG request lines are dropped. A Retry-After longer than the policy allows is not shortened: the
+delivery fails as retryable at once, and the queue's redelivery does the waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import requests
+
+log = logging.getLogger(__name__)
+
+
+class _DropRequestLines(logging.Filter):
+    """urllib3 logs each request line at DEBUG with the URL path, and a webhook's path is its secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.DEBUG
+
+
+# On the logger itself, so it holds whatever handlers and levels the Lambda configures later.
+logging.getLogger("urllib3.connectionpool").addFilter(_DropRequestLines())
+
+FailureCheck = Callable[[requests.Response], tuple[bool, bool, str]]
+"""Classifies a 2xx response: (failed, retryable, reason)."""
+
+# Network failures. After a read timeout Slack may already have posted, so a retry can duplicate a
+# message; a duplicate is the lesser harm than a lost page.
+_TRANSIENT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+_MAX_REASON = 200
+
+
+class DeliveryError(Exception):
+    """A notification could not be delivered. Its text names the service and the cause, never a secret."""
+
+    def __init__(self, service: str, status: int | None, reason: str, retryable: bool) -> None:
+        super().__init__(service, status, reason, retryable)
+        self.service = service
+        self.status = status
+        self.reason = reason
+        self.retryable = retryable
+
+    def __str__(self) -> str:
+        status = f"HTTP {self.status}" if self.status is not None else "no response"
+        kind = "retryable" if self.retryable else "permanent"
+        return f"{self.service} delivery failed ({status}, {kind}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 10.0
+    connect_timeout: float = 3.05
+    read_timeout: float = 10.0
+    max_retry_after: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if min(self.base_delay, self.max_delay, self.max_retry_after) < 0:
+            raise ValueError("delays must not be negative")
+        if min(self.connect_timeout, self.read_timeout) <= 0:
+            raise ValueError("timeouts must be positive")
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
+def send_json(
+    session: requests.Session,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    service: str,
+    headers: dict[str, str] | None = None,
+    policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+    is_failure: FailureCheck | None = None,
+) -> requests.Response:
+    """POST `payload` as JSON and return the accepted response, or raise `DeliveryError`."""
+    attempt = 0
+    while True:
+        attempt += 1
+        outcome = _post_once(
+            session, url, payload, headers=headers, policy=policy, service=service, is_failure=is_failure
+        )
+        if isinstance(outcome, requests.Response):
+            return outcome
+        # Raised here, away from the `except` that caught a requests error, so that error (whose
+        # message quotes the URL) is not chained into the traceback.
+        error = outcome.error
+        if not error.retryable or attempt >= policy.max_attempts:
+            raise error
+        if outcome.retry_after is not None and outcome.retry_after > policy.max_retry_after:
+            # Retrying sooner than asked keeps us rate limited (Slack may disable apps that do):
+            # leave the wait to the queue's redelivery rather than sleep it away in the Lambda.
+            reason = f"{error.reason}; Retry-After {outcome.retry_after:g}s exceeds {policy.max_retry_after:g}s"
+            raise DeliveryError(service, error.status, reason, retryable=True)
+        delay = outcome.retry_after if outcome.retry_after is not None else _backoff(attempt, policy)
+        log.warning(
+            "%s delivery attempt %d/%d failed (%s); retrying in %.2fs",
+            service,
+            attempt,
+            policy.max_attempts,
+            error.reason,
+            delay,
+        )
+        sleep(delay)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: DeliveryError
+    retry_after: float | None = None
+
+
+def _post_once(
+    session: requests.Session,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    headers: dict[str, str] | None,
+    policy: RetryPolicy,
+    service: str,
+    is_failure: FailureCheck | None,
+) -> requests.Response | _Failed:
+    try:
+        response = session.post(
+            url,
+            json=payload,
+            headers=headers,
+            timeout=(policy.connect_timeout, policy.read_timeout),
+            # A redirect would re-send the payload (and its credentials) somewhere we did not choose.
+            allow_redirects=False,
+        )
+    except _TRANSIENT_ERRORS as exc:
+        return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=True))
+    except requests.RequestException as exc:
+        return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=False))
+    failure = _judge(response, service, is_failure)
+    if failure is None:
+        return response
+    return _Failed(failure, _retry_after_seconds(response.headers.get("Retry-After")))
+
+
+def json_object(response: requests.Response) -> dict[str, Any] | None:
+    """The response body as a JSON object, or None when it is not one."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _judge(response: requests.Response, service: str, is_failure: FailureCheck | None) -> DeliveryError | None:
+    status = response.status_code
+    if 200 <= status < 300:
+        if is_failure is None:
+            return None
+        failed, retryable, reason = is_failure(response)
+        return DeliveryError(service, status, reason, retryable) if failed else None
+    retryable = status == 429 or status >= 500
+    return DeliveryError(service, status, _reason(response), retryable)
+
+
+def _reason(response: requests.Response) -> str:
+    """A short cause from an error body: Slack's `error`, PagerDuty's message and errors, or the text."""
+    body = json_object(response)
+    if body is not None and isinstance(body.get("error"), str):
+        reason = str(body["error"])
+    elif body is not None and isinstance(body.get("message"), str):
+        errors = body.get("errors")
+        reason = str(body["message"]) + (f": {json.dumps(errors)}" if errors else "")
+    else:
+        reason = " ".join(response.text.split()) or response.reason or f"HTTP {response.status_code}"
+    return reason[:_MAX_REASON]
+
+
+def _backoff(attempt: int, policy: RetryPolicy) -> float:
+    # Full jitter: a storm of IMPAIRED events starts many Lambdas at once, and their retries must
+    # spread out rather than hit a rate-limited API again in lockstep.
+    ceiling = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+    return random.uniform(0.0, ceiling)  # noqa: S311 - jitter, not cryptography
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = (moment - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None

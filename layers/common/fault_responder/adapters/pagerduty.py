@@ -1,0 +1,56 @@
+"""PagerDuty Events API v2 delivery (trigger, acknowledge, resolve).
+
+PagerDuty answers 202 when it accepts an event, 400 when the event is invalid (never retried),
+429 and 5xx when it should be sent again later. The routing key travels inside the event body and
+is a secret: it never reaches a log or an error message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from fault_responder.adapters.http import DEFAULT_RETRY_POLICY, DeliveryError, RetryPolicy, json_object, send_json
+
+SERVICE = "pagerduty"
+EVENTS_V2_URL = "https://events.pagerduty.com/v2/enqueue"
+
+
+class PagerDutyEvents:
+    def __init__(
+        self,
+        url: str = EVENTS_V2_URL,
+        session: requests.Session | None = None,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._url = url
+        self._session = session or requests.Session()
+        self._policy = policy
+        self._sleep = sleep
+
+    def send(self, event: dict[str, Any]) -> str:
+        """Send one event; returns the dedup key PagerDuty filed it under (generated if we sent none)."""
+        response = send_json(
+            self._session,
+            self._url,
+            event,
+            service=SERVICE,
+            policy=self._policy,
+            sleep=self._sleep,
+            is_failure=_event_failure,
+        )
+        dedup_key = (json_object(response) or {}).get("dedup_key")
+        if not isinstance(dedup_key, str):
+            raise DeliveryError(SERVICE, response.status_code, "answer has no dedup_key", retryable=False)
+        return dedup_key
+
+
+def _event_failure(response: requests.Response) -> tuple[bool, bool, str]:
+    body = json_object(response)
+    if body is None or body.get("status") != "success":
+        return True, False, "invalid_response"
+    return False, False, ""

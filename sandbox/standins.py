@@ -1,0 +1,747 @@
+"""Local HTTP stand-ins for the Slack Web API, Slack incoming webhooks and PagerDuty Events API v2.
+
+One loopback server answers all three the way the real services do for the parts we use: request
+validation and error codes, the shape of successful answers, a little state (Slack messages, threads
+and edits; PagerDuty alerts by routing key + dedup key) and injected faults. Every request is
+recorded in arrival order with its secrets redacted, so tests and the sandbox report can show what
+crossed the wire and what on-call would see.
+
+Not emulated: form-encoded Web API calls, Slack methods other than chat.postMessage and chat.update,
+real rate limiting (inject 429s through `faults`), PagerDuty change events and payload-size limits.
+Lengths are counted in code points; Slack's own counting of some emoji may differ slightly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from sandbox.errors import SandboxError
+
+Fault = int | str
+"""An HTTP status to answer with, or OK_FALSE (Slack's HTTP 200 `ok: false`)."""
+
+OK_FALSE = "ok_false"
+SERVICES = ("slack", "pagerduty")
+REDACTED = "***"
+DEFAULT_SLACK_TOKEN = "xoxb-sandbox-token"
+SANDBOX_ROUTING_KEY = "sandboxpagerdutyroutingkey000000"
+WEBHOOK_PATH = "/services/T0SANDBOX/B0SANDBOX/sandboxwebhooksecret"
+WEBHOOK_CHANNEL = "sandbox-webhook"
+"""The channel the sandbox webhook posts to (a real webhook's channel is fixed by the app config)."""
+
+# Slack timestamps are unique per channel and increase; 100 µs apart keeps them readable.
+_FIRST_TS_MICROS = 1_700_000_000 * 1_000_000
+_TS_STEP_MICROS = 100
+_CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{8,}")
+_PD_SEVERITIES = ("critical", "error", "warning", "info")
+_PD_ACTIONS = ("trigger", "acknowledge", "resolve")
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: Any
+    """A dict or list is sent as JSON, a str as plain text."""
+    headers: dict[str, str] = field(default_factory=dict)
+    effect: str | None = None
+
+    def encode(self) -> tuple[bytes, str]:
+        if isinstance(self.body, str):
+            return self.body.encode(), "text/plain; charset=utf-8"
+        return json.dumps(self.body).encode(), "application/json; charset=utf-8"
+
+
+class StandIns:
+    """Slack and PagerDuty on one loopback port; use as a context manager or start()/stop()."""
+
+    def __init__(
+        self,
+        *,
+        slack_token: str = DEFAULT_SLACK_TOKEN,
+        pagerduty_routing_keys: set[str] | None = None,
+        faults: Mapping[str, list[Fault]] | None = None,
+        known_channels: set[str] | None = None,
+    ) -> None:
+        checked = _checked_faults(faults or {})
+        self._faults = {service: deque(checked.get(service, [])) for service in SERVICES}
+        self._slack = _SlackWorkspace(slack_token, known_channels)
+        self._pagerduty = _PagerDutyEvents(
+            {SANDBOX_ROUTING_KEY} if pagerduty_routing_keys is None else pagerduty_routing_keys
+        )
+        self._lock = threading.Lock()
+        self._requests: list[dict[str, Any]] = []
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def faults_from_env(environ: Mapping[str, str]) -> dict[str, list[Fault]] | None:
+        """SANDBOX_FAULTS, e.g. `{"slack": [429, 500], "pagerduty": [500]}`; None when unset."""
+        raw = environ.get("SANDBOX_FAULTS", "").strip()
+        if not raw:
+            return None
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SandboxError(
+                f"SANDBOX_FAULTS is not valid JSON ({exc.msg} at character {exc.pos}); "
+                'expected e.g. {"slack": [429, 500], "pagerduty": [500]}'
+            ) from None
+        return _checked_faults(parsed)
+
+    def start(self) -> StandIns:
+        if self._server is not None:
+            raise RuntimeError("the stand-ins are already running")
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.stand_ins = self
+        # A short poll interval keeps stop() fast; tests start and stop many of these.
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="sandbox-standins", daemon=True
+        )
+        thread.start()
+        self._server, self._thread = server, thread
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server, self._thread = None, None
+
+    def __enter__(self) -> StandIns:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the stand-ins are not running: call start() first")
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    @property
+    def slack_api_url(self) -> str:
+        return f"{self.base_url}/api"
+
+    @property
+    def slack_webhook_url(self) -> str:
+        return f"{self.base_url}{WEBHOOK_PATH}"
+
+    @property
+    def pagerduty_url(self) -> str:
+        return f"{self.base_url}/v2/enqueue"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request so far, in arrival order, faults included, secrets redacted (a copy)."""
+        with self._lock:
+            return copy.deepcopy(self._requests)
+
+    def slack_channels(self) -> dict[str, list[dict[str, Any]]]:
+        """Channel name -> its messages (ts, thread_ts, text, blocks, edits), replies included."""
+        with self._lock:
+            return self._slack.channels()
+
+    def pagerduty_alerts(self) -> list[dict[str, Any]]:
+        """Every alert opened so far, in order, with its status and event log."""
+        with self._lock:
+            return copy.deepcopy(self._pagerduty.alerts)
+
+    def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
+        """Answer one request and record it; the HTTP handler calls this for every request."""
+        path = urlsplit(target).path
+        service = "pagerduty" if path.startswith("/v2/") else "slack"
+        # One lock around answer and record: the order of `requests` is the order of effects.
+        with self._lock:
+            fault = self._faults[service].popleft() if self._faults[service] else None
+            if fault is not None:
+                reply = _fault_reply(service, fault)
+            elif method != "POST":
+                reply = _Reply(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed")
+            else:
+                reply = self._route(path, authorization, content_type, raw)
+            self._requests.append(_record(service, method, path, raw, reply, fault=fault is not None))
+        return reply
+
+    def _route(self, path: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
+        if path in ("/api/chat.postMessage", "/api/chat.update"):
+            return self._slack.call(path.removeprefix("/api/"), authorization, content_type, raw)
+        if path.startswith("/api/"):
+            return _slack_error("unknown_method")
+        if path == WEBHOOK_PATH:
+            return self._slack.webhook(raw)
+        if path.startswith("/services/"):
+            return _Reply(HTTPStatus.NOT_FOUND, "no_service")
+        if path == "/v2/enqueue":
+            return self._pagerduty.enqueue(raw)
+        return _Reply(HTTPStatus.NOT_FOUND, "not_found")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    stand_ins: StandIns
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    # Keep-alive, like the real APIs: requests.Session reuses the connection between retries.
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, each answer waits for a delayed ACK (~40 ms).
+    disable_nagle_algorithm = True
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        raw = self.rfile.read(length) if length > 0 else b""
+        reply = self.server.stand_ins._answer(
+            self.command, self.path, self.headers.get("Authorization"), self.headers.get("Content-Type") or "", raw
+        )
+        payload, content_type = reply.encode()
+        self.send_response(reply.status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the recorded requests are the log."""
+
+
+def _checked_faults(faults: object) -> dict[str, list[Fault]]:
+    if not isinstance(faults, Mapping):
+        raise SandboxError('faults must be an object like {"slack": [429, 500], "pagerduty": [500]}')
+    checked: dict[str, list[Fault]] = {}
+    for service, entries in faults.items():
+        if service not in SERVICES:
+            raise SandboxError(f"faults: unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+        if not isinstance(entries, list):
+            raise SandboxError(f"faults: {service} must be a list of HTTP statuses")
+        for entry in entries:
+            is_status = isinstance(entry, int) and not isinstance(entry, bool) and 100 <= entry <= 599
+            if not is_status and not (entry == OK_FALSE and service == "slack"):
+                allowed = 'an HTTP status (100-599) or "ok_false"' if service == "slack" else "an HTTP status (100-599)"
+                raise SandboxError(f"faults: {service} entry {entry!r} is not {allowed}")
+        checked[service] = list(entries)
+    return checked
+
+
+def _fault_reply(service: str, fault: Fault) -> _Reply:
+    if fault == OK_FALSE:
+        return _slack_error("internal_error")
+    status = int(fault)
+    if status == HTTPStatus.TOO_MANY_REQUESTS:
+        body: dict[str, Any] = (
+            {"ok": False, "error": "ratelimited"}
+            if service == "slack"
+            else {"status": "throttled", "message": "Requests for this service are arriving too quickly."}
+        )
+        return _Reply(status, body, {"Retry-After": "1"})
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "error"
+    return _Reply(status, phrase)
+
+
+def _record(service: str, method: str, path: str, raw: bytes, reply: _Reply, *, fault: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "service": service,
+        "method": method,
+        "path": _redacted_path(path),
+        "status": int(reply.status),
+        "body": _redacted_body(raw),
+        "fault": fault,
+        "response": copy.deepcopy(reply.body),
+    }
+    if reply.effect is not None:
+        entry["effect"] = reply.effect
+    return entry
+
+
+def _redacted_path(path: str) -> str:
+    # /services/T…/B…/<secret>: the last segment of an incoming-webhook URL is its credential.
+    parts = path.split("/")
+    if len(parts) > 4 and parts[1] == "services":
+        parts[4] = REDACTED
+    return "/".join(parts)
+
+
+def _redacted_body(raw: bytes) -> Any:
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(body, dict):
+        for secret in ("routing_key", "token"):
+            if secret in body:
+                body[secret] = REDACTED
+    return body
+
+
+_INVALID = object()
+
+
+def _parse_json(raw: bytes) -> Any:
+    """The JSON document in `raw`, or _INVALID (JSON `null` is a document, so None cannot say it)."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return _INVALID
+
+
+# --- Slack -----------------------------------------------------------------------------------
+
+
+def _slack_error(error: str, **extra: Any) -> _Reply:
+    # The Web API reports almost every error as HTTP 200 with `ok: false`.
+    return _Reply(HTTPStatus.OK, {"ok": False, "error": error, **extra})
+
+
+class _SlackWorkspace:
+    def __init__(self, token: str, known_channels: Iterable[str] | None) -> None:
+        self._token = token
+        self._restricted = known_channels is not None
+        self._ids: dict[str, str] = {}
+        self._names: dict[str, str] = {}
+        self._messages: dict[str, list[dict[str, Any]]] = {}
+        self._ts_micros = _FIRST_TS_MICROS
+        for name in sorted({WEBHOOK_CHANNEL, *(channel.removeprefix("#") for channel in known_channels or ())}):
+            self._register(name)
+
+    def call(self, method: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
+        if not authorization:
+            return _slack_error("not_authed")
+        if authorization != f"Bearer {self._token}":
+            return _slack_error("invalid_auth")
+        if not content_type.startswith("application/json"):
+            return _slack_error("invalid_form_data")
+        body = _parse_json(raw)
+        if body is _INVALID:
+            return _slack_error("invalid_json")
+        if not isinstance(body, dict):
+            return _slack_error("json_not_object")
+        channel_id = self._resolve(body.get("channel"))
+        if channel_id is None:
+            return _slack_error("channel_not_found")
+        problem = _message_problem(body)
+        if problem is not None:
+            return _slack_error(problem[0], **problem[1])
+        reply = self._post(channel_id, body) if method == "chat.postMessage" else self._update(channel_id, body)
+        if reply.body.get("ok") and "charset" not in content_type:
+            # What Slack answers to a JSON body sent without `charset=utf-8`.
+            reply.body.update(warning="missing_charset", response_metadata={"warnings": ["missing_charset"]})
+        return reply
+
+    def webhook(self, raw: bytes) -> _Reply:
+        body = _parse_json(raw)
+        if not isinstance(body, dict):
+            return _Reply(HTTPStatus.BAD_REQUEST, "invalid_payload")
+        problem = _message_problem(body)
+        if problem is not None:
+            return _Reply(HTTPStatus.BAD_REQUEST, problem[0])
+        self._store(self._ids[WEBHOOK_CHANNEL], body, thread_ts=None)
+        return _Reply(HTTPStatus.OK, "ok")
+
+    def channels(self) -> dict[str, list[dict[str, Any]]]:
+        return {self._names[channel_id]: copy.deepcopy(messages) for channel_id, messages in self._messages.items()}
+
+    def _post(self, channel_id: str, body: dict[str, Any]) -> _Reply:
+        thread_ts = body.get("thread_ts")
+        if thread_ts is not None:
+            parent = self._find(channel_id, thread_ts)
+            if parent is None:
+                return _slack_error("thread_not_found")
+            # Replying to a reply lands in the parent's thread.
+            thread_ts = parent["thread_ts"] or parent["ts"]
+        message = self._store(channel_id, body, thread_ts=thread_ts)
+        return _Reply(
+            HTTPStatus.OK, {"ok": True, "channel": channel_id, "ts": message["ts"], "message": _as_sent(message)}
+        )
+
+    def _update(self, channel_id: str, body: dict[str, Any]) -> _Reply:
+        message = self._find(channel_id, body.get("ts"))
+        if message is None:
+            return _slack_error("message_not_found")
+        message["edits"].append({"text": message["text"], "blocks": message["blocks"]})
+        # As in Slack, blocks left out of an update are removed, not kept.
+        message["text"], message["blocks"] = body.get("text") or "", body.get("blocks") or []
+        return _Reply(
+            HTTPStatus.OK,
+            {
+                "ok": True,
+                "channel": channel_id,
+                "ts": message["ts"],
+                "text": message["text"],
+                "message": _as_sent(message),
+            },
+        )
+
+    def _store(self, channel_id: str, body: dict[str, Any], *, thread_ts: str | None) -> dict[str, Any]:
+        self._ts_micros += _TS_STEP_MICROS
+        seconds, micros = divmod(self._ts_micros, 1_000_000)
+        message = {
+            "ts": f"{seconds}.{micros:06d}",
+            "thread_ts": thread_ts,
+            "text": body.get("text") or "",
+            "blocks": copy.deepcopy(body.get("blocks") or []),
+            "edits": [],
+        }
+        self._messages.setdefault(channel_id, []).append(message)
+        return message
+
+    def _find(self, channel_id: str, ts: object) -> dict[str, Any] | None:
+        return next((m for m in self._messages.get(channel_id, []) if m["ts"] == ts), None)
+
+    def _resolve(self, channel: object) -> str | None:
+        """The channel id for a name (`#gpu-alerts`, `gpu-alerts`) or an id; None if it does not exist."""
+        if not isinstance(channel, str) or not channel:
+            return None
+        if channel in self._names:
+            return channel
+        name = channel.removeprefix("#")
+        if name in self._ids:
+            return self._ids[name]
+        if self._restricted or _CHANNEL_ID.fullmatch(channel):
+            return None
+        return self._register(name)
+
+    def _register(self, name: str) -> str:
+        channel_id = name if _CHANNEL_ID.fullmatch(name) else f"C0SANDBOX{len(self._ids) + 1}"
+        self._ids[name], self._names[channel_id] = channel_id, name
+        return channel_id
+
+
+def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
+    sent = {"type": "message", "bot_id": "B0SANDBOX", "text": message["text"], "ts": message["ts"]}
+    if message["blocks"]:
+        sent["blocks"] = copy.deepcopy(message["blocks"])
+    if message["thread_ts"]:
+        sent["thread_ts"] = message["thread_ts"]
+    return sent
+
+
+def _message_problem(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The Slack error code (and extra answer fields) for a message body, or None if it is valid."""
+    text, blocks = body.get("text"), body.get("blocks")
+    if text is not None and not isinstance(text, str):
+        return "invalid_arguments", {}
+    if not text and not blocks:
+        return "no_text", {}
+    if text and len(text) > 40_000:
+        return "msg_too_long", {}
+    if blocks is None:
+        return None
+    if not isinstance(blocks, list):
+        return "invalid_blocks_format", {}
+    errors = block_errors(blocks)
+    if errors:
+        return "invalid_blocks", {"errors": errors, "response_metadata": {"messages": [f"[ERROR] {e}" for e in errors]}}
+    return None
+
+
+_BlockCheck = Callable[[dict[str, Any], str], list[str]]
+
+
+def block_errors(blocks: list[Any]) -> list[str]:
+    """Block Kit validation for messages, with Slack's error wording and JSON pointers."""
+    if len(blocks) > 50:
+        return ["must be less than 51 items [json-pointer:/blocks]"]
+    errors: list[str] = []
+    block_ids: set[str] = set()
+    for index, block in enumerate(blocks):
+        pointer = f"/blocks/{index}"
+        if not isinstance(block, dict):
+            errors.append(f"must be an object [json-pointer:{pointer}]")
+            continue
+        kind = block.get("type")
+        check = _BLOCK_CHECKS.get(kind) if isinstance(kind, str) else None
+        if check is None:
+            errors.append(f"unsupported type {block.get('type')!r} [json-pointer:{pointer}/type]")
+            continue
+        errors.extend(check(block, pointer))
+        block_id = block.get("block_id")
+        if block_id is None:
+            continue
+        if not isinstance(block_id, str) or not 1 <= len(block_id) <= 255:
+            errors.append(f"must be 1 to 255 characters [json-pointer:{pointer}/block_id]")
+        elif block_id in block_ids:
+            errors.append(f"duplicate block_id {block_id!r} [json-pointer:{pointer}/block_id]")
+        block_ids.add(str(block_id))
+    return errors
+
+
+def _unknown_keys(obj: dict[str, Any], allowed: set[str], pointer: str) -> list[str]:
+    return [f"unsupported property {key!r} [json-pointer:{pointer}/{key}]" for key in obj if key not in allowed]
+
+
+def _text_errors(obj: Any, pointer: str, limit: int, *, plain_only: bool = False) -> list[str]:
+    allowed = {"plain_text": {"type", "text", "emoji"}, "mrkdwn": {"type", "text", "verbatim"}}
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if kind not in allowed or (plain_only and kind != "plain_text"):
+        expected = "plain_text" if plain_only else "a plain_text or mrkdwn text object"
+        return [f"must be {expected} [json-pointer:{pointer}]"]
+    errors = _unknown_keys(obj, allowed[kind], pointer)
+    text = obj.get("text")
+    if not isinstance(text, str) or not text:
+        errors.append(f"must be a non-empty string [json-pointer:{pointer}/text]")
+    elif len(text) > limit:
+        errors.append(f"must be less than {limit + 1} characters [json-pointer:{pointer}/text]")
+    return errors
+
+
+def _items(value: Any, pointer: str, most: int) -> tuple[list[Any], list[str]]:
+    if not isinstance(value, list) or not value:
+        return [], [f"must be a non-empty array [json-pointer:{pointer}]"]
+    if len(value) > most:
+        return [], [f"must be less than {most + 1} items [json-pointer:{pointer}]"]
+    return value, []
+
+
+def _header_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    return _unknown_keys(block, {"type", "text", "block_id"}, pointer) + _text_errors(
+        block.get("text"), f"{pointer}/text", 150, plain_only=True
+    )
+
+
+def _section_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    errors = _unknown_keys(block, {"type", "text", "fields", "block_id", "accessory", "expand"}, pointer)
+    if "text" not in block and "fields" not in block:
+        return [*errors, f"must provide either text or fields [json-pointer:{pointer}]"]
+    if "text" in block:
+        errors.extend(_text_errors(block["text"], f"{pointer}/text", 3000))
+    if "fields" in block:
+        fields, problems = _items(block["fields"], f"{pointer}/fields", 10)
+        errors.extend(problems)
+        for index, item in enumerate(fields):
+            errors.extend(_text_errors(item, f"{pointer}/fields/{index}", 2000))
+    return errors
+
+
+def _context_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    errors = _unknown_keys(block, {"type", "elements", "block_id"}, pointer)
+    elements, problems = _items(block.get("elements"), f"{pointer}/elements", 10)
+    errors.extend(problems)
+    for index, element in enumerate(elements):
+        element_pointer = f"{pointer}/elements/{index}"
+        if isinstance(element, dict) and element.get("type") == "image":
+            errors.extend(_image_errors(element, element_pointer, {"type", "image_url", "alt_text"}))
+        else:
+            errors.extend(_text_errors(element, element_pointer, 3000))
+    return errors
+
+
+def _image_errors(obj: dict[str, Any], pointer: str, allowed: set[str]) -> list[str]:
+    errors = _unknown_keys(obj, allowed, pointer)
+    for key, limit in (("image_url", 3000), ("alt_text", 2000)):
+        value = obj.get(key)
+        if not isinstance(value, str) or not 1 <= len(value) <= limit:
+            errors.append(f"must be 1 to {limit} characters [json-pointer:{pointer}/{key}]")
+    return errors
+
+
+def _image_block_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    errors = _image_errors(block, pointer, {"type", "image_url", "alt_text", "title", "block_id"})
+    if "title" in block:
+        errors.extend(_text_errors(block["title"], f"{pointer}/title", 2000, plain_only=True))
+    return errors
+
+
+def _divider_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    return _unknown_keys(block, {"type", "block_id"}, pointer)
+
+
+def _elements_errors(most: int) -> _BlockCheck:
+    """Blocks we never send (actions, rich_text): checked for shape only."""
+
+    def check(block: dict[str, Any], pointer: str) -> list[str]:
+        elements, problems = _items(block.get("elements"), f"{pointer}/elements", most)
+        problems += [
+            f"must be an object [json-pointer:{pointer}/elements/{i}]"
+            for i, element in enumerate(elements)
+            if not isinstance(element, dict)
+        ]
+        return problems
+
+    return check
+
+
+def _markdown_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    text = block.get("text")
+    if not isinstance(text, str) or not 1 <= len(text) <= 12_000:
+        return [f"must be 1 to 12000 characters [json-pointer:{pointer}/text]"]
+    return _unknown_keys(block, {"type", "text", "block_id"}, pointer)
+
+
+_BLOCK_CHECKS: dict[str, _BlockCheck] = {
+    "header": _header_errors,
+    "section": _section_errors,
+    "context": _context_errors,
+    "divider": _divider_errors,
+    "image": _image_block_errors,
+    "actions": _elements_errors(25),
+    "rich_text": _elements_errors(100),
+    "markdown": _markdown_errors,
+}
+
+
+# --- PagerDuty -------------------------------------------------------------------------------
+
+
+def _invalid_event(errors: list[str]) -> _Reply:
+    return _Reply(
+        HTTPStatus.BAD_REQUEST, {"status": "invalid event", "message": "Event object is invalid", "errors": errors}
+    )
+
+
+class _PagerDutyEvents:
+    def __init__(self, routing_keys: Iterable[str]) -> None:
+        self._keys = frozenset(routing_keys)
+        self.alerts: list[dict[str, Any]] = []
+        # Follow-up events apply to the open alert of the same routing key + dedup key only.
+        self._open: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def enqueue(self, raw: bytes) -> _Reply:
+        event = _parse_json(raw)
+        if not isinstance(event, dict):
+            return _invalid_event(["Event must be a JSON object"])
+        errors = event_errors(event, self._keys)
+        if errors:
+            return _invalid_event(errors)
+        action = event["event_action"]
+        # Without a dedup key PagerDuty generates one, so every such trigger opens a new alert.
+        dedup_key = event.get("dedup_key") or uuid.uuid4().hex
+        effect = self._apply(action, event["routing_key"], dedup_key, event)
+        body = {"status": "success", "message": "Event processed", "dedup_key": dedup_key}
+        return _Reply(HTTPStatus.ACCEPTED, body, effect=effect)
+
+    def _apply(self, action: str, routing_key: str, dedup_key: str, event: dict[str, Any]) -> str:
+        key = (routing_key, dedup_key)
+        alert = self._open.get(key)
+        entry = {"action": action}
+        if action == "trigger":
+            payload = event["payload"]
+            entry.update(summary=payload["summary"], severity=payload["severity"])
+            if alert is not None:
+                alert["log"].append(entry)
+                return "appended"
+            alert = {
+                "dedup_key": dedup_key,
+                "status": "triggered",
+                **{
+                    name: payload.get(name) for name in ("summary", "severity", "source", "component", "group", "class")
+                },
+                "custom_details": copy.deepcopy(payload.get("custom_details")),
+                "links": copy.deepcopy(event.get("links", [])),
+                "log": [entry],
+            }
+            self._open[key] = alert
+            self.alerts.append(alert)
+            return "opened"
+        # PagerDuty accepts (202) an acknowledge or resolve for no open alert, and drops it.
+        if alert is None:
+            return "dropped"
+        alert["log"].append(entry)
+        if action == "acknowledge":
+            alert["status"] = "acknowledged"
+            return "acknowledged"
+        alert["status"] = "resolved"
+        del self._open[key]
+        return "resolved"
+
+
+def event_errors(event: dict[str, Any], routing_keys: frozenset[str]) -> list[str]:
+    """Events API v2 validation, in PagerDuty's wording where we know it."""
+    errors = _routing_key_errors(event.get("routing_key"), routing_keys)
+    action = event.get("event_action")
+    if action not in _PD_ACTIONS:
+        errors.append(f"'event_action' must be one of {', '.join(_PD_ACTIONS)}")
+    dedup_key = event.get("dedup_key")
+    if dedup_key is not None and (not isinstance(dedup_key, str) or len(dedup_key) > 255):
+        errors.append("'dedup_key' must be a string of at most 255 characters")
+    if action in ("acknowledge", "resolve") and not dedup_key:
+        errors.append("'dedup_key' is missing or blank")
+    if action == "trigger":
+        errors.extend(_payload_errors(event.get("payload")))
+    errors.extend(_context_item_errors(event.get("links"), "links", "href"))
+    errors.extend(_context_item_errors(event.get("images"), "images", "src"))
+    errors.extend(f"'{name}' must be a string" for name in ("client", "client_url") if _not_str(event, name))
+    return errors
+
+
+def _routing_key_errors(routing_key: Any, known: frozenset[str]) -> list[str]:
+    if not isinstance(routing_key, str) or not routing_key:
+        return ["'routing_key' is missing or blank"]
+    if len(routing_key) != 32:
+        return ["Length of 'routing_key' is incorrect (should be 32 characters)"]
+    return [] if routing_key in known else ["Invalid routing key"]
+
+
+def _payload_errors(payload: Any) -> list[str]:
+    if not isinstance(payload, dict):
+        return ["'payload' is missing or blank"]
+    errors = []
+    summary = payload.get("summary")
+    if not isinstance(summary, str) or not summary:
+        errors.append("'payload.summary' is missing or blank")
+    elif len(summary) > 1024:
+        errors.append("Length of 'payload.summary' is too long (should be at most 1024 characters)")
+    if not isinstance(payload.get("source"), str) or not payload["source"]:
+        errors.append("'payload.source' is missing or blank")
+    if payload.get("severity") not in _PD_SEVERITIES:
+        errors.append(f"'payload.severity' must be one of {', '.join(_PD_SEVERITIES)}")
+    if "timestamp" in payload and not _is_iso8601(payload["timestamp"]):
+        errors.append("'payload.timestamp' must be an ISO 8601 timestamp")
+    errors.extend(
+        f"'payload.{name}' must be a string" for name in ("component", "group", "class") if _not_str(payload, name)
+    )
+    return errors
+
+
+def _context_item_errors(items: Any, name: str, required: str) -> list[str]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        return [f"'{name}' must be an array"]
+    errors = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get(required), str) or not item[required]:
+            errors.append(f"'{name}[{index}].{required}' is missing or blank")
+        elif name == "images" and not item["src"].startswith("https://"):
+            errors.append(f"'images[{index}].src' must be served via HTTPS")
+    return errors
+
+
+def _not_str(obj: dict[str, Any], name: str) -> bool:
+    return name in obj and not isinstance(obj[name], str)
+
+
+def _is_iso8601(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True

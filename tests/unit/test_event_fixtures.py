@@ -1,0 +1,421 @@
+"""The sample events under events/ stay realistic, parseable and self-consistent.
+
+Given/When/Then tests over every fixture: envelopes parse with the app's models, malformed ones do not, SQS
+wrappers carry an envelope byte-for-byte with the right MD5, event ids are unique (the app dedupes by id), the
+AWS samples are unchanged, and every file is documented in events/README.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aws_lambda_powertools.utilities.parser.models import SqsModel
+from pydantic import ValidationError
+
+from fault_responder.models.events import (
+    HealthChangeEvent,
+    InstanceStateEvent,
+    TaskStateEvent,
+    parse_ecs_event,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+EVENTS = REPO / "events"
+SHARED_AWS_DOCS = Path("/work/shared/events/aws-docs")
+
+ACCOUNT = "123456789012"
+REGION = "us-west-2"
+
+# Files that are byte-identical copies of an AWS sample and so share its id on purpose.
+VERBATIM_COPIES = {
+    "state/active-resource-update.json": "aws-docs/instance-state-change-active.json",
+    "task/running.json": "aws-docs/task-state-change-ec2-running.json",
+}
+DUPLICATES = {"duplicates/xid46-duplicate.json": "aws-docs/health-change-accelerated-compute-xid46.json"}
+
+MODEL_BY_FOLDER: dict[str, type] = {
+    "health": HealthChangeEvent,
+    "state": InstanceStateEvent,
+    "task": TaskStateEvent,
+    "duplicates": HealthChangeEvent,
+}
+MODEL_BY_DETAIL_TYPE: dict[str, type] = {
+    "ECS Container Instance Health Change": HealthChangeEvent,
+    "ECS Container Instance State Change": InstanceStateEvent,
+    "ECS Task State Change": TaskStateEvent,
+}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(EVENTS).as_posix()
+
+
+def _all_files() -> list[Path]:
+    return sorted(p for p in EVENTS.rglob("*") if p.is_file())
+
+
+def _json_files() -> list[Path]:
+    return [p for p in _all_files() if p.suffix == ".json"]
+
+
+def _envelope_files() -> list[Path]:
+    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs"}]
+
+
+def _own_envelope_files() -> list[Path]:
+    """Envelopes written for this repo (not AWS samples or their verbatim copies)."""
+    skip = set(VERBATIM_COPIES) | set(DUPLICATES)
+    return [p for p in _envelope_files() if not _rel(p).startswith("aws-docs/") and _rel(p) not in skip]
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [_rel(p) for p in paths]
+
+
+# --- envelopes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", _envelope_files(), ids=_ids(_envelope_files()))
+def test_every_envelope_parses_into_the_model_its_detail_type_names(path: Path) -> None:
+    # Given an envelope fixture
+    raw = _load(path)
+
+    # When the app parses it
+    event = parse_ecs_event(raw)
+
+    # Then it becomes the model for its detail-type (and its folder), keeping the event id
+    assert isinstance(event, MODEL_BY_DETAIL_TYPE[raw["detail-type"]])
+    folder = _rel(path).split("/")[0]
+    if folder in MODEL_BY_FOLDER:
+        assert isinstance(event, MODEL_BY_FOLDER[folder])
+    assert event.id == raw["id"]
+
+
+@pytest.mark.parametrize("path", _own_envelope_files(), ids=_ids(_own_envelope_files()))
+def test_own_envelopes_are_consistent_with_the_fleet(path: Path) -> None:
+    # Given an envelope written for this repo
+    raw = _load(path)
+    detail = raw["detail"]
+
+    # When its envelope fields are inspected
+    # Then it is one account and Region, has a v4 UUID id, and names its subject in resources[]
+    assert raw["version"] == "0"
+    assert raw["source"] == "aws.ecs"
+    assert raw["account"] == ACCOUNT
+    assert raw["region"] == REGION
+    assert uuid.UUID(raw["id"]).version == 4
+    assert f":{ACCOUNT}:" in detail["clusterArn"]
+    subject = detail["taskArn"] if raw["detail-type"] == "ECS Task State Change" else detail["containerInstanceArn"]
+    assert raw["resources"] == [subject]
+    assert detail["clusterArn"].split("/")[-1] == subject.split("/")[-2]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _own_envelope_files() if _load(p)["detail-type"] == "ECS Container Instance State Change"],
+    ids=_rel,
+)
+def test_state_changes_carry_every_container_instance_field(path: Path) -> None:
+    # Given a container-instance State Change written for this repo
+    detail = _load(path)["detail"]
+
+    # When its detail is inspected
+    required = {
+        "version",
+        "status",
+        "statusReason",
+        "agentConnected",
+        "runningTasksCount",
+        "pendingTasksCount",
+        "registeredResources",
+        "remainingResources",
+        "attributes",
+        "versionInfo",
+        "updatedAt",
+        "capacityProviderName",
+        "ec2InstanceId",
+        "clusterArn",
+        "containerInstanceArn",
+    }
+
+    # Then every field a real one has is there, and GPU instances register and report their GPUs
+    assert required <= detail.keys()
+    attributes = {a["name"]: a.get("value") for a in detail["attributes"]}
+    assert {"ecs.instance-type", "ecs.availability-zone"} <= attributes.keys()
+    registered = {r["name"]: r for r in detail["registeredResources"]}
+    remaining = {r["name"]: r for r in detail["remainingResources"]}
+    if attributes["ecs.instance-type"].startswith(("p", "g")):
+        assert registered["GPU"]["type"] == "STRINGSET"
+        assert registered["GPU"]["stringSetValue"]
+        assert set(remaining["GPU"]["stringSetValue"]) <= set(registered["GPU"]["stringSetValue"])
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _own_envelope_files() if _load(p)["detail-type"] == "ECS Task State Change"],
+    ids=_rel,
+)
+def test_stopped_tasks_carry_the_fields_the_router_reads(path: Path) -> None:
+    # Given a STOPPED task written for this repo
+    detail = _load(path)["detail"]
+
+    # When its detail is inspected
+    # Then it names its instance, capacity provider, group and definition, and its containers' GPUs
+    assert detail["lastStatus"] == "STOPPED"
+    for field in ("stoppedAt", "version", "group", "taskDefinitionArn", "capacityProviderName"):
+        assert detail[field]
+    assert detail["containerInstanceArn"].startswith("arn:aws:ecs:")
+    assert all(c["gpuIds"] for c in detail["containers"])
+    assert _time(detail["stoppingAt"]) <= _time(detail["stoppedAt"]) <= _time(_load(path)["time"])
+
+
+# --- sequences -----------------------------------------------------------------------------------
+
+
+def test_incident_xid79_tells_one_auto_repair_story_in_order() -> None:
+    # Given the numbered incident files
+    files = sorted((EVENTS / "incident-xid79").glob("*.json"))
+    events = [_load(p) for p in files]
+
+    # When they are read in file order
+    times = [_time(e["time"]) for e in events]
+    instance_arns = {e["detail"]["containerInstanceArn"] for e in events}
+    states = [e["detail"] for e in events if e["detail-type"] == "ECS Container Instance State Change"]
+
+    # Then they are one instance in gpu-inference, in time order, with ECS_EVENTS.md's timing
+    assert [p.name[:2] for p in files] == ["01", "02", "03", "04", "05"]
+    assert times == sorted(times)
+    assert len(instance_arns) == 1
+    assert all(e["detail"]["clusterArn"].endswith(":cluster/gpu-inference") for e in events)
+    assert all(e["detail"]["capacityProviderName"] == "gpu-p5-managed" for e in events)
+    impaired = events[0]["detail"]["healthChecks"][0]
+    assert (impaired["type"], impaired["status"], impaired["statusReason"]) == (
+        "ACCELERATED_COMPUTE",
+        "IMPAIRED",
+        "XID_79",
+    )
+    impaired_at = _time(impaired["lastStatusChange"])
+    assert [s["status"] for s in states] == ["DRAINING", "DEREGISTERING", "INACTIVE"]
+    assert [s["version"] for s in states] == sorted({s["version"] for s in states})
+    drain_delay = (_time(states[0]["updatedAt"]) - impaired_at).total_seconds()
+    gone_delay = (_time(states[-1]["updatedAt"]) - impaired_at).total_seconds()
+    assert 30 <= drain_delay <= 180
+    assert 6 * 60 <= gone_delay <= 10 * 60
+    assert events[2]["detail"]["stoppedReason"].startswith("Task stopped during instance draining")
+
+
+def test_follow_ups_of_the_xid46_sample_come_later_on_the_same_instance() -> None:
+    # Given the AWS XID_46 sample and the events written to follow it
+    sample = _load(EVENTS / "aws-docs/health-change-accelerated-compute-xid46.json")
+    ok = _load(EVENTS / "health/accelerated-compute-xid46-ok.json")
+    drain = _load(EVENTS / "state/draining-after-xid46.json")
+    task = _load(EVENTS / "task/stopped-instance-draining.json")
+    manual = _load(EVENTS / "state/draining-manual.json")
+    impaired_at = _time(sample["detail"]["healthChecks"][0]["lastStatusChange"])
+
+    # When their instance and times are compared
+    arn = sample["detail"]["containerInstanceArn"]
+
+    # Then the OK, the drain and the task stop are on that instance, after the fault
+    ok_check = ok["detail"]["healthChecks"][0]
+    assert ok["detail"]["containerInstanceArn"] == arn
+    assert (ok_check["type"], ok_check["status"], ok_check["statusReason"]) == ("ACCELERATED_COMPUTE", "OK", None)
+    assert _time(ok_check["lastStatusChange"]) > impaired_at
+    assert drain["detail"]["containerInstanceArn"] == arn
+    assert drain["detail"]["status"] == "DRAINING"
+    assert 0 < (_time(drain["detail"]["updatedAt"]) - impaired_at).total_seconds() <= 10 * 60
+    assert task["detail"]["containerInstanceArn"] == arn
+    assert _time(task["detail"]["stoppedAt"]) > _time(drain["detail"]["updatedAt"])
+    # And the manual drain is another instance of the same cluster, with no reason
+    assert manual["detail"]["containerInstanceArn"] != arn
+    assert manual["detail"]["clusterArn"] == sample["detail"]["clusterArn"]
+    assert manual["detail"]["statusReason"] is None
+
+
+# --- malformed -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted((EVENTS / "malformed").glob("*.json")), ids=_rel)
+def test_malformed_events_are_rejected_by_the_parser(path: Path) -> None:
+    # Given a malformed fixture (valid JSON)
+    raw = _load(path)
+
+    # When the app parses it
+    # Then it fails with a validation or value error, which the router dead-letters
+    with pytest.raises((ValidationError, ValueError)):
+        parse_ecs_event(raw)
+
+
+# --- sqs -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted((EVENTS / "sqs").glob("*.json")), ids=_rel)
+def test_sqs_events_wrap_envelope_files_byte_for_byte(path: Path) -> None:
+    # Given an SQS Lambda event for `sam local invoke` and the compact JSON of every envelope file
+    raw = _load(path)
+    envelopes = {_compact(_load(p)): _rel(p) for p in _envelope_files()}
+
+    # When it is validated as an SQS event
+    SqsModel.model_validate(raw)
+
+    # Then every body is an envelope file's JSON, its MD5 is right, and it parses
+    assert raw["Records"]
+    for record in raw["Records"]:
+        assert record["body"] in envelopes, f"{path.name}: body is not the JSON of any file under events/"
+        assert record["md5OfBody"] == hashlib.md5(record["body"].encode("utf-8")).hexdigest()
+        assert record["eventSource"] == "aws:sqs"
+        assert record["awsRegion"] == record["eventSourceARN"].split(":")[3]
+        assert record["receiptHandle"]
+        parse_ecs_event(json.loads(record["body"]))
+    message_ids = [r["messageId"] for r in raw["Records"]]
+    assert len(message_ids) == len(set(message_ids))
+
+
+def test_sqs_events_wrap_the_envelopes_their_names_promise() -> None:
+    # Given the two SQS events
+    xid46 = _load(EVENTS / "sqs/alert-router-xid46.json")
+    incident = _load(EVENTS / "sqs/alert-router-incident-xid79.json")
+
+    # When their bodies are compared with the envelope files
+    sample = _compact(_load(EVENTS / "aws-docs/health-change-accelerated-compute-xid46.json"))
+    story = [_compact(_load(p)) for p in sorted((EVENTS / "incident-xid79").glob("*.json"))]
+
+    # Then one wraps the XID_46 sample and the other the incident, in order
+    assert [r["body"] for r in xid46["Records"]] == [sample]
+    assert [r["body"] for r in incident["Records"]] == story
+
+
+# --- ids and copies ------------------------------------------------------------------------------
+
+
+def test_event_ids_are_unique_except_deliberate_copies() -> None:
+    # Given every envelope under events/, malformed ones included
+    paths = [p for p in _json_files() if not _rel(p).startswith("sqs/")]
+    by_id: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        raw = _load(path)
+        if isinstance(raw, dict) and "id" in raw:
+            by_id[raw["id"]].append(_rel(path))
+
+    # When ids are grouped
+    shared = {event_id: rels for event_id, rels in by_id.items() if len(rels) > 1}
+
+    # Then only a duplicate or a verbatim copy shares an id, and only with its original
+    allowed = {**VERBATIM_COPIES, **DUPLICATES}
+    for rels in shared.values():
+        copies = [r for r in rels if r in allowed]
+        originals = [r for r in rels if r not in allowed]
+        assert len(originals) == 1, f"files share an id: {rels}"
+        assert all(allowed[c] == originals[0] for c in copies), f"files share an id: {rels}"
+
+
+@pytest.mark.parametrize("copy, original", sorted({**VERBATIM_COPIES, **DUPLICATES}.items()))
+def test_duplicates_and_verbatim_copies_equal_their_original(copy: str, original: str) -> None:
+    # Given a file that is meant to be a copy
+    # When it is compared byte for byte with its original
+    # Then they are identical (a duplicate delivery has the same bytes and id)
+    assert (EVENTS / copy).read_bytes() == (EVENTS / original).read_bytes()
+
+
+def test_every_file_in_duplicates_is_declared() -> None:
+    # Given the duplicates folder
+    # When its files are listed
+    # Then each one is declared with its original
+    assert {_rel(p) for p in (EVENTS / "duplicates").glob("*")} == set(DUPLICATES)
+
+
+def test_aws_docs_copies_are_identical_to_the_shared_samples() -> None:
+    # Given the verbatim AWS samples in the shared research folder (absent on other machines)
+    if not SHARED_AWS_DOCS.is_dir():
+        pytest.skip(f"{SHARED_AWS_DOCS} is not on this machine")
+    shared = {p.name: p.read_bytes() for p in SHARED_AWS_DOCS.glob("*.json")}
+
+    # When events/aws-docs/ is read
+    local = {p.name: p.read_bytes() for p in (EVENTS / "aws-docs").glob("*.json")}
+
+    # Then it holds the same files with unchanged bytes
+    assert local == shared
+
+
+def test_aws_docs_folder_holds_the_six_samples() -> None:
+    # Given events/aws-docs/
+    # When it is listed
+    names = sorted(p.name for p in (EVENTS / "aws-docs").glob("*.json"))
+
+    # Then it holds the six AWS samples
+    assert names == [
+        "health-change-accelerated-compute-xid46.json",
+        "health-change-agent-connectivity-impaired.json",
+        "health-change-container-runtime-ok.json",
+        "health-change-daemon-impaired.json",
+        "instance-state-change-active.json",
+        "task-state-change-ec2-running.json",
+    ]
+
+
+# --- documentation and env.json ------------------------------------------------------------------
+
+
+def test_every_file_is_listed_in_the_events_readme() -> None:
+    # Given events/README.md
+    readme = (EVENTS / "README.md").read_text(encoding="utf-8")
+
+    # When every file under events/ is looked up in it
+    missing = [_rel(p) for p in _all_files() if p.name != "README.md" and f"`{_rel(p)}`" not in readme]
+
+    # Then none is missing
+    assert not missing, f"not in events/README.md: {missing}"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads template.yaml, keeping CloudFormation short-form tags as plain values."""
+
+
+def _cfn_tag(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_CfnLoader.add_multi_constructor("!", _cfn_tag)
+
+
+def test_env_json_sets_every_variable_the_template_gives_the_function() -> None:
+    # Given template.yaml and env.json
+    template = yaml.load((REPO / "template.yaml").read_text(encoding="utf-8"), Loader=_CfnLoader)
+    env = json.loads((REPO / "env.json").read_text(encoding="utf-8"))
+
+    # When the function's variables (Globals + its own) are collected
+    expected = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    expected |= set(template["Resources"]["AlertRouterFunction"]["Properties"]["Environment"]["Variables"])
+
+    # Then env.json sets exactly those, as strings, for AlertRouterFunction
+    assert set(env) == {"AlertRouterFunction"}
+    assert set(env["AlertRouterFunction"]) == expected
+    assert all(isinstance(v, str) and v for v in env["AlertRouterFunction"].values())
+    assert re.fullmatch(
+        r"https://sqs\.[a-z0-9-]+\.amazonaws\.com/\d{12}/.+", env["AlertRouterFunction"]["ALERT_DLQ_URL"]
+    )

@@ -1,0 +1,379 @@
+"""Slack Block Kit rendering: escaping, limits, severity, lifecycle phases, webhook mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from fault_responder.domain import (
+    Alert,
+    Classification,
+    DrainAttribution,
+    DrainCause,
+    EventKind,
+    FaultClass,
+    Incident,
+    InstanceRef,
+    Notification,
+    NotificationAction,
+    Severity,
+    TimelineEntry,
+)
+from fault_responder.render.slack import (
+    SlackMessage,
+    escape_mrkdwn,
+    render_alert,
+    render_incident_root,
+    render_timeline_reply,
+    render_webhook_message,
+)
+from sandbox.standins import block_errors
+
+OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)
+HOSTILE = "<!channel> & <script>"
+HOSTILE_ESCAPED = "&lt;!channel&gt; &amp; &lt;script&gt;"
+
+INSTANCE = InstanceRef(
+    region="us-west-2",
+    account="123456789012",
+    cluster_arn="arn:aws:ecs:us-west-2:123456789012:cluster/gpu-training",
+    container_instance_arn="arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/a1b2c3d4e5f6",
+    ec2_instance_id="i-0abcdef1234567890",
+    capacity_provider="p5-training",
+)
+AUTO_REPAIR = DrainAttribution(DrainCause.ECS_AUTO_REPAIR, "ECS auto-repair (XID 79)", "INSTANCE_HEALTH")
+
+
+def an_incident(
+    *, reason: str = "XID_79", severity: Severity = Severity.CRITICAL, title: str = "XID 79: GPU has fallen off the bus"
+) -> Incident:
+    return Incident(
+        fingerprint="gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE",
+        instance=INSTANCE,
+        check_type="ACCELERATED_COMPUTE",
+        status="OPEN",
+        classification=Classification(FaultClass.XID_CRITICAL, severity, title, xid=79, reason=reason),
+        opened_at=OPENED,
+        phase="IMPAIRED",
+        last_status_change=OPENED,
+        timeline=[TimelineEntry(OPENED, "evt-impaired", "IMPAIRED", f"ACCELERATED_COMPUTE IMPAIRED: {reason}")],
+    )
+
+
+def draining(incident: Incident, drain: DrainAttribution = AUTO_REPAIR) -> Incident:
+    at = OPENED + timedelta(minutes=1)
+    entry = TimelineEntry(at, "evt-draining", "DRAINING", "ECS set the instance DRAINING")
+    return dataclasses.replace(incident, phase="DRAINING", drain=drain, timeline=[*incident.timeline, entry])
+
+
+def resolved(incident: Incident) -> Incident:
+    closed = OPENED + timedelta(minutes=8, seconds=30)
+    entry = TimelineEntry(closed, "evt-ok", "RECOVERED", "ACCELERATED_COMPUTE is OK again")
+    return dataclasses.replace(
+        incident,
+        status="CLOSED",
+        phase="RESOLVED",
+        closed_at=closed,
+        close_reason="health check OK",
+        timeline=[*incident.timeline, entry],
+    )
+
+
+def an_alert(**changes: Any) -> Alert:
+    alert = Alert(
+        event_id="evt-manual",
+        kind=EventKind.INSTANCE_STATE,
+        instance=INSTANCE,
+        severity=Severity.INFO,
+        title="Manual drain",
+        text="The instance was set to DRAINING with no preceding health fault.",
+        at=OPENED,
+        fault_class=FaultClass.INSTANCE_LIFECYCLE,
+        drain=DrainAttribution(DrainCause.MANUAL_OR_SCHEDULED, "manual or scheduled drain"),
+    )
+    return dataclasses.replace(alert, **changes)
+
+
+def text_objects(message: SlackMessage) -> list[dict[str, Any]]:
+    """Every text object in the message, wherever Block Kit allows one."""
+    found = []
+    for block in message.blocks:
+        if "text" in block:
+            found.append(block["text"])
+        found += block.get("fields", []) + block.get("elements", [])
+    return found
+
+
+def field_text(message: SlackMessage, label: str) -> str:
+    fields: list[str] = [f["text"] for block in message.blocks for f in block.get("fields", [])]
+    return next(text.split("\n", 1)[1] for text in fields if text.startswith(f"*{label}*\n"))
+
+
+def header_text(message: SlackMessage) -> str:
+    header = message.blocks[0]
+    assert header["type"] == "header"
+    return str(header["text"]["text"])
+
+
+def assert_within_slack_limits(message: SlackMessage) -> None:
+    assert block_errors(message.blocks) == []
+    assert len(message.text) <= 40_000
+
+
+def test_escape_mrkdwn_replaces_only_slack_control_characters() -> None:
+    assert escape_mrkdwn("a & b < c > d 'e' \"f\"") == "a &amp; b &lt; c &gt; d 'e' \"f\""
+
+
+def test_escape_mrkdwn_escapes_text_that_looks_already_escaped() -> None:
+    # Untrusted text that spells an entity must display as typed, not as the character.
+    assert escape_mrkdwn("&lt;") == "&amp;lt;"
+
+
+def test_root_escapes_a_hostile_reason() -> None:
+    # Given a reason that would mention @channel and inject markup
+    incident = an_incident(reason=HOSTILE)
+
+    # When the root message is rendered
+    message = render_incident_root(incident)
+
+    # Then the reason appears only escaped, in the blocks and in the fallback text
+    rendered = json.dumps(message.blocks) + message.text
+    assert "<!channel>" not in rendered
+    assert "<script>" not in rendered
+    assert field_text(message, "Reason") == HOSTILE_ESCAPED
+
+
+def test_root_escapes_a_hostile_title_in_header_and_fallback() -> None:
+    message = render_incident_root(an_incident(title=f"XID 999: {HOSTILE}"))
+
+    assert HOSTILE_ESCAPED in header_text(message)
+    assert HOSTILE_ESCAPED in message.text
+    assert "<!channel>" not in message.text
+
+
+def test_reply_escapes_the_drain_reason_and_step_text() -> None:
+    # Given a draining incident whose drain reason and step text are hostile
+    incident = draining(an_incident(), DrainAttribution(DrainCause.ECS_REPORTED, "ECS reported", HOSTILE))
+    entry = TimelineEntry(OPENED, "evt-x", "DRAINING", HOSTILE)
+
+    # When the thread reply is rendered
+    message = render_timeline_reply(incident, entry)
+
+    # Then nothing hostile survives unescaped
+    rendered = json.dumps(message.blocks) + message.text
+    assert "<!channel>" not in rendered
+    assert rendered.count(HOSTILE_ESCAPED) >= 3
+
+
+def test_alert_escapes_title_text_and_details() -> None:
+    alert = an_alert(title=HOSTILE, text=HOSTILE, details={HOSTILE: HOSTILE})
+
+    message = render_alert(alert)
+
+    rendered = json.dumps(message.blocks) + message.text
+    assert "<!channel>" not in rendered
+    assert "<script>" not in rendered
+
+
+def test_console_link_keeps_its_markup_and_escapes_its_label() -> None:
+    # Given a container instance id carrying markup (the ARN comes from the event)
+    arn = INSTANCE.container_instance_arn.rsplit("/", 1)[0] + "/evil>|<!here>"
+    incident = dataclasses.replace(an_incident(), instance=dataclasses.replace(INSTANCE, container_instance_arn=arn))
+
+    # When the root message is rendered
+    link = field_text(render_incident_root(incident), "Container instance")
+
+    # Then it is one well-formed link whose URL and label cannot close it early or mention anyone
+    assert link.startswith("<https://us-west-2.console.aws.amazon.com/ecs/v2/clusters/gpu-training/")
+    assert link.endswith("|evil&gt;|&lt;!here&gt;>")
+    assert link.count("<") == 1
+    assert link.count(">") == 1
+    assert "%7C" in link
+
+
+def test_every_mrkdwn_object_is_verbatim_so_bare_mentions_stay_text() -> None:
+    message = render_incident_root(draining(an_incident(reason="@channel #general")))
+
+    mrkdwn = [obj for obj in text_objects(message) if obj["type"] == "mrkdwn"]
+
+    assert mrkdwn
+    assert all(obj["verbatim"] is True for obj in mrkdwn)
+
+
+def test_very_long_reason_is_truncated_to_fit_the_field_limit() -> None:
+    message = render_incident_root(an_incident(reason="XID_79 " + "x" * 10_000))
+
+    reason = field_text(message, "Reason")
+    assert len("*Reason*\n" + reason) == 2000
+    assert reason.endswith("…")
+    assert_within_slack_limits(message)
+
+
+def test_truncation_never_leaves_half_an_entity() -> None:
+    message = render_incident_root(an_incident(reason="&" * 5_000))
+
+    reason = field_text(message, "Reason")
+    assert reason.endswith("&amp;…")
+    assert_within_slack_limits(message)
+
+
+def test_very_long_title_is_truncated_to_the_header_limit() -> None:
+    message = render_incident_root(an_incident(title="XID 79: " + "y" * 500))
+
+    assert len(header_text(message)) == 150
+    assert header_text(message).endswith("…")
+
+
+def test_very_long_step_text_and_drain_reason_fit_the_section_limit() -> None:
+    drain = DrainAttribution(DrainCause.ECS_REPORTED, "ECS reported", "r" * 20_000)
+    incident = draining(an_incident(), drain)
+    entry = TimelineEntry(OPENED, "evt-long", "DRAINING", "t" * 20_000)
+
+    assert_within_slack_limits(render_timeline_reply(incident, entry))
+
+
+def test_root_of_a_60_entry_timeline_stays_within_limits() -> None:
+    incident = an_incident()
+    incident.timeline = [
+        TimelineEntry(OPENED + timedelta(seconds=i), f"evt-{i}", "TASK_STOPPED", "task stopped " * 40)
+        for i in range(60)
+    ]
+
+    message = render_incident_root(incident)
+
+    assert len(message.blocks) <= 50
+    assert_within_slack_limits(message)
+
+
+def test_alert_with_hundreds_of_details_is_capped_at_50_blocks() -> None:
+    alert = an_alert(details={f"key-{i}": f"value-{i}" for i in range(600)})
+
+    message = render_alert(alert)
+
+    assert len(message.blocks) == 50
+    assert message.blocks[-1]["elements"][0]["text"].endswith("more blocks not shown")
+    assert_within_slack_limits(message)
+
+
+@pytest.mark.parametrize(
+    ("severity", "prefix"),
+    [
+        (Severity.CRITICAL, ":rotating_light: CRITICAL · "),
+        (Severity.ERROR, ":red_circle: ERROR · "),
+        (Severity.WARNING, ":warning: WARNING · "),
+        (Severity.INFO, ":information_source: INFO · "),
+    ],
+)
+def test_open_incident_header_shows_severity(severity: Severity, prefix: str) -> None:
+    message = render_incident_root(an_incident(severity=severity))
+
+    assert header_text(message) == prefix + "XID 79: GPU has fallen off the bus"
+    assert message.text.startswith(prefix.split(" ", 1)[1])
+
+
+def test_draining_incident_status_names_the_drain_attribution() -> None:
+    message = render_incident_root(draining(an_incident()))
+
+    assert field_text(message, "Status") == "DRAINING — ECS auto-repair (XID 79)"
+    assert field_text(message, "Drain") == "ECS auto-repair (XID 79)"
+
+
+def test_resolved_incident_says_resolved_with_duration_and_reason() -> None:
+    # Given an incident closed 8m30s after it opened
+    incident = resolved(draining(an_incident()))
+
+    # When its root message is re-rendered for chat.update
+    message = render_incident_root(incident)
+
+    # Then the header, the status and a resolution line say so
+    assert header_text(message) == ":white_check_mark: RESOLVED · XID 79: GPU has fallen off the bus"
+    assert field_text(message, "Status") == "RESOLVED after 8m 30s"
+    resolution = message.blocks[2]["text"]["text"]
+    assert resolution.startswith(":white_check_mark: *Resolved* after 8m 30s")
+    assert resolution.endswith(": health check OK")
+    assert message.text == (
+        "RESOLVED after 8m 30s · XID 79: GPU has fallen off the bus · i-0abcdef1234567890 (gpu-training)"
+        " · health check OK"
+    )
+
+
+def test_draining_reply_carries_drain_label_and_raw_reason() -> None:
+    incident = draining(an_incident())
+
+    message = render_timeline_reply(incident, incident.timeline[-1])
+
+    text = message.blocks[0]["text"]["text"]
+    assert text.startswith("*DRAINING* · <!date^1775868593^")
+    assert "*Drain:* ECS auto-repair (XID 79)" in text
+    assert "*Drain reason:* INSTANCE_HEALTH" in text
+    assert message.text == "DRAINING: ECS set the instance DRAINING"
+
+
+def test_stale_reply_says_the_status_did_not_change() -> None:
+    incident = an_incident()
+    entry = dataclasses.replace(incident.timeline[0], stale=True)
+
+    message = render_timeline_reply(incident, entry)
+
+    assert "Arrived out of order" in json.dumps(message.blocks[-1])
+
+
+def test_webhook_message_carries_current_status_and_the_step() -> None:
+    # Given a drain step of an incident, in webhook mode (no thread, no updates)
+    incident = draining(an_incident())
+    notification = Notification(
+        NotificationAction.UPDATE, "evt-draining", incident=incident, entry=incident.timeline[-1]
+    )
+
+    # When it is rendered
+    message = render_webhook_message(notification)
+
+    # Then the one message says what the incident is, where it stands and what just happened
+    assert header_text(message).startswith(":rotating_light: CRITICAL · XID 79")
+    assert message.blocks[1]["text"]["text"].startswith("*DRAINING*")
+    assert field_text(message, "Status") == "DRAINING — ECS auto-repair (XID 79)"
+    assert message.text == (
+        "CRITICAL · XID 79: GPU has fallen off the bus · i-0abcdef1234567890 (gpu-training)"
+        " · DRAINING: ECS set the instance DRAINING"
+    )
+    assert_within_slack_limits(message)
+
+
+def test_webhook_message_for_a_standalone_alert_is_the_alert() -> None:
+    alert = an_alert()
+
+    message = render_webhook_message(Notification(NotificationAction.STANDALONE, "evt-manual", alert=alert))
+
+    assert message == render_alert(alert)
+
+
+def test_webhook_message_without_incident_or_alert_is_refused() -> None:
+    with pytest.raises(ValueError, match="neither an incident nor an alert"):
+        render_webhook_message(Notification(NotificationAction.UPDATE, "evt-empty"))
+
+
+def test_alert_shows_severity_instance_and_drain() -> None:
+    message = render_alert(an_alert())
+
+    assert header_text(message) == ":information_source: INFO · Manual drain"
+    assert field_text(message, "EC2 instance") == "i-0abcdef1234567890"
+    assert field_text(message, "Drain") == "manual or scheduled drain"
+    assert_within_slack_limits(message)
+
+
+def test_alert_without_text_is_still_a_valid_message() -> None:
+    assert_within_slack_limits(render_alert(an_alert(text="")))
+
+
+def test_missing_ec2_id_and_capacity_provider_render_as_dashes() -> None:
+    instance = dataclasses.replace(INSTANCE, ec2_instance_id=None, capacity_provider=None)
+
+    message = render_incident_root(dataclasses.replace(an_incident(), instance=instance))
+
+    assert field_text(message, "EC2 instance") == "—"
+    assert field_text(message, "Capacity provider") == "—"
+    assert "a1b2c3d4e5f6" in message.text
