@@ -76,10 +76,11 @@ build-host: $(SAMVENV)/.installed ## sam build for this machine's architecture i
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH)
 
 invoke: build-host $(VENV)/.installed ## Run FN from the build output against the sandbox: make invoke FN=<LogicalId> EVENT=<file>
-	PATH="$(BUILD_PATH)" $(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host
+	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
 
 smoke: build-host $(VENV)/.installed ## make invoke of every function with one of its events
-	PATH="$(BUILD_PATH)" $(PY) -m sandbox invoke AlertRouterFunction events/aws-docs/health-change-accelerated-compute-xid46.json --build-dir .aws-sam/build-host --quiet
+	$(PY) -m sandbox invoke AlertRouterFunction events/aws-docs/health-change-accelerated-compute-xid46.json \
+		--build-dir .aws-sam/build-host --quiet --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
 
 demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair drain -> instance gone) in the sandbox
 	@mkdir -p reports

@@ -1,1 +1,13 @@
-"""Local emulation of the stack: AWS on moto, Slack and PagerDuty stand-ins (python -m sandbox)."""
+"""Local emulation of the stack: AWS on moto, Slack and PagerDuty stand-ins (python -m sandbox).
+
+Where things are, in the order a replay uses them:
+- `__main__`: the command line (`replay`, `invoke`).
+- `template`: loads template.yaml and resolves parameters, conditions, intrinsics and SAM Globals.
+- `session`: the `Sandbox`: moto server, stand-ins (`standins`), the stack deployed, secrets seeded.
+- `stack`: creates the template's resources in moto; functions become `FunctionSpec`s.
+- `eventbridge`: rule patterns with EventBridge's exact semantics; delivery to rule targets.
+- `sqs_mapping`: Lambda's SQS event source mapping (batches, partial failures, retries, DLQ).
+- `lambda_runtime` and `lambda_bootstrap`: running a handler like Lambda, in process or in a clean
+  interpreter from the `sam build` output.
+- `replay`, `invoke`: the two commands; `report`: the timeline and the JSON report.
+"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -37,4 +38,5 @@ def record_handler(record: SQSRecord) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     alert_router().idempotency.register_lambda_context(context)
+    metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

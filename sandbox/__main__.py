@@ -1,0 +1,170 @@
+"""`python -m sandbox`: run the stack locally, with nothing leaving this machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sandbox import invoke as invoke_command
+from sandbox.errors import SandboxError
+from sandbox.replay import load_event_file, read_json_file, replay
+from sandbox.report import Timeline, write_report
+from sandbox.session import DEFAULT_REGION, DEFAULT_STACK_NAME, Sandbox
+from sandbox.standins import StandIns
+from sandbox.template import Template, load_template, parse_parameter_overrides
+
+_DESCRIPTION = """\
+Run GPU Fault Responder locally, without AWS or Docker: moto (on loopback) is the AWS account, with
+the stack's queues, tables and rules created from the template; local stand-ins answer for Slack and
+PagerDuty and record every request. Nothing leaves this machine.
+"""
+
+_EPILOG = """\
+environment:
+  SANDBOX_FAULTS   make the stand-ins fail the next requests, per service, in order, e.g.
+                   '{"slack": [429, 500], "pagerduty": [500]}' ("ok_false" is Slack's HTTP 200 ok:false)
+
+exit status: 0 when the run completed (even if deliveries failed: the report says so),
+             1 when `invoke`'s function raised, 2 for bad input (missing file, invalid JSON,
+             unknown parameter, a template the sandbox cannot emulate)
+"""
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--parameter-overrides",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="template parameters, as for sam deploy (e.g. ClusterArns=arn:aws:ecs:...:cluster/gpu)",
+    )
+    parser.add_argument("--stack-name", default=DEFAULT_STACK_NAME, help="names resources (default: %(default)s)")
+    parser.add_argument("--region", default=DEFAULT_REGION, help="the sandbox account's Region (default: %(default)s)")
+    parser.add_argument("--report", type=Path, metavar="REPORT.json", help="write the JSON report here")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sandbox",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay_parser = commands.add_parser(
+        "replay",
+        help="replay EventBridge events through the rules, the alert queue and the handler (in process)",
+        description=(
+            "Put each event on the default bus (rules evaluated with EventBridge's exact semantics), deliver "
+            "to the matched rules' targets, then let each SQS event source mapping drain its queue into its "
+            "function, in process, with partial batch failures, retries and the dead-letter queue."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay_parser.add_argument(
+        "event_files",
+        nargs="+",
+        type=Path,
+        metavar="EVENT_FILE",
+        help="an EventBridge envelope, or a JSON list of them",
+    )
+    replay_parser.add_argument("--template", type=Path, default=Path("template.yaml"), help="default: %(default)s")
+    replay_parser.add_argument("--show-logs", action="store_true", help="print the handler's log lines too")
+    _add_common_options(replay_parser)
+    replay_parser.set_defaults(run=_run_replay)
+
+    invoke_parser = commands.add_parser(
+        "invoke",
+        help="invoke one function from the sam build output in a clean interpreter (sam local invoke without Docker)",
+        description=(
+            "Run FUNCTION from the built template in a subprocess of its runtime's interpreter (python -S, with only "
+            "the built function, its layers and boto3 importable), against the sandbox. An EventBridge event for an "
+            "SQS-triggered function is wrapped in an SQS record; an SQS event is passed verbatim."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    invoke_parser.add_argument("function", metavar="FUNCTION_LOGICAL_ID", help="e.g. AlertRouterFunction")
+    invoke_parser.add_argument("event_file", type=Path, metavar="EVENT_FILE", help="the event, as JSON")
+    invoke_parser.add_argument(
+        "--build-dir",
+        type=Path,
+        default=invoke_command.DEFAULT_BUILD_DIR,
+        help="sam build output for this host's architecture (default: %(default)s)",
+    )
+    invoke_parser.add_argument(
+        "--python", type=Path, help="the runtime's interpreter (default: found from the function's Runtime)"
+    )
+    invoke_parser.add_argument(
+        "--boto3-dir",
+        type=Path,
+        default=invoke_command.DEFAULT_BOTO3_DIR,
+        help="where the pinned boto3 standing in for Lambda's is installed, once per Python version "
+        "(default: %(default)s)",
+    )
+    _add_common_options(invoke_parser)
+    invoke_parser.set_defaults(run=_run_invoke)
+    return parser
+
+
+def _sandbox(args: argparse.Namespace, template: Template) -> Sandbox:
+    return Sandbox(
+        template,
+        stack_name=args.stack_name,
+        region=args.region,
+        parameter_overrides=parse_parameter_overrides(args.parameter_overrides),
+        faults=StandIns.faults_from_env(os.environ),
+    )
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    files = [load_event_file(path) for path in args.event_files]
+    timeline = Timeline(None if args.quiet else sys.stdout, show_logs=args.show_logs)
+    with _sandbox(args, load_template(args.template)) as sandbox:
+        report = replay(sandbox, files, timeline)
+    _write(report, args.report, timeline)
+    return 0
+
+
+def _run_invoke(args: argparse.Namespace) -> int:
+    document = read_json_file(args.event_file)
+    template = invoke_command.load_built_template(args.build_dir)
+    invoke_command.require_function(template, args.function)
+    timeline = Timeline(None if args.quiet else sys.stdout)
+    with _sandbox(args, template) as sandbox:
+        report, raised = invoke_command.invoke(
+            sandbox,
+            args.function,
+            args.event_file,
+            document,
+            python=args.python,
+            boto3_dir=args.boto3_dir,
+            timeline=timeline,
+        )
+    _write(report, args.report, timeline)
+    return 1 if raised else 0
+
+
+def _write(report: dict[str, object], path: Path | None, timeline: Timeline) -> None:
+    if path is not None:
+        write_report(report, path)
+        timeline.report_written(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except SandboxError as exc:
+        print(f"python -m sandbox {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

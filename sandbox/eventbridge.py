@@ -1,0 +1,191 @@
+"""The default event bus: every rule's pattern evaluated with EventBridge's exact semantics, and
+matched events delivered to the rules' targets the way EventBridge delivers them.
+
+moto's own matcher differs from AWS (arrays of objects never match, unknown operators match
+everything: see TOOLING.md §3a) and its PutEvents replaces the event's id, time and account, so the
+sandbox does not publish through moto. It evaluates patterns with the rule engine from the
+`localstack-core` package (a test-only dependency) and delivers to the targets itself, through a
+deliverer per target type. To deliver to a new target type (a Step Functions state machine, say),
+add a `TargetDeliverer` for its ARN's service.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+from localstack.aws.api.events import InvalidEventPatternException
+from localstack.services.events.event_rule_engine import EventPatternCompiler, EventRuleEngine
+
+from sandbox.aws import AwsClients
+from sandbox.errors import SandboxError
+from sandbox.stack import RuleSpec, RuleTarget, Stack
+
+
+class DeliveryFailed(Exception):
+    """A target refused the event; `code` is the AWS error code EventBridge records in the DLQ."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class TargetDeliverer(Protocol):
+    def deliver(self, event_json: str, target: RuleTarget) -> None:
+        """Hand the event to the target, or raise DeliveryFailed."""
+
+
+class SqsTargetDeliverer:
+    """An SQS target receives the event JSON, unchanged, as the message body."""
+
+    def __init__(self, aws: AwsClients) -> None:
+        self._aws = aws
+
+    def deliver(self, event_json: str, target: RuleTarget) -> None:
+        send_to_queue_arn(self._aws, target.arn, event_json)
+
+
+def send_to_queue_arn(aws: AwsClients, queue_arn: str, body: str, attributes: Mapping[str, str] | None = None) -> None:
+    _, _, _, _, account_id, queue_name = queue_arn.split(":", 5)
+    try:
+        url = aws.sqs.get_queue_url(QueueName=queue_name, QueueOwnerAWSAccountId=account_id)["QueueUrl"]
+        request: dict[str, Any] = {"QueueUrl": url, "MessageBody": body}
+        if attributes:
+            request["MessageAttributes"] = {
+                name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()
+            }
+        aws.sqs.send_message(**request)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise DeliveryFailed(str(error.get("Code", "Unknown")), str(error.get("Message", exc))) from exc
+
+
+@dataclass(frozen=True)
+class TargetDelivery:
+    target: RuleTarget
+    delivered: bool
+    error: str | None = None
+    dead_lettered: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.target.rule_logical_id,
+            "target_id": self.target.target_id,
+            "type": self.target.service,
+            "arn": self.target.arn,
+            "delivered": self.delivered,
+            "error": self.error,
+            "dead_lettered": self.dead_lettered,
+        }
+
+
+@dataclass(frozen=True)
+class BusDelivery:
+    """What happened to one event on the bus."""
+
+    matched_rules: list[str]
+    targets: list[TargetDelivery]
+
+
+@dataclass(frozen=True)
+class _CompiledRule:
+    spec: RuleSpec
+    pattern: dict[str, Any]
+
+
+class RuleMatcher:
+    """The enabled rules of one event bus, compiled once and evaluated with EventBridge's semantics."""
+
+    def __init__(self, rules: Iterable[RuleSpec], bus: str = "default") -> None:
+        self._engine = EventRuleEngine()
+        self.rules = [
+            _compile(rule) for rule in rules if rule.event_bus == bus and rule.enabled and rule.pattern is not None
+        ]
+
+    def matching_rules(self, event: Mapping[str, Any]) -> list[RuleSpec]:
+        return [rule.spec for rule in self.rules if self._engine.evaluate_pattern_on_event(rule.pattern, dict(event))]
+
+
+class EventBus:
+    """One event bus of the stack: matches events to rules and delivers them to the rules' targets."""
+
+    def __init__(
+        self, stack: Stack, aws: AwsClients, deliverers: Mapping[str, TargetDeliverer], name: str = "default"
+    ) -> None:
+        self.name = name
+        self.matcher = RuleMatcher(stack.rules.values(), name)
+        self._aws = aws
+        self._deliverers = dict(deliverers)
+        self._check_target_types()
+
+    @classmethod
+    def default(cls, stack: Stack, aws: AwsClients) -> EventBus:
+        return cls(stack, aws, {"sqs": SqsTargetDeliverer(aws)})
+
+    def _check_target_types(self) -> None:
+        unsupported = sorted(
+            f"{rule.spec.logical_id}/{target.target_id} ({target.service})"
+            for rule in self.matcher.rules
+            for target in rule.spec.targets
+            if target.service not in self._deliverers
+        )
+        if unsupported:
+            raise SandboxError(f"rule targets of a type the sandbox does not deliver to: {', '.join(unsupported)}")
+        reshaped = sorted(
+            f"{rule.spec.logical_id}/{target.target_id} ({', '.join(target.delivery_options)})"
+            for rule in self.matcher.rules
+            for target in rule.spec.targets
+            if target.delivery_options
+        )
+        if reshaped:
+            raise SandboxError(f"rule target settings the sandbox does not emulate: {', '.join(reshaped)}")
+
+    def matching_rules(self, event: Mapping[str, Any]) -> list[RuleSpec]:
+        return self.matcher.matching_rules(event)
+
+    def put_event(self, event: Mapping[str, Any]) -> BusDelivery:
+        matched = self.matching_rules(event)
+        # EventBridge sends compact JSON, keys in the order the event has them.
+        event_json = json.dumps(event, separators=(",", ":"))
+        deliveries = [self._deliver(event_json, rule, target) for rule in matched for target in rule.targets]
+        return BusDelivery([rule.logical_id for rule in matched], deliveries)
+
+    def _deliver(self, event_json: str, rule: RuleSpec, target: RuleTarget) -> TargetDelivery:
+        try:
+            self._deliverers[target.service].deliver(event_json, target)
+        except DeliveryFailed as failure:
+            # The sandbox has no clock to retry against, and the failures it can meet (a missing
+            # queue, say) are ones EventBridge does not retry either: straight to the target's DLQ.
+            return TargetDelivery(target, False, str(failure), self._dead_letter(event_json, rule, target, failure))
+        return TargetDelivery(target, True)
+
+    def _dead_letter(self, event_json: str, rule: RuleSpec, target: RuleTarget, failure: DeliveryFailed) -> bool:
+        if target.dead_letter_arn is None:
+            return False
+        # The message attributes EventBridge puts on a dead-lettered event.
+        attributes = {
+            "RULE_ARN": rule.arn,
+            "TARGET_ARN": target.arn,
+            "ERROR_CODE": failure.code,
+            "ERROR_MESSAGE": failure.message,
+            "RETRY_ATTEMPTS": "0",
+        }
+        try:
+            send_to_queue_arn(self._aws, target.dead_letter_arn, event_json, attributes)
+        except DeliveryFailed:
+            return False
+        return True
+
+
+def _compile(rule: RuleSpec) -> _CompiledRule:
+    try:
+        pattern = EventPatternCompiler().compile_event_pattern(  # type: ignore[no-untyped-call]
+            dict(rule.pattern or {})
+        )
+    except InvalidEventPatternException as exc:
+        raise SandboxError(f"{rule.logical_id}: EventBridge would reject its EventPattern: {exc}") from exc
+    return _CompiledRule(rule, pattern)

@@ -1,0 +1,420 @@
+"""What a sandbox run shows: the timeline printed as it goes, and the JSON report at the end.
+
+The report records everything that crossed a boundary: the events and the rules they matched, each
+function invocation, every request to Slack and PagerDuty, the dead-letter queues, the incidents
+table, and what on-call would have seen. Its format is described in `ReportBuilder.finish`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+from sandbox.aws import AwsClients
+from sandbox.errors import SandboxError
+from sandbox.session import Sandbox
+from sandbox.stack import SqsEventSource, Stack
+from sandbox.standins import WEBHOOK_CHANNEL
+
+INCIDENTS_TABLE = "IncidentsTable"
+# Receiving 10 at a time, this reads up to 1,000 dead letters; more means something else is wrong.
+_MAX_DEAD_LETTER_RECEIVES = 100
+
+
+# --- The end state ---------------------------------------------------------------------------------
+
+
+def collect_dead_letters(stack: Stack, aws: AwsClients) -> list[dict[str, Any]]:
+    """Every message in every dead-letter queue of the stack (received, not deleted)."""
+    letters: list[dict[str, Any]] = []
+    for queue in stack.dead_letter_queues():
+        for _ in range(_MAX_DEAD_LETTER_RECEIVES):
+            messages = aws.sqs.receive_message(
+                QueueUrl=queue.ref,
+                MaxNumberOfMessages=10,
+                # Long enough that a message already read is not read again during the collection.
+                VisibilityTimeout=300,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not messages:
+                break
+            letters.extend(_dead_letter(queue.logical_id, message) for message in messages)
+    return letters
+
+
+def _dead_letter(queue: str, message: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "queue": queue,
+        "message_id": message["MessageId"],
+        "body": _parsed(message["Body"]),
+        "attributes": dict(message.get("Attributes") or {}),
+        "message_attributes": {
+            name: value.get("StringValue", _b64(value.get("BinaryValue")))
+            for name, value in (message.get("MessageAttributes") or {}).items()
+        },
+    }
+
+
+def _parsed(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode()
+
+
+def table_items(aws: AwsClients, table_name: str) -> list[dict[str, Any]]:
+    """Every item of a table, as plain JSON (numbers as int or float, sets as sorted lists)."""
+    items: list[dict[str, Any]] = []
+    for page in aws.dynamodb.get_paginator("scan").paginate(TableName=table_name):
+        items.extend({name: _plain(value) for name, value in item.items()} for item in page["Items"])
+    return items
+
+
+def _plain(attribute: Mapping[str, Any]) -> Any:
+    """A DynamoDB attribute value (`{"S": "x"}`, `{"N": "1"}`, ...) as plain JSON."""
+    ((kind, value),) = attribute.items()
+    if kind == "N":
+        return _number(value)
+    if kind == "B":
+        return base64.b64encode(value).decode()
+    if kind == "NULL":
+        return None
+    if kind == "M":
+        return {name: _plain(item) for name, item in value.items()}
+    if kind == "L":
+        return [_plain(item) for item in value]
+    if kind == "NS":
+        return sorted(_number(item) for item in value)
+    if kind == "BS":
+        return sorted(base64.b64encode(item).decode() for item in value)
+    if kind == "SS":
+        return sorted(value)
+    return value  # S, BOOL
+
+
+def _number(text: str) -> int | float:
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else float(number)
+
+
+# --- The JSON report -------------------------------------------------------------------------------
+
+
+class ReportBuilder:
+    """Collects the run as it happens; `finish` adds the end state."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.invocations: list[dict[str, Any]] = []
+        self.errors: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+
+    def add_event(
+        self, file: Path, event: Mapping[str, Any], matched_rules: list[str], targets: list[dict[str, Any]]
+    ) -> None:
+        self.events.append(
+            {
+                "id": event.get("id"),
+                "file": str(file),
+                "detail_type": event.get("detail-type"),
+                "matched_rules": matched_rules,
+                "targets": targets,
+            }
+        )
+
+    def add_invocation(self, entry: dict[str, Any], errors: Sequence[dict[str, Any]]) -> None:
+        self.invocations.append(entry)
+        self.errors.extend(errors)
+
+    def finish(self, sandbox: Sandbox) -> dict[str, Any]:
+        """The report:
+
+        - stack: name, region, account_id, parameters (as resolved)
+        - events: [{id, file, detail_type, matched_rules: [rule logical ids],
+                    targets: [{rule, target_id, type, arn, delivered, error, dead_lettered}]}]
+        - invocations: [{function, queue, request_id, batch_size, message_ids, failures: [message ids],
+                         error, duration_ms, logs}]
+        - requests: every request to the Slack/PagerDuty stand-ins, in order (secrets redacted)
+        - dlq: [{queue: logical id, message_id, body (parsed JSON if it is JSON), attributes, message_attributes}]
+        - errors: [{event_id, reason}] the handlers logged at ERROR
+        - incidents: every item of the IncidentsTable at the end
+        - slack: channel -> messages (with thread_ts and edits); pagerduty: alerts with their event logs
+        - skipped_resources: [{logical_id, type, reason}]; warnings: [text]
+        """
+        stack, aws, standins = sandbox.stack, sandbox.aws, sandbox.standins
+        incidents = stack.resources.get(INCIDENTS_TABLE)
+        return {
+            "stack": {
+                "name": stack.identity.name,
+                "region": stack.identity.region,
+                "account_id": stack.identity.account_id,
+                "parameters": dict(stack.parameters),
+            },
+            "events": self.events,
+            "invocations": self.invocations,
+            "requests": standins.requests,
+            "dlq": collect_dead_letters(stack, aws),
+            "errors": self.errors,
+            "incidents": table_items(aws, incidents.ref) if incidents is not None else [],
+            "slack": standins.slack_channels(),
+            "pagerduty": standins.pagerduty_alerts(),
+            "skipped_resources": [skipped.to_json() for skipped in stack.skipped],
+            "warnings": self.warnings,
+        }
+
+
+def write_report(report: Mapping[str, Any], path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise SandboxError(f"cannot write the report to {path}: {exc.strerror}") from exc
+
+
+# --- The timeline ----------------------------------------------------------------------------------
+
+_DETAIL_FIELDS: dict[str, tuple[str, ...]] = {
+    "ECS Container Instance Health Change": (
+        "clusterArn",
+        "containerInstanceArn",
+        "capacityProviderName",
+        "overallStatus",
+    ),
+    "ECS Container Instance State Change": ("clusterArn", "containerInstanceArn", "status", "statusReason"),
+    "ECS Task State Change": ("clusterArn", "taskArn", "lastStatus", "stopCode", "stoppedReason"),
+}
+
+
+def _short(value: Any) -> str:
+    """An ARN shortened to its resource part (`cluster/my-cluster`); anything else as text."""
+    text = str(value)
+    return text.split(":", 5)[5] if text.startswith("arn:") and text.count(":") >= 5 else text
+
+
+def detail_summary(event: Mapping[str, Any]) -> list[str]:
+    """The detail fields worth a glance, as `name=value` lines, for the ECS detail-types we route."""
+    detail = event.get("detail")
+    if not isinstance(detail, dict):
+        return []
+    names = _DETAIL_FIELDS.get(str(event.get("detail-type")), ())
+    lines = [" ".join(f"{name}={_short(detail[name])}" for name in names if detail.get(name) not in (None, ""))]
+    for check in detail.get("healthChecks") or []:
+        if isinstance(check, dict):
+            reason = f" ({check['statusReason']})" if check.get("statusReason") else ""
+            lines.append(f"healthCheck {check.get('type')}={check.get('status')}{reason}")
+    return [line for line in lines if line]
+
+
+class Timeline:
+    """Plain-text progress for a terminal; `stream=None` prints nothing (--quiet)."""
+
+    def __init__(self, stream: TextIO | None, show_logs: bool = False) -> None:
+        self._stream = stream
+        self._show_logs = show_logs
+
+    def _print(self, text: str = "", indent: int = 0) -> None:
+        if self._stream is None:
+            return
+        for line in text.splitlines() or [""]:
+            print(" " * indent + line, file=self._stream)
+        self._stream.flush()
+
+    def header(self, sandbox: Sandbox) -> None:
+        identity, stack, standins = sandbox.identity, sandbox.stack, sandbox.standins
+        skipped_ids = {entry.logical_id for entry in stack.skipped}
+        created = [
+            resource.logical_id
+            for resource in stack.resources.values()
+            if resource.logical_id not in skipped_ids and resource.logical_id not in stack.functions
+        ]
+        self._print(f"Sandbox: stack {identity.name} in {identity.region}, account {identity.account_id}")
+        self._print(f"moto       {sandbox.moto_endpoint}", 2)
+        self._print(f"Slack      {standins.slack_api_url}  (webhook {standins.slack_webhook_url})", 2)
+        self._print(f"PagerDuty  {standins.pagerduty_url}", 2)
+        if sandbox.faults:
+            faults = "; ".join(f"{service}: {', '.join(map(str, f))}" for service, f in sandbox.faults.items())
+            self._print(f"faults     {faults}", 2)
+        self._print(f"created    {', '.join(created)}", 2)
+        for function in stack.functions.values():
+            self._print(f"function   {function.logical_id} ({function.handler}, {function.runtime})", 2)
+        for skipped in stack.skipped:
+            self._print(f"skipped    {skipped.logical_id} ({skipped.resource_type}): {skipped.reason}", 2)
+
+    def event_source(self, source: SqsEventSource, function: str, init_logs: Sequence[str]) -> None:
+        details = [f"batches of up to {source.batch_size}"]
+        if source.report_batch_item_failures:
+            details.append("partial batch failures")
+        # Not simulated: the sandbox polls at once and invokes one batch at a time.
+        if source.maximum_batching_window_seconds:
+            details.append(f"batching window {source.maximum_batching_window_seconds} s not waited for")
+        if source.maximum_concurrency:
+            details.append(f"max concurrency {source.maximum_concurrency}, run one at a time here")
+        self._print(f"polling    {source.queue_logical_id} -> {function} in process ({'; '.join(details)})", 2)
+        if self._show_logs:
+            for line in init_logs:
+                self._print(f"| {line}", 6)
+
+    def file(self, number: int, path: Path) -> None:
+        self._print()
+        self._print(f"== {number}. {path}")
+
+    def event(self, event: Mapping[str, Any], matched_rules: list[str], targets: list[dict[str, Any]]) -> None:
+        self._print(_event_line(event), 2)
+        for line in detail_summary(event):
+            self._print(line, 6)
+        if not matched_rules:
+            self._print("no rule matched: not delivered", 4)
+        for target in targets:
+            outcome = "delivered" if target["delivered"] else f"FAILED {target['error']}"
+            if target.get("dead_lettered"):
+                outcome += " -> rule target DLQ"
+            self._print(f"rule {target['rule']} -> {target['target_id']} ({target['type']}): {outcome}", 4)
+        for rule in matched_rules:
+            if not any(target["rule"] == rule for target in targets):
+                self._print(f"rule {rule}: matched, has no targets", 4)
+
+    def batch(self, entry: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]) -> None:
+        head = f"{entry['function']} <- {entry['queue']}: batch of {entry['batch_size']}, {entry['duration_ms']:.0f} ms"
+        if entry["error"]:
+            self._print(f"{head}: whole batch failed: {entry['error']}", 4)
+        elif entry["failures"]:
+            self._print(f"{head}: {len(entry['failures'])} failed, back to the queue", 4)
+        else:
+            self._print(f"{head}: ok", 4)
+        for error in errors:
+            self._print(f"! {error.get('event_id')}: {error.get('reason')}", 6)
+        if self._show_logs:
+            for line in entry.get("logs", []):
+                self._print(f"| {line}", 6)
+
+    def warning(self, text: str) -> None:
+        self._print(f"WARNING: {text}", 4)
+
+    def would_match(self, event: Mapping[str, Any], matched_rules: list[str]) -> None:
+        self._print(_event_line(event), 2)
+        for line in detail_summary(event):
+            self._print(line, 6)
+        self._print(f"rules that would match it: {', '.join(matched_rules) or 'none'}", 4)
+
+    def invoking(self, logical_id: str, interpreter: Path, note: str) -> None:
+        self._print(f"invoking {logical_id} with {interpreter} -S; the event is {note}", 2)
+
+    def invocation_result(self, entry: Mapping[str, Any]) -> None:
+        self._print()
+        self._print(f"Logs ({entry['duration_ms']:.0f} ms):")
+        for line in entry["logs"]:
+            self._print(f"| {line}", 2)
+        self._print()
+        if entry["error_detail"] is not None:
+            self._print("Error:")
+            self._print(json.dumps(entry["error_detail"], indent=2), 2)
+        else:
+            self._print("Result:")
+            self._print(json.dumps(entry["result"], indent=2), 2)
+
+    def on_call_view(self, report: Mapping[str, Any]) -> None:
+        self._print()
+        self._print("What on-call saw")
+        self._slack(report["slack"])
+        self._pagerduty(report["requests"])
+        self._failed_requests(report["requests"])
+        self._dead_letters(report["dlq"])
+        if report["errors"]:
+            self._print(f"Handler errors: {len(report['errors'])}", 2)
+            for error in report["errors"]:
+                self._print(f"{error.get('event_id')}: {error.get('reason')}", 4)
+        for warning in report["warnings"]:
+            self._print(f"WARNING: {warning}", 2)
+
+    def _slack(self, channels: Mapping[str, list[dict[str, Any]]]) -> None:
+        if not any(channels.values()):
+            self._print("Slack: nothing posted", 2)
+        for channel, messages in channels.items():
+            if not messages:
+                continue
+            label = "Slack webhook" if channel == WEBHOOK_CHANNEL else f"Slack #{channel}"
+            self._print(f"{label} ({len(messages)} message{'s' if len(messages) != 1 else ''})", 2)
+            for root in (m for m in messages if not m.get("thread_ts")):
+                edited = f" [edited {len(root['edits'])}x]" if root.get("edits") else ""
+                self._print(f"* {_message_text(root)}{edited}", 4)
+                for reply in (m for m in messages if m.get("thread_ts") == root["ts"]):
+                    self._print(f"  > {_message_text(reply)}", 4)
+
+    def _pagerduty(self, requests: Sequence[Mapping[str, Any]]) -> None:
+        events = [r for r in requests if r["service"] == "pagerduty" and not r["fault"]]
+        if not events:
+            self._print("PagerDuty: no events", 2)
+            return
+        self._print(f"PagerDuty ({len(events)} event{'s' if len(events) != 1 else ''})", 2)
+        for request in events:
+            body: dict[str, Any] = request["body"] if isinstance(request["body"], dict) else {}
+            payload: dict[str, Any] = body["payload"] if isinstance(body.get("payload"), dict) else {}
+            self._print(
+                f"{body.get('event_action', '?'):<11} {payload.get('severity', ''):<8} "
+                f"dedup_key={body.get('dedup_key')}  -> {request['status']} {request.get('effect', '')}",
+                4,
+            )
+            if payload.get("summary"):
+                self._print(str(payload["summary"]), 16)
+
+    def _failed_requests(self, requests: Sequence[Mapping[str, Any]]) -> None:
+        failed = [r for r in requests if r["fault"] or r["status"] >= 400 or _slack_not_ok(r)]
+        if not failed:
+            return
+        self._print(f"Failed or refused requests ({len(failed)} of {len(requests)})", 2)
+        for request in failed:
+            why = "injected fault" if request["fault"] else _refusal(request)
+            self._print(f"{request['service']} {request['path']} -> {request['status']} ({why})", 4)
+
+    def _dead_letters(self, letters: Sequence[Mapping[str, Any]]) -> None:
+        if not letters:
+            self._print("Dead-letter queues: empty", 2)
+            return
+        self._print(f"Dead-letter queues ({len(letters)} message{'s' if len(letters) != 1 else ''})", 2)
+        for letter in letters:
+            body = letter["body"]
+            event_id = body.get("id") if isinstance(body, dict) else None
+            why = ", ".join(f"{k}={v}" for k, v in letter["message_attributes"].items())
+            self._print(f"{letter['queue']}: event {event_id} {why}".rstrip(), 4)
+
+    def report_written(self, path: Path) -> None:
+        self._print()
+        self._print(f"Report: {path}")
+
+
+def _event_line(event: Mapping[str, Any]) -> str:
+    fields = (event.get("id") or "(no id)", event.get("detail-type") or "(no detail-type)", event.get("time"))
+    return "event " + "  ".join(str(field) for field in fields if field)
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    """The message's text, or its blocks' text when it has only blocks."""
+    if message.get("text"):
+        return str(message["text"])
+    texts = []
+    for block in message.get("blocks") or []:
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(text, dict) and text.get("text"):
+            texts.append(str(text["text"]))
+    return " / ".join(texts) or "(no text)"
+
+
+def _slack_not_ok(request: Mapping[str, Any]) -> bool:
+    response = request.get("response")
+    return request["service"] == "slack" and isinstance(response, dict) and response.get("ok") is False
+
+
+def _refusal(request: Mapping[str, Any]) -> str:
+    response = request.get("response")
+    if isinstance(response, dict):
+        return str(response.get("error") or response.get("message") or response.get("status"))
+    return str(response)

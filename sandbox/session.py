@@ -1,0 +1,168 @@
+"""The sandbox world: moto as the AWS account, the Slack and PagerDuty stand-ins, and the stack
+deployed into moto from the template, with the notifier secrets seeded.
+
+One `Sandbox` at a time per process: moto keeps its state in module globals (the sandbox resets it
+when it starts), and the environment variables it sets are process-wide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import requests
+from moto.server import ThreadedMotoServer
+
+from sandbox.aws import FAKE_CREDENTIALS, AwsClients
+from sandbox.errors import SandboxError
+from sandbox.lambda_runtime import lambda_environment, patched_environ
+from sandbox.stack import FunctionSpec, Stack, deploy_stack
+from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, Fault, StandIns
+from sandbox.template import StackIdentity, Template, resolve_parameters
+
+DEFAULT_STACK_NAME = "gpu-fault-responder"
+DEFAULT_REGION = "us-east-1"
+# The names the sandbox's notifier secrets give the webhook and the PagerDuty service.
+SLACK_WEBHOOK_NAME = "gpu-alerts"
+PAGERDUTY_SERVICE_NAME = "gpu-oncall"
+
+_T = TypeVar("_T")
+
+
+class Sandbox:
+    """Start with `with Sandbox(...) as sandbox:`; everything stops and the environment is restored on exit."""
+
+    def __init__(
+        self,
+        template: Template,
+        *,
+        stack_name: str = DEFAULT_STACK_NAME,
+        region: str = DEFAULT_REGION,
+        parameter_overrides: Mapping[str, str] | None = None,
+        faults: Mapping[str, list[Fault]] | None = None,
+    ) -> None:
+        self.template = template
+        self.identity = StackIdentity(stack_name, region)
+        # Resolved before anything starts, so a bad parameter fails fast with a clear message.
+        self.parameters = resolve_parameters(template, parameter_overrides or {})
+        self.faults = faults
+        self._exit_stack: contextlib.ExitStack | None = None
+        self._stack: Stack | None = None
+        self._aws: AwsClients | None = None
+        self._standins: StandIns | None = None
+        self.moto_endpoint = ""
+
+    def __enter__(self) -> Sandbox:
+        with contextlib.ExitStack() as exit_stack:
+            port = _free_port()
+            self.moto_endpoint = f"http://127.0.0.1:{port}"
+            exit_stack.enter_context(patched_environ(_aws_environment(self.moto_endpoint, port, self.identity.region)))
+            exit_stack.callback(_start_moto(port).stop)
+            _reset_moto(self.moto_endpoint)
+            self._aws = AwsClients(self.moto_endpoint, self.identity.region)
+            self._standins = exit_stack.enter_context(
+                StandIns(pagerduty_routing_keys={SANDBOX_ROUTING_KEY}, faults=self.faults)
+            )
+            self._stack = deploy_stack(self.template, self.identity, self.parameters, self._aws)
+            _seed_notifier_secrets(self.parameters, self._aws, self._standins)
+            self._exit_stack = exit_stack.pop_all()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._exit_stack is not None:
+            self._exit_stack.close()
+            self._exit_stack = None
+
+    @property
+    def stack(self) -> Stack:
+        return _started(self._stack)
+
+    @property
+    def aws(self) -> AwsClients:
+        return _started(self._aws)
+
+    @property
+    def standins(self) -> StandIns:
+        return _started(self._standins)
+
+    def function_environment(self, spec: FunctionSpec) -> dict[str, str]:
+        """What the function sees: its template variables plus moto and the stand-ins as endpoints."""
+        endpoints = {
+            **FAKE_CREDENTIALS,
+            "AWS_ENDPOINT_URL": self.moto_endpoint,
+            "SLACK_API_URL": self.standins.slack_api_url,
+            "PAGERDUTY_EVENTS_URL": self.standins.pagerduty_url,
+        }
+        return lambda_environment(spec, self.identity.region, endpoints)
+
+
+def _started(value: _T | None) -> _T:
+    if value is None:
+        raise RuntimeError("the sandbox is not running: use it as a context manager")
+    return value
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _aws_environment(endpoint: str, port: int, region: str) -> dict[str, str | None]:
+    """Point every boto3 client in the process at moto, and cut every path to real AWS."""
+    environment: dict[str, str | None] = {
+        **FAKE_CREDENTIALS,
+        "MOTO_PORT": str(port),
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        # A profile or config file could carry other credentials or endpoints.
+        "AWS_PROFILE": None,
+        "AWS_DEFAULT_PROFILE": None,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        # Either would send a client past AWS_ENDPOINT_URL.
+        "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": None,
+    }
+    environment.update({name: None for name in os.environ if name.startswith("AWS_ENDPOINT_URL_")})
+    return environment
+
+
+def _start_moto(port: int) -> ThreadedMotoServer:
+    # werkzeug logs every request to stderr; the report is the record of what happened.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        server.start()
+    return server
+
+
+def _reset_moto(endpoint: str) -> None:
+    # moto's state lives in this process's module globals: start every sandbox from an empty account.
+    try:
+        requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
+    except requests.RequestException as exc:
+        raise SandboxError(f"moto did not answer on {endpoint}: {exc}") from exc
+
+
+def _seed_notifier_secrets(parameters: Mapping[str, Any], aws: AwsClients, standins: StandIns) -> None:
+    """The secrets the template names, pointing at the stand-ins (only those the template declares)."""
+    secrets: dict[str, dict[str, Any]] = {}
+    if "SlackSecretName" in parameters:
+        secrets[parameters["SlackSecretName"]] = {
+            "bot_token": DEFAULT_SLACK_TOKEN,
+            "webhook_urls": {SLACK_WEBHOOK_NAME: standins.slack_webhook_url},
+        }
+    if "PagerDutySecretName" in parameters:
+        secrets[parameters["PagerDutySecretName"]] = {"routing_keys": {PAGERDUTY_SERVICE_NAME: SANDBOX_ROUTING_KEY}}
+    for name, value in secrets.items():
+        aws.secretsmanager.create_secret(Name=name, SecretString=json.dumps(value))

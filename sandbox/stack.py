@@ -1,0 +1,474 @@
+"""Deploy the template's resources into moto, the way CloudFormation would create the stack.
+
+Each emulated resource type has a creator that turns the resolved Properties into moto API calls and
+returns what `Ref` and `Fn::GetAtt` give for it. Functions are not created in moto: the sandbox runs
+their handlers itself, so a function here is a `FunctionSpec` (code, handler, environment, event
+sources). Types the sandbox does not emulate are recorded as skipped, never silently dropped. To
+emulate a new type (a Step Functions state machine, say), add a creator to `CREATORS`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError, ParamValidationError
+
+from sandbox.aws import AwsClients
+from sandbox.errors import SandboxError
+from sandbox.template import (
+    ParameterValue,
+    Resolver,
+    StackIdentity,
+    Template,
+    TemplateError,
+    creation_order,
+)
+
+
+@dataclass(frozen=True)
+class DeployedResource:
+    """A resource as the stack knows it: its `Ref` value, its attributes and resolved properties."""
+
+    logical_id: str
+    resource_type: str
+    ref: Any
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SkippedResource:
+    """A template resource (or part of one) that the sandbox does not create, and why."""
+
+    logical_id: str
+    resource_type: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"logical_id": self.logical_id, "type": self.resource_type, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SqsEventSource:
+    """An SQS event source mapping (a function's `Events` entry of `Type: SQS`)."""
+
+    name: str
+    queue_logical_id: str
+    queue_arn: str
+    queue_url: str
+    batch_size: int
+    maximum_batching_window_seconds: int
+    report_batch_item_failures: bool
+    maximum_concurrency: int | None
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """Everything needed to run one function's handler the way Lambda would."""
+
+    logical_id: str
+    name: str
+    arn: str
+    runtime: str
+    handler: str
+    code_dir: Path
+    layer_dirs: tuple[Path, ...]
+    timeout_seconds: int
+    memory_size_mb: int
+    environment: Mapping[str, str]
+    sqs_sources: tuple[SqsEventSource, ...]
+
+
+@dataclass(frozen=True)
+class RuleTarget:
+    rule_logical_id: str
+    target_id: str
+    arn: str
+    dead_letter_arn: str | None
+    retry_policy: Mapping[str, Any] | None
+    # Target settings that change what is delivered (Input, InputTransformer, SqsParameters, ...).
+    delivery_options: tuple[str, ...] = ()
+
+    @property
+    def service(self) -> str:
+        """The target type as the ARN names it (`sqs`, `states`, `lambda`, ...)."""
+        return self.arn.split(":")[2]
+
+
+_PLAIN_TARGET_KEYS = {"Id", "Arn", "DeadLetterConfig", "RetryPolicy", "RoleArn"}
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    logical_id: str
+    name: str
+    arn: str
+    event_bus: str
+    pattern: Mapping[str, Any] | None
+    enabled: bool
+    targets: tuple[RuleTarget, ...]
+
+    @classmethod
+    def from_properties(cls, logical_id: str, properties: Mapping[str, Any], *, name: str, arn: str) -> RuleSpec:
+        """A rule from its resolved AWS::Events::Rule properties."""
+        pattern = properties.get("EventPattern")
+        return cls(
+            logical_id=logical_id,
+            name=name,
+            arn=arn,
+            # EventBusName may be a name or an ARN (`arn:...:event-bus/<name>`).
+            event_bus=str(properties.get("EventBusName", "default")).rsplit("/", 1)[-1],
+            pattern=json.loads(pattern) if isinstance(pattern, str) else pattern,
+            enabled=properties.get("State", "ENABLED") != "DISABLED",
+            targets=tuple(
+                RuleTarget(
+                    rule_logical_id=logical_id,
+                    target_id=str(target["Id"]),
+                    arn=str(target["Arn"]),
+                    dead_letter_arn=(target.get("DeadLetterConfig") or {}).get("Arn"),
+                    retry_policy=target.get("RetryPolicy"),
+                    delivery_options=tuple(sorted(set(target) - _PLAIN_TARGET_KEYS)),
+                )
+                for target in properties.get("Targets") or []
+            ),
+        )
+
+
+@dataclass
+class Stack:
+    """The deployed stack: implements `ResourceAttributes` for the resolver while it is being built."""
+
+    identity: StackIdentity
+    template: Template
+    parameters: Mapping[str, ParameterValue]
+    resources: dict[str, DeployedResource] = field(default_factory=dict)
+    skipped: list[SkippedResource] = field(default_factory=list)
+    functions: dict[str, FunctionSpec] = field(default_factory=dict)
+    rules: dict[str, RuleSpec] = field(default_factory=dict)
+
+    def ref(self, logical_id: str) -> Any:
+        return self._deployed(logical_id).ref
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        resource = self._deployed(logical_id)
+        if attribute not in resource.attributes:
+            raise TemplateError(
+                f"Fn::GetAtt {logical_id}.{attribute}: not available in the sandbox ({resource.resource_type})"
+            )
+        return resource.attributes[attribute]
+
+    def _deployed(self, logical_id: str) -> DeployedResource:
+        if logical_id not in self.resources:
+            raise TemplateError(f"{logical_id} is referenced before it was created")
+        return self.resources[logical_id]
+
+    def of_type(self, resource_type: str) -> list[DeployedResource]:
+        return [resource for resource in self.resources.values() if resource.resource_type == resource_type]
+
+    def queue_by_arn(self, arn: str) -> DeployedResource:
+        for queue in self.of_type("AWS::SQS::Queue"):
+            if queue.attributes["Arn"] == arn:
+                return queue
+        raise SandboxError(f"no queue with ARN {arn} in this stack")
+
+    def dead_letter_queues(self) -> list[DeployedResource]:
+        """Queues that some redrive policy or rule target names as its dead-letter queue."""
+        arns = {
+            queue.properties["RedrivePolicy"]["deadLetterTargetArn"]
+            for queue in self.of_type("AWS::SQS::Queue")
+            if "RedrivePolicy" in queue.properties
+        }
+        arns |= {
+            target.dead_letter_arn for rule in self.rules.values() for target in rule.targets if target.dead_letter_arn
+        }
+        return [queue for queue in self.of_type("AWS::SQS::Queue") if queue.attributes["Arn"] in arns]
+
+
+# --- Building ------------------------------------------------------------------------------------
+
+
+class StackBuilder:
+    """Creates resources one at a time, in dependency order, recording each into the `Stack`."""
+
+    def __init__(
+        self, template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue], aws: AwsClients
+    ) -> None:
+        self.stack = Stack(identity, template, parameters)
+        self.resolver = Resolver(template, identity, parameters, self.stack)
+        self.aws = aws
+
+    def physical_name(self, logical_id: str, max_length: int, ending: str = "") -> str:
+        """A name shaped like CloudFormation's `<stack>-<LogicalId>-<SUFFIX>`.
+
+        The suffix is derived from the stack and logical id, not random, so reports from two runs
+        can be compared line by line.
+        """
+        digest = hashlib.sha256(f"{self.stack.identity.name}/{logical_id}".encode()).digest()
+        suffix = base64.b32encode(digest).decode()[:13]
+        prefix = f"{self.stack.identity.name}-{logical_id}"[: max_length - len(suffix) - len(ending) - 1]
+        return f"{prefix}-{suffix}{ending}"
+
+    def arn(self, service: str, resource: str) -> str:
+        identity = self.stack.identity
+        return f"arn:{identity.partition}:{service}:{identity.region}:{identity.account_id}:{resource}"
+
+    def build(self) -> Stack:
+        template = self.stack.template
+        for logical_id in creation_order(template):
+            resource_type = template.resource_type(logical_id)
+            if not self.resolver.is_enabled(logical_id):
+                condition = template.resources[logical_id]["Condition"]
+                self.skip(logical_id, resource_type, f"Condition {condition} is false")
+                continue
+            creator = CREATORS.get(resource_type, _not_emulated)
+            try:
+                self.stack.resources[logical_id] = creator(self, logical_id)
+            except (ClientError, ParamValidationError) as exc:
+                raise SandboxError(f"creating {logical_id} ({resource_type}) in moto failed: {exc}") from exc
+        return self.stack
+
+    def skip(self, logical_id: str, resource_type: str, reason: str) -> None:
+        self.stack.skipped.append(SkippedResource(logical_id, resource_type, reason))
+
+
+ResourceCreator = Callable[[StackBuilder, str], DeployedResource]
+
+
+def deploy_stack(
+    template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue], aws: AwsClients
+) -> Stack:
+    return StackBuilder(template, identity, parameters, aws).build()
+
+
+# --- Creators ------------------------------------------------------------------------------------
+
+_QUEUE_ATTRIBUTES = (
+    "ContentBasedDeduplication",
+    "DeduplicationScope",
+    "DelaySeconds",
+    "FifoQueue",
+    "FifoThroughputLimit",
+    "KmsDataKeyReusePeriodSeconds",
+    "KmsMasterKeyId",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "RedriveAllowPolicy",
+    "RedrivePolicy",
+    "SqsManagedSseEnabled",
+    "VisibilityTimeout",
+)
+
+
+def _attribute_text(value: Any) -> str:
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _tags(properties: Mapping[str, Any]) -> dict[str, str]:
+    return {str(tag["Key"]): str(tag["Value"]) for tag in properties.get("Tags") or []}
+
+
+def _create_queue(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    properties = builder.resolver.properties(logical_id)
+    fifo = str(properties.get("FifoQueue", "false")).lower() == "true"
+    name = properties.get("QueueName") or builder.physical_name(logical_id, 80, ".fifo" if fifo else "")
+    request: dict[str, Any] = {
+        "QueueName": name,
+        "Attributes": {key: _attribute_text(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties},
+    }
+    if tags := _tags(properties):
+        request["tags"] = tags
+    sqs = builder.aws.sqs
+    url = sqs.create_queue(**request)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return DeployedResource(
+        logical_id, "AWS::SQS::Queue", url, {"Arn": arn, "QueueName": name, "QueueUrl": url}, properties
+    )
+
+
+def _create_table(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    properties = builder.resolver.properties(logical_id)
+    name = properties.get("TableName") or builder.physical_name(logical_id, 255)
+    request: dict[str, Any] = {
+        "TableName": name,
+        "AttributeDefinitions": properties["AttributeDefinitions"],
+        "KeySchema": properties["KeySchema"],
+        "BillingMode": properties.get("BillingMode", "PROVISIONED"),
+    }
+    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+        if key in properties:
+            request[key] = properties[key]
+    if "ProvisionedThroughput" in properties:
+        request["ProvisionedThroughput"] = _integers(properties["ProvisionedThroughput"])
+    if "StreamSpecification" in properties:
+        request["StreamSpecification"] = {"StreamEnabled": True, **properties["StreamSpecification"]}
+    if "SSESpecification" in properties:
+        # CloudFormation spells the flag SSEEnabled; the API spells it Enabled.
+        sse = dict(properties["SSESpecification"])
+        request["SSESpecification"] = {"Enabled": sse.pop("SSEEnabled", False), **sse}
+    if tags := _tags(properties):
+        request["Tags"] = [{"Key": key, "Value": value} for key, value in tags.items()]
+    dynamodb = builder.aws.dynamodb
+    table = dynamodb.create_table(**request)["TableDescription"]
+    ttl = properties.get("TimeToLiveSpecification") or {}
+    if ttl.get("Enabled"):
+        dynamodb.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
+        )
+    attributes = {"Arn": table["TableArn"]}
+    if "LatestStreamArn" in table:
+        attributes["StreamArn"] = table["LatestStreamArn"]
+    return DeployedResource(logical_id, "AWS::DynamoDB::Table", name, attributes, properties)
+
+
+def _create_rule(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    properties = builder.resolver.properties(logical_id)
+    name = properties.get("Name") or builder.physical_name(logical_id, 64)
+    partial = RuleSpec.from_properties(logical_id, properties, name=name, arn="")
+    bus = partial.event_bus
+    request: dict[str, Any] = {"Name": name, "EventBusName": bus, "State": properties.get("State", "ENABLED")}
+    if partial.pattern is not None:
+        request["EventPattern"] = json.dumps(partial.pattern)
+    for key in ("Description", "ScheduleExpression", "RoleArn"):
+        if key in properties:
+            request[key] = properties[key]
+    events = builder.aws.events
+    arn = events.put_rule(**request)["RuleArn"]
+    targets = [_api_target(target) for target in properties.get("Targets") or []]
+    if targets:
+        failed = events.put_targets(Rule=name, EventBusName=bus, Targets=targets).get("FailedEntries")
+        if failed:
+            raise SandboxError(f"{logical_id}: moto rejected targets {failed}")
+    builder.stack.rules[logical_id] = dataclasses.replace(partial, arn=arn)
+    ref = name if bus == "default" else f"{bus}|{name}"
+    return DeployedResource(logical_id, "AWS::Events::Rule", ref, {"Arn": arn}, properties)
+
+
+def _integers(values: Mapping[str, Any]) -> dict[str, int]:
+    # A number that came through a parameter (`!Ref`) is a string; the API wants an integer.
+    return {key: int(value) for key, value in values.items()}
+
+
+def _api_target(target: Mapping[str, Any]) -> dict[str, Any]:
+    api_target = dict(target)
+    if "RetryPolicy" in api_target:
+        api_target["RetryPolicy"] = _integers(api_target["RetryPolicy"])
+    return api_target
+
+
+def _register_layer(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    properties = builder.resolver.properties(logical_id)
+    content_uri = properties.get("ContentUri")
+    if not isinstance(content_uri, str):
+        raise SandboxError(f"{logical_id}: only a local ContentUri directory can be emulated, got {content_uri!r}")
+    content_dir = builder.stack.template.base_dir / content_uri
+    # `sam build` lays a Python layer out under python/ (Lambda mounts it at /opt/python); the source
+    # tree is built from ContentUri itself.
+    import_dir = content_dir / "python" if (content_dir / "python").is_dir() else content_dir
+    name = properties.get("LayerName") or builder.physical_name(logical_id, 140)
+    arn = builder.arn("lambda", f"layer:{name}:1")
+    builder.skip(
+        logical_id,
+        "AWS::Serverless::LayerVersion",
+        f"not created in moto; {import_dir} is put on the import path of the functions that use it",
+    )
+    return DeployedResource(
+        logical_id, "AWS::Serverless::LayerVersion", arn, {"ImportDir": str(import_dir)}, properties
+    )
+
+
+def _register_function(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    properties = builder.resolver.properties(logical_id)
+    name = properties.get("FunctionName") or builder.physical_name(logical_id, 64)
+    arn = builder.arn("lambda", f"function:{name}")
+    code_uri = properties.get("CodeUri")
+    if not isinstance(code_uri, str):
+        raise SandboxError(f"{logical_id}: only a local CodeUri directory can be emulated, got {code_uri!r}")
+    builder.stack.functions[logical_id] = FunctionSpec(
+        logical_id=logical_id,
+        name=name,
+        arn=arn,
+        runtime=str(properties.get("Runtime", "")),
+        handler=str(properties["Handler"]),
+        code_dir=builder.stack.template.base_dir / code_uri,
+        layer_dirs=tuple(_layer_dir(builder, logical_id, layer) for layer in properties.get("Layers") or []),
+        timeout_seconds=int(properties.get("Timeout", 3)),
+        memory_size_mb=int(properties.get("MemorySize", 128)),
+        environment={
+            key: _environment_text(value)
+            for key, value in ((properties.get("Environment") or {}).get("Variables") or {}).items()
+        },
+        sqs_sources=_event_sources(builder, logical_id, properties.get("Events") or {}),
+    )
+    return DeployedResource(logical_id, "AWS::Serverless::Function", name, {"Arn": arn}, properties)
+
+
+def _environment_text(value: Any) -> str:
+    if isinstance(value, list | dict):
+        raise SandboxError(f"environment variable value {value!r} is not a string")
+    return _attribute_text(value)
+
+
+def _layer_dir(builder: StackBuilder, function_id: str, layer_arn: str) -> Path:
+    for layer in builder.stack.of_type("AWS::Serverless::LayerVersion"):
+        if layer.ref == layer_arn:
+            return Path(layer.attributes["ImportDir"])
+    raise SandboxError(f"{function_id}: layer {layer_arn} is not defined in this template, so it cannot be emulated")
+
+
+def _event_sources(
+    builder: StackBuilder, function_id: str, events: Mapping[str, Mapping[str, Any]]
+) -> tuple[SqsEventSource, ...]:
+    sources = []
+    for name, event in events.items():
+        if event.get("Type") != "SQS":
+            builder.skip(f"{function_id}.Events.{name}", f"{event.get('Type')} event", "event source not emulated")
+            continue
+        properties = event.get("Properties") or {}
+        queue = builder.stack.queue_by_arn(str(properties["Queue"]))
+        sources.append(
+            SqsEventSource(
+                name=name,
+                queue_logical_id=queue.logical_id,
+                queue_arn=queue.attributes["Arn"],
+                queue_url=queue.ref,
+                batch_size=int(properties.get("BatchSize", 10)),
+                maximum_batching_window_seconds=int(properties.get("MaximumBatchingWindowInSeconds", 0)),
+                report_batch_item_failures="ReportBatchItemFailures" in (properties.get("FunctionResponseTypes") or []),
+                maximum_concurrency=_optional_int((properties.get("ScalingConfig") or {}).get("MaximumConcurrency")),
+                enabled=str(properties.get("Enabled", True)).lower() == "true",
+            )
+        )
+    return tuple(sources)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _not_emulated(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    """A stand-in so `Ref` to the resource still resolves to a name; its attributes are unavailable."""
+    resource_type = builder.stack.template.resource_type(logical_id)
+    builder.skip(logical_id, resource_type, "resource type not emulated by the sandbox")
+    return DeployedResource(logical_id, resource_type, builder.physical_name(logical_id, 255))
+
+
+CREATORS: dict[str, ResourceCreator] = {
+    "AWS::SQS::Queue": _create_queue,
+    "AWS::DynamoDB::Table": _create_table,
+    "AWS::Events::Rule": _create_rule,
+    "AWS::Serverless::LayerVersion": _register_layer,
+    "AWS::Serverless::Function": _register_function,
+}

@@ -1,0 +1,237 @@
+"""Template loading and resolution: intrinsics, parameters, conditions and SAM Globals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.template import (
+    Template,
+    TemplateError,
+    creation_order,
+    load_template,
+    merge_globals,
+    parse_parameter_overrides,
+    resolve_parameters,
+)
+from tests.sandbox.conftest import resolver_for
+
+# --- The real template -----------------------------------------------------------------------------
+
+
+def test_globals_are_merged_into_the_router_function(real_template: Template) -> None:
+    # Given the real template with its defaults
+    resolver = resolver_for(real_template)
+
+    # When the function's properties are resolved
+    properties = resolver.properties("AlertRouterFunction")
+
+    # Then the Globals fill what the function leaves out, and both environments are merged
+    assert properties["Runtime"] == "python3.13"
+    assert properties["Timeout"] == 60
+    assert properties["MemorySize"] == 512
+    assert properties["Layers"] == ["<CommonLayer>"]
+    variables = properties["Environment"]["Variables"]
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "gpu-fault-responder"
+    assert variables["INCIDENTS_TABLE"] == "<IncidentsTable>"
+    assert variables["IDEMPOTENCY_TABLE"] == "<IdempotencyTable>"
+    assert variables["ALERT_DLQ_URL"] == "<AlertDLQ>"
+    assert properties["Handler"] == "app.lambda_handler"
+
+
+def test_sub_resolves_pseudo_parameters_and_parameters(real_template: Template) -> None:
+    resolver = resolver_for(real_template)
+
+    statements = resolver.properties("AlertRouterFunction")["Policies"][0]["Statement"]
+
+    secrets = next(s for s in statements if s["Sid"] == "ReadNotifierSecrets")["Resource"]
+    assert secrets == [
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpu-fault-responder/slack-??????",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpu-fault-responder/pagerduty-??????",
+    ]
+
+
+def test_watching_all_clusters_removes_the_cluster_filter(real_template: Template) -> None:
+    resolver = resolver_for(real_template)
+
+    assert resolver.condition("WatchAllClusters") is True
+    assert "detail" not in resolver.properties("HealthChangeRule")["EventPattern"]
+
+
+def test_cluster_arns_override_adds_the_cluster_filter(real_template: Template) -> None:
+    arns = "arn:aws:ecs:us-east-1:123456789012:cluster/a, arn:aws:ecs:us-east-1:123456789012:cluster/b"
+    resolver = resolver_for(real_template, {"ClusterArns": arns})
+
+    assert resolver.condition("WatchAllClusters") is False
+    pattern = resolver.properties("TaskStoppedRule")["EventPattern"]
+    assert pattern["detail"]["clusterArn"] == [
+        "arn:aws:ecs:us-east-1:123456789012:cluster/a",
+        "arn:aws:ecs:us-east-1:123456789012:cluster/b",
+    ]
+    assert pattern["detail"]["lastStatus"] == ["STOPPED"]
+
+
+def test_no_value_drops_the_alarm_actions_without_a_topic(real_template: Template) -> None:
+    assert "AlarmActions" not in resolver_for(real_template).properties("AlertDLQAlarm")
+    with_topic = resolver_for(real_template, {"AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager"})
+    assert with_topic.properties("AlertDLQAlarm")["AlarmActions"] == ["arn:aws:sns:us-east-1:123456789012:pager"]
+
+
+def test_redrive_policy_resolves_the_dlq_and_receive_count(real_template: Template) -> None:
+    properties = resolver_for(real_template, {"AlertMaxReceiveCount": "7"}).properties("AlertQueue")
+
+    assert properties["RedrivePolicy"] == {"deadLetterTargetArn": "<AlertDLQ.Arn>", "maxReceiveCount": "7"}
+
+
+def test_resources_are_created_after_what_they_reference(real_template: Template) -> None:
+    order = creation_order(real_template)
+
+    assert order.index("AlertDLQ") < order.index("AlertQueue")
+    assert order.index("CommonLayer") < order.index("AlertRouterFunction")  # via Globals.Layers
+    assert order.index("AlertQueue") < order.index("HealthChangeRule")
+    assert order.index("AlertRouterFunction") < order.index("AlertRouterLogGroup")
+
+
+# --- Intrinsics on the fixture template ------------------------------------------------------------
+
+
+def test_intrinsic_functions_resolve(intrinsics_template: Template) -> None:
+    variables = resolver_for(intrinsics_template).properties("Worker")["Environment"]["Variables"]
+
+    assert variables == {
+        "STAGE": "dev",
+        "SHARED": "from-function",
+        "QUEUE_URL": "<Queue>",
+        "QUEUE_ARN": "<Queue.Arn>",
+        "FIRST_NAME": "alpha",
+        "ALL_NAMES": "alpha+beta+gamma",
+        "SECOND_PART": "b",
+        "SUBSTITUTED": "test-stack-dev-<Queue.QueueName>-${Literal}",
+        "WITH_VARIABLES": "3:us-east-1",
+        "MODE": "development",
+        "BOTH": "no",
+        "EITHER": "no",
+        "PARTITION": "aws",
+        "ACCOUNT": "123456789012",
+    }
+
+
+def test_conditions_follow_the_parameters(intrinsics_template: Template) -> None:
+    resolver = resolver_for(intrinsics_template, {"Stage": "prod", "Suffix": "blue"})
+
+    variables = resolver.properties("Worker")["Environment"]["Variables"]
+
+    assert (variables["MODE"], variables["OPTIONAL"], variables["BOTH"], variables["EITHER"]) == (
+        "production",
+        "blue",
+        "yes",
+        "yes",
+    )
+    assert resolver.is_enabled("ProdOnlyQueue")
+    assert not resolver_for(intrinsics_template).is_enabled("ProdOnlyQueue")
+
+
+def test_globals_merge_maps_and_concatenate_lists(intrinsics_template: Template) -> None:
+    properties = resolver_for(intrinsics_template).properties("Worker")
+
+    assert properties["Runtime"] == "python3.13"
+    assert properties["Timeout"] == 10
+    assert properties["Layers"] == ["<SharedLayer>", "arn:aws:lambda:us-east-1:123456789012:layer:extra:1"]
+    assert properties["Tags"] == {"team": "gpu", "owner": "me"}
+
+
+def test_merge_globals_treats_an_intrinsic_as_one_value() -> None:
+    merged = merge_globals({"A": {"Ref": "X"}, "B": {"c": 1}}, {"A": {"d": 2}, "B": {"Fn::If": ["C", 1, 2]}})
+
+    assert merged == {"A": {"d": 2}, "B": {"Fn::If": ["C", 1, 2]}}
+
+
+def test_a_reference_to_a_resource_whose_condition_is_false_is_an_error(tmp_path: Path) -> None:
+    template_path = tmp_path / "template.yaml"
+    template_path.write_text(
+        "Conditions:\n  Never: !Equals [a, b]\n"
+        "Resources:\n  Gone:\n    Type: AWS::SQS::Queue\n    Condition: Never\n"
+        "  Uses:\n    Type: AWS::SQS::Queue\n    Properties:\n      QueueName: !Ref Gone\n"
+    )
+    resolver = resolver_for(load_template(template_path))
+
+    with pytest.raises(TemplateError, match="Condition is false"):
+        resolver.properties("Uses")
+
+
+def test_unsupported_functions_and_unknown_names_are_clear_errors(tmp_path: Path) -> None:
+    template_path = tmp_path / "template.yaml"
+    template_path.write_text(
+        "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n"
+        "      A: !ImportValue shared-thing\n      B: !Ref Missing\n"
+    )
+    resolver = resolver_for(load_template(template_path))
+
+    with pytest.raises(TemplateError, match="Fn::ImportValue is not supported"):
+        resolver.resolve({"Fn::ImportValue": "shared-thing"})
+    with pytest.raises(TemplateError, match="Missing: no such parameter or resource"):
+        resolver.resolve({"Ref": "Missing"})
+
+
+def test_circular_dependencies_are_reported(tmp_path: Path) -> None:
+    template_path = tmp_path / "template.yaml"
+    template_path.write_text(
+        "Resources:\n"
+        "  A:\n    Type: AWS::SQS::Queue\n    Properties:\n      QueueName: !GetAtt B.QueueName\n"
+        "  B:\n    Type: AWS::SQS::Queue\n    DependsOn: A\n"
+    )
+
+    with pytest.raises(TemplateError, match="circular dependency between A, B"):
+        creation_order(load_template(template_path))
+
+
+# --- Parameters ------------------------------------------------------------------------------------
+
+
+def test_parameter_overrides_accept_both_forms() -> None:
+    assert parse_parameter_overrides(["A=1", "B=x=y", "ParameterKey=C,ParameterValue=a,b"]) == {
+        "A": "1",
+        "B": "x=y",
+        "C": "a,b",
+    }
+    with pytest.raises(TemplateError, match="is not Key=Value"):
+        parse_parameter_overrides(["NoEquals"])
+
+
+def test_comma_delimited_lists_are_trimmed(intrinsics_template: Template) -> None:
+    assert resolve_parameters(intrinsics_template, {})["Names"] == ["alpha", "beta", "gamma"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"Nope": "1"}, "unknown parameter Nope"),
+        ({"Stage": "qa"}, "is not one of dev, prod"),
+        ({"Retries": "9"}, "above MaxValue 5"),
+        ({"Retries": "three"}, "is not a number"),
+        ({"Suffix": "UPPER"}, "does not match AllowedPattern"),
+    ],
+)
+def test_parameters_are_checked_like_cloudformation(
+    intrinsics_template: Template, overrides: dict[str, str], message: str
+) -> None:
+    with pytest.raises(TemplateError, match=message):
+        resolve_parameters(intrinsics_template, overrides)
+
+
+def test_a_parameter_without_default_must_be_given(tmp_path: Path) -> None:
+    template_path = tmp_path / "template.yaml"
+    template_path.write_text("Parameters:\n  Needed:\n    Type: String\nResources: {}\n")
+
+    with pytest.raises(TemplateError, match="Needed has no default"):
+        resolve_parameters(load_template(template_path), {})
+
+
+def test_loading_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(TemplateError, match="cannot read template"):
+        load_template(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("Resources: [unclosed\n")
+    with pytest.raises(TemplateError, match="is not valid YAML"):
+        load_template(bad)
