@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -344,10 +345,19 @@ class Timeline:
             label = "Slack webhook" if channel == WEBHOOK_CHANNEL else f"Slack #{channel}"
             self._print(f"{label} ({len(messages)} message{'s' if len(messages) != 1 else ''})", 2)
             for root in (m for m in messages if not m.get("thread_ts")):
-                edited = f" [edited {len(root['edits'])}x]" if root.get("edits") else ""
-                self._print(f"* {_message_text(root)}{edited}", 4)
-                for reply in (m for m in messages if m.get("thread_ts") == root["ts"]):
-                    self._print(f"  > {_message_text(reply)}", 4)
+                self._slack_thread(root, [m for m in messages if m.get("thread_ts") == root["ts"]])
+
+    def _slack_thread(self, root: Mapping[str, Any], replies: Sequence[Mapping[str, Any]]) -> None:
+        """A root message as it reads now (blocks as text), what it first said, then its thread."""
+        edits = root.get("edits") or []
+        self._print("+" + "-" * 78, 4)
+        for line in _blocks_text(root) or [_message_text(root)]:
+            self._print(f"| {line}", 4)
+        if edits:
+            self._print(f"| (edited {len(edits)}x; first posted as: {_readable(str(edits[0].get('text', '')))})", 4)
+        for reply in replies:
+            self._print(f"|   > {' / '.join(_blocks_text(reply)) or _message_text(reply)}", 4)
+        self._print("+" + "-" * 78, 4)
 
     def _pagerduty(self, requests: Sequence[Mapping[str, Any]]) -> None:
         events = [r for r in requests if r["service"] == "pagerduty" and not r["fault"]]
@@ -406,6 +416,34 @@ def _message_text(message: Mapping[str, Any]) -> str:
         if isinstance(text, dict) and text.get("text"):
             texts.append(str(text["text"]))
     return " / ".join(texts) or "(no text)"
+
+
+_LINK = re.compile(r"<(?:!date\^[^|>]*|[^|>]*)\|([^>]*)>")
+
+
+def _readable(text: str) -> str:
+    """Slack mrkdwn as a person reads it: links and dates show their label, entities decoded."""
+    text = _LINK.sub(r"\1", text).replace("*", "")
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _blocks_text(message: Mapping[str, Any]) -> list[str]:
+    """Header, sections and fields of a Block Kit message, one line per text."""
+    lines: list[str] = []
+    for block in message.get("blocks") or []:
+        if not isinstance(block, dict):
+            continue
+        text = block.get("text")
+        if isinstance(text, dict) and text.get("text"):
+            lines.extend(_readable(str(text["text"])).splitlines())
+        fields = [f for f in block.get("fields") or [] if isinstance(f, dict)]
+        if fields:
+            pairs = [_readable(str(f.get("text", ""))).replace("\n", ": ", 1) for f in fields]
+            lines.extend("   ".join(pairs[i : i + 3]) for i in range(0, len(pairs), 3))
+        for element in block.get("elements") or []:
+            if isinstance(element, dict) and element.get("text"):
+                lines.append(_readable(str(element["text"])))
+    return lines
 
 
 def _slack_not_ok(request: Mapping[str, Any]) -> bool:

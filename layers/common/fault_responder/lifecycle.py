@@ -274,7 +274,7 @@ def _drain(
     for incident in open_incidents:
         incident.phase = "DRAINING"
         incident.drain = drain
-        text = f"Instance DRAINING: {drain.label}"
+        text = "Instance set to DRAINING"
         _record(
             outcome, incident, TimelineEntry(event.time, event.id, "DRAINING", text, action=NotificationAction.UPDATE)
         )
