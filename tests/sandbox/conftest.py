@@ -18,8 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "template.yaml"
 FIXTURES = Path(__file__).parent / "fixtures"
 TOY_STACK = FIXTURES / "toy-stack.yaml"
-# shared/ sits beside the repository, on developer machines and in CI alike.
-AWS_DOCS_EVENTS = REPO_ROOT.parent / "shared" / "events" / "aws-docs"
+# The verbatim AWS documentation samples, as the repository ships them.
+AWS_DOCS_EVENTS = REPO_ROOT / "events" / "aws-docs"
 
 
 class FakeAttributes:
