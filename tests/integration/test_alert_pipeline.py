@@ -17,6 +17,7 @@ import pytest
 from sandbox.replay import EventFile, replay
 from sandbox.report import Timeline
 from sandbox.session import Sandbox
+from sandbox.standins import SANDBOX_ROUTING_KEY
 from sandbox.template import load_template
 from tests.conftest import ROOT, health_check, load_event, vary
 
@@ -218,3 +219,24 @@ def test_a_flapping_check_reopens_in_a_new_thread_under_the_same_dedup_key(xid46
 def _no_leaked_environment() -> Iterator[None]:
     yield
     assert "AWS_ENDPOINT_URL" not in __import__("os").environ
+
+
+# --- Observability and secrets -------------------------------------------------------------------
+
+
+def test_logs_carry_the_event_id_as_correlation_id_and_metrics_name_the_drain(xid46: dict[str, Any]) -> None:
+    drain = load_event(XID46_DRAIN)
+    report = run([xid46], [drain], overrides={"LogLevel": "DEBUG"})
+    lines = [json.loads(line) for line in report["invocations"][1]["logs"] if line.startswith("{")]
+    processed = [line for line in lines if line.get("message") == "event processed"]
+    assert [line["correlation_id"] for line in processed] == [drain["id"]]
+    metrics = {(line.get("Attribution"), line.get("Channel")) for line in lines if "_aws" in line}
+    assert ("ecs_auto_repair", None) in metrics
+    assert (None, "pagerduty") in metrics
+
+
+def test_secrets_never_reach_the_logs_or_the_report(xid46: dict[str, Any]) -> None:
+    report = run([xid46], [load_event(XID46_DRAIN)], faults={"slack": [500]}, overrides={"LogLevel": "DEBUG"})
+    text = json.dumps(report)
+    for secret in ("xoxb-sandbox-token", "sandboxwebhooksecret", SANDBOX_ROUTING_KEY):
+        assert secret not in text

@@ -116,10 +116,12 @@ class AlertRouter:
             self._dead_letter(body, message_id, None, "event has no id")
             return None
         try:
-            return self._handle_once(event=raw)
+            result = self._handle_once(event=raw)
         except (ValidationError, UnsupportedEventError) as error:
             self._dead_letter(body, message_id, event_id, _describe(error))
             return None
+        logger.info("event processed", extra={"event_id": event_id, "result": result})
+        return result
 
     def _dead_letter(self, body: str, message_id: str, event_id: str | None, reason: str) -> None:
         logger.error("malformed event dead-lettered", extra={"event_id": event_id or message_id, "reason": reason})
