@@ -7,7 +7,6 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,20 +14,7 @@ import pytest
 from fault_responder.adapters.http import DeliveryError, RetryPolicy
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
-from fault_responder.domain import (
-    Alert,
-    Classification,
-    DrainAttribution,
-    DrainCause,
-    EventKind,
-    FaultClass,
-    Incident,
-    InstanceRef,
-    Notification,
-    NotificationAction,
-    Severity,
-    TimelineEntry,
-)
+from fault_responder.domain import Notification, NotificationAction
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.render.slack import (
     SlackMessage,
@@ -39,58 +25,11 @@ from fault_responder.render.slack import (
 )
 from sandbox.errors import SandboxError
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, WEBHOOK_CHANNEL, StandIns
+from tests.builders import an_alert, an_incident, draining, resolved
 
 WEBHOOK_SECRET = "sandboxwebhooksecret"
 FAST = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02, connect_timeout=1.0, read_timeout=2.0)
-OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)
-INSTANCE = InstanceRef(
-    region="us-west-2",
-    account="123456789012",
-    cluster_arn="arn:aws:ecs:us-west-2:123456789012:cluster/gpu-training",
-    container_instance_arn="arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/a1b2c3d4e5f6",
-    ec2_instance_id="i-0abcdef1234567890",
-    capacity_provider="p5-training",
-)
 MESSAGE = SlackMessage(text="hello", blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "hello"}}])
-
-
-def an_incident() -> Incident:
-    classification = Classification(
-        FaultClass.XID_CRITICAL, Severity.CRITICAL, "XID 79: GPU has fallen off the bus", xid=79, reason="XID_79"
-    )
-    return Incident(
-        fingerprint="gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE",
-        instance=INSTANCE,
-        check_type="ACCELERATED_COMPUTE",
-        status="OPEN",
-        classification=classification,
-        opened_at=OPENED,
-        phase="IMPAIRED",
-        timeline=[TimelineEntry(OPENED, "evt-impaired", "IMPAIRED", "ACCELERATED_COMPUTE IMPAIRED: XID_79")],
-    )
-
-
-def drained_and_resolved(incident: Incident) -> Incident:
-    drained_at, closed_at = OPENED + timedelta(minutes=1), OPENED + timedelta(minutes=9)
-    incident.drain = DrainAttribution(DrainCause.ECS_AUTO_REPAIR, "ECS auto-repair (XID 79)", "INSTANCE_HEALTH")
-    incident.timeline.append(TimelineEntry(drained_at, "evt-draining", "DRAINING", "ECS set the instance DRAINING"))
-    incident.timeline.append(TimelineEntry(closed_at, "evt-inactive", "INACTIVE", "The instance left the cluster"))
-    incident.status, incident.phase, incident.closed_at = "CLOSED", "RESOLVED", closed_at
-    return incident
-
-
-def an_alert() -> Alert:
-    return Alert(
-        event_id="evt-manual",
-        kind=EventKind.INSTANCE_STATE,
-        instance=INSTANCE,
-        severity=Severity.INFO,
-        title="Instance draining (manual or scheduled)",
-        text="Set to DRAINING with no health fault before it.",
-        at=OPENED,
-        fault_class=FaultClass.INSTANCE_LIFECYCLE,
-        drain=DrainAttribution(DrainCause.MANUAL_OR_SCHEDULED, "Manual or scheduled drain"),
-    )
 
 
 class SleepRecorder:
@@ -140,7 +79,7 @@ def test_root_reply_and_update_build_one_thread(stand_ins: StandIns, sleep: Slee
 
     # When a step is replied in its thread and the root is updated to the resolved status
     api.post_message(root.channel, render_timeline_reply(incident, incident.timeline[0]), thread_ts=root.ts)
-    api.update_message(root.channel, root.ts, render_incident_root(drained_and_resolved(incident)))
+    api.update_message(root.channel, root.ts, render_incident_root(resolved(draining(incident))))
 
     # Then the channel holds the root (edited once, now RESOLVED) and one reply in its thread
     root_message, reply = stand_ins.slack_channels()["gpu-alerts"]
@@ -225,12 +164,12 @@ def test_every_rendered_message_passes_slack_validation(stand_ins: StandIns, sle
     # Given every kind of message the renderers produce
     incident = an_incident()
     messages = [render_incident_root(incident), render_alert(an_alert())]
-    resolved = drained_and_resolved(incident)
-    messages += [render_incident_root(resolved)]
-    messages += [render_timeline_reply(resolved, entry) for entry in resolved.timeline]
+    closed = resolved(draining(incident))
+    messages += [render_incident_root(closed)]
+    messages += [render_timeline_reply(closed, entry) for entry in closed.timeline]
     messages += [
-        render_webhook_message(Notification(NotificationAction.RESOLVE, entry.event_id, incident=resolved, entry=entry))
-        for entry in resolved.timeline
+        render_webhook_message(Notification(NotificationAction.RESOLVE, entry.event_id, incident=closed, entry=entry))
+        for entry in closed.timeline
     ]
 
     # When each is posted, Then Slack's block validation accepts it

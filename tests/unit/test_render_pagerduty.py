@@ -3,80 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fault_responder.domain import (
-    Alert,
-    Classification,
-    DrainAttribution,
-    DrainCause,
-    EventKind,
-    FaultClass,
-    Incident,
-    InstanceRef,
-    Severity,
-    TimelineEntry,
-)
+from fault_responder.domain import EventKind, FaultClass, Severity, TimelineEntry
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from sandbox.standins import event_errors
+from tests.builders import INSTANCE, OPENED, ROUTING_KEY, an_alert, an_incident, draining
 
-ROUTING_KEY = "0123456789abcdef0123456789abcdef"
-OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)
-INSTANCE = InstanceRef(
-    region="us-west-2",
-    account="123456789012",
-    cluster_arn="arn:aws:ecs:us-west-2:123456789012:cluster/gpu-training",
-    container_instance_arn="arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/a1b2c3d4e5f6",
-    ec2_instance_id="i-0abcdef1234567890",
-    capacity_provider="p5-training",
-)
 CONSOLE_URL = (
     "https://us-west-2.console.aws.amazon.com/ecs/v2/clusters/gpu-training"
     "/infrastructure/container-instances/a1b2c3d4e5f6?region=us-west-2"
 )
-
-
-def an_incident(
-    *, severity: Severity = Severity.CRITICAL, title: str = "XID 79: GPU has fallen off the bus"
-) -> Incident:
-    return Incident(
-        fingerprint="gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE",
-        instance=INSTANCE,
-        check_type="ACCELERATED_COMPUTE",
-        status="OPEN",
-        classification=Classification(FaultClass.XID_CRITICAL, severity, title, xid=79, reason="XID_79"),
-        opened_at=OPENED,
-        phase="IMPAIRED",
-        last_status_change=OPENED,
-        timeline=[TimelineEntry(OPENED, "evt-impaired", "IMPAIRED", "ACCELERATED_COMPUTE IMPAIRED: XID_79")],
-    )
-
-
-def draining(incident: Incident) -> Incident:
-    at = OPENED + timedelta(minutes=1)
-    return dataclasses.replace(
-        incident,
-        phase="DRAINING",
-        last_status_change=at,
-        drain=DrainAttribution(DrainCause.ECS_AUTO_REPAIR, "ECS auto-repair (XID 79)", "INSTANCE_HEALTH"),
-        timeline=[*incident.timeline, TimelineEntry(at, "evt-draining", "DRAINING", "ECS set the instance DRAINING")],
-    )
-
-
-def an_alert() -> Alert:
-    return Alert(
-        event_id="evt-spot",
-        kind=EventKind.TASK_STOPPED,
-        instance=INSTANCE,
-        severity=Severity.WARNING,
-        title="Task stopped by a Spot interruption",
-        text="trainer-7 stopped: Spot interruption",
-        at=OPENED,
-        fault_class=FaultClass.TASK_INTERRUPTION,
-        details={"task": "trainer-7"},
-    )
+SPOT_INTERRUPTION = an_alert(
+    event_id="evt-spot",
+    kind=EventKind.TASK_STOPPED,
+    severity=Severity.WARNING,
+    title="Task stopped by a Spot interruption",
+    text="trainer-7 stopped: Spot interruption",
+    fault_class=FaultClass.TASK_INTERRUPTION,
+    drain=None,
+    details={"task": "trainer-7"},
+)
 
 
 def test_trigger_targets_the_incident_alert_by_fingerprint() -> None:
@@ -188,7 +136,7 @@ def test_dedup_key_longer_than_255_characters_is_refused() -> None:
 
 
 def test_alert_trigger_uses_the_given_key_and_the_alert_severity() -> None:
-    event = render_alert_trigger(an_alert(), ROUTING_KEY, "standalone/evt-spot")
+    event = render_alert_trigger(SPOT_INTERRUPTION, ROUTING_KEY, "standalone/evt-spot")
 
     assert event["dedup_key"] == "standalone/evt-spot"
     assert event["payload"]["severity"] == "warning"
@@ -200,7 +148,7 @@ def test_alert_trigger_uses_the_given_key_and_the_alert_severity() -> None:
 
 def test_alert_trigger_refuses_a_dedup_key_longer_than_255_characters() -> None:
     with pytest.raises(ValueError, match="dedup_key"):
-        render_alert_trigger(an_alert(), ROUTING_KEY, "k" * 256)
+        render_alert_trigger(SPOT_INTERRUPTION, ROUTING_KEY, "k" * 256)
 
 
 def test_long_untrusted_detail_strings_are_clipped() -> None:

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from fault_responder.domain import (
-    Alert,
-    Classification,
     DrainAttribution,
     DrainCause,
-    EventKind,
-    FaultClass,
-    Incident,
-    InstanceRef,
     Notification,
     NotificationAction,
     Severity,
@@ -32,70 +26,10 @@ from fault_responder.render.slack import (
     render_webhook_message,
 )
 from sandbox.standins import block_errors
+from tests.builders import INSTANCE, OPENED, an_alert, an_incident, draining, resolved
 
-OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)
 HOSTILE = "<!channel> & <script>"
 HOSTILE_ESCAPED = "&lt;!channel&gt; &amp; &lt;script&gt;"
-
-INSTANCE = InstanceRef(
-    region="us-west-2",
-    account="123456789012",
-    cluster_arn="arn:aws:ecs:us-west-2:123456789012:cluster/gpu-training",
-    container_instance_arn="arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/a1b2c3d4e5f6",
-    ec2_instance_id="i-0abcdef1234567890",
-    capacity_provider="p5-training",
-)
-AUTO_REPAIR = DrainAttribution(DrainCause.ECS_AUTO_REPAIR, "ECS auto-repair (XID 79)", "INSTANCE_HEALTH")
-
-
-def an_incident(
-    *, reason: str = "XID_79", severity: Severity = Severity.CRITICAL, title: str = "XID 79: GPU has fallen off the bus"
-) -> Incident:
-    return Incident(
-        fingerprint="gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE",
-        instance=INSTANCE,
-        check_type="ACCELERATED_COMPUTE",
-        status="OPEN",
-        classification=Classification(FaultClass.XID_CRITICAL, severity, title, xid=79, reason=reason),
-        opened_at=OPENED,
-        phase="IMPAIRED",
-        last_status_change=OPENED,
-        timeline=[TimelineEntry(OPENED, "evt-impaired", "IMPAIRED", f"ACCELERATED_COMPUTE IMPAIRED: {reason}")],
-    )
-
-
-def draining(incident: Incident, drain: DrainAttribution = AUTO_REPAIR) -> Incident:
-    at = OPENED + timedelta(minutes=1)
-    entry = TimelineEntry(at, "evt-draining", "DRAINING", "ECS set the instance DRAINING")
-    return dataclasses.replace(incident, phase="DRAINING", drain=drain, timeline=[*incident.timeline, entry])
-
-
-def resolved(incident: Incident) -> Incident:
-    closed = OPENED + timedelta(minutes=8, seconds=30)
-    entry = TimelineEntry(closed, "evt-ok", "RECOVERED", "ACCELERATED_COMPUTE is OK again")
-    return dataclasses.replace(
-        incident,
-        status="CLOSED",
-        phase="RESOLVED",
-        closed_at=closed,
-        close_reason="health check OK",
-        timeline=[*incident.timeline, entry],
-    )
-
-
-def an_alert(**changes: Any) -> Alert:
-    alert = Alert(
-        event_id="evt-manual",
-        kind=EventKind.INSTANCE_STATE,
-        instance=INSTANCE,
-        severity=Severity.INFO,
-        title="Manual drain",
-        text="The instance was set to DRAINING with no preceding health fault.",
-        at=OPENED,
-        fault_class=FaultClass.INSTANCE_LIFECYCLE,
-        drain=DrainAttribution(DrainCause.MANUAL_OR_SCHEDULED, "manual or scheduled drain"),
-    )
-    return dataclasses.replace(alert, **changes)
 
 
 def text_objects(message: SlackMessage) -> list[dict[str, Any]]:
@@ -357,7 +291,11 @@ def test_webhook_message_without_incident_or_alert_is_refused() -> None:
 
 
 def test_alert_shows_severity_instance_and_drain() -> None:
-    message = render_alert(an_alert())
+    alert = an_alert(
+        title="Manual drain", drain=DrainAttribution(DrainCause.MANUAL_OR_SCHEDULED, "manual or scheduled drain")
+    )
+
+    message = render_alert(alert)
 
     assert header_text(message) == ":information_source: INFO · Manual drain"
     assert field_text(message, "EC2 instance") == "i-0abcdef1234567890"

@@ -1,0 +1,109 @@
+"""Shared domain-object builders for the renderer and notifier tests.
+
+One GPU instance, one XID 79 incident opened at a fixed time, and the steps that drain and resolve
+it. Each builder takes keyword arguments only for the fields the tests vary; a test that depends
+on a non-default value names it at the call site.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fault_responder.domain import (
+    Alert,
+    Classification,
+    DrainAttribution,
+    DrainCause,
+    EventKind,
+    FaultClass,
+    Incident,
+    InstanceRef,
+    Severity,
+    TimelineEntry,
+)
+
+ROUTING_KEY = "0123456789abcdef0123456789abcdef"
+OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)
+DRAINED_AT = OPENED + timedelta(minutes=1)
+RESOLVED_AT = OPENED + timedelta(minutes=8, seconds=30)
+
+INSTANCE = InstanceRef(
+    region="us-west-2",
+    account="123456789012",
+    cluster_arn="arn:aws:ecs:us-west-2:123456789012:cluster/gpu-training",
+    container_instance_arn="arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/a1b2c3d4e5f6",
+    ec2_instance_id="i-0abcdef1234567890",
+    capacity_provider="p5-training",
+)
+AUTO_REPAIR = DrainAttribution(DrainCause.ECS_AUTO_REPAIR, "ECS auto-repair (XID 79)", "INSTANCE_HEALTH")
+MANUAL_DRAIN = DrainAttribution(DrainCause.MANUAL_OR_SCHEDULED, "Manual or scheduled drain")
+XID_79_TITLE = "XID 79: GPU has fallen off the bus"
+RECOVERED = TimelineEntry(RESOLVED_AT, "evt-ok", "RECOVERED", "ACCELERATED_COMPUTE is OK again")
+
+
+def an_incident(
+    *,
+    reason: str = "XID_79",
+    severity: Severity = Severity.CRITICAL,
+    title: str = XID_79_TITLE,
+    fault_class: FaultClass = FaultClass.XID_CRITICAL,
+    xid: int | None = 79,
+    check_type: str = "ACCELERATED_COMPUTE",
+) -> Incident:
+    """An open incident on INSTANCE, IMPAIRED since OPENED; by default XID 79."""
+    return Incident(
+        fingerprint=f"gpu-training/a1b2c3d4e5f6/{check_type}",
+        instance=INSTANCE,
+        check_type=check_type,
+        status="OPEN",
+        classification=Classification(fault_class, severity, title, xid=xid, reason=reason),
+        opened_at=OPENED,
+        phase="IMPAIRED",
+        last_status_change=OPENED,
+        timeline=[TimelineEntry(OPENED, "evt-impaired", "IMPAIRED", f"{check_type} IMPAIRED: {reason}")],
+    )
+
+
+def draining(
+    incident: Incident,
+    drain: DrainAttribution = AUTO_REPAIR,
+    *,
+    at: datetime = DRAINED_AT,
+    text: str = "ECS set the instance DRAINING",
+) -> Incident:
+    """The incident after ECS set the instance DRAINING at `at`."""
+    step = TimelineEntry(at, "evt-draining", "DRAINING", text)
+    return dataclasses.replace(
+        incident, phase="DRAINING", last_status_change=at, drain=drain, timeline=[*incident.timeline, step]
+    )
+
+
+def resolved(incident: Incident, *, step: TimelineEntry = RECOVERED, reason: str = "health check OK") -> Incident:
+    """The incident closed by `step`, at its time, for `reason`."""
+    return dataclasses.replace(
+        incident,
+        status="CLOSED",
+        phase="RESOLVED",
+        last_status_change=step.at,
+        closed_at=step.at,
+        close_reason=reason,
+        timeline=[*incident.timeline, step],
+    )
+
+
+def an_alert(**changes: Any) -> Alert:
+    """A standalone alert on INSTANCE at OPENED: by default a manual drain, with `changes` applied."""
+    alert = Alert(
+        event_id="evt-manual",
+        kind=EventKind.INSTANCE_STATE,
+        instance=INSTANCE,
+        severity=Severity.INFO,
+        title="Instance draining (manual or scheduled)",
+        text="The container instance was set to DRAINING with no health fault before it.",
+        at=OPENED,
+        fault_class=FaultClass.INSTANCE_LIFECYCLE,
+        drain=MANUAL_DRAIN,
+    )
+    return dataclasses.replace(alert, **changes)
