@@ -6,8 +6,11 @@ and edits; PagerDuty alerts by routing key + dedup key) and injected faults. Eve
 recorded in arrival order with its secrets redacted, so tests and the sandbox report can show what
 crossed the wire and what on-call would see.
 
+PagerDuty Change Events (`/v2/change/enqueue`, informational: they never open an alert) are validated and
+recorded apart from the alerts.
+
 Not emulated: form-encoded Web API calls, Slack methods other than chat.postMessage and chat.update,
-real rate limiting (inject 429s through `faults`), PagerDuty change events and payload-size limits.
+real rate limiting (inject 429s through `faults`) and payload-size limits.
 Lengths are counted in code points; Slack's own counting of some emoji may differ slightly.
 """
 
@@ -147,6 +150,10 @@ class StandIns:
         return f"{self.base_url}/v2/enqueue"
 
     @property
+    def pagerduty_change_url(self) -> str:
+        return f"{self.base_url}/v2/change/enqueue"
+
+    @property
     def requests(self) -> list[dict[str, Any]]:
         """Every request so far, in arrival order, faults included, secrets redacted (a copy)."""
         with self._lock:
@@ -161,6 +168,11 @@ class StandIns:
         """Every alert opened so far, in order, with its status and event log."""
         with self._lock:
             return copy.deepcopy(self._pagerduty.alerts)
+
+    def pagerduty_changes(self) -> list[dict[str, Any]]:
+        """Every change event accepted so far, in order (summary, source, custom_details, links)."""
+        with self._lock:
+            return copy.deepcopy(self._pagerduty.changes)
 
     def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
         """Answer one request and record it; the HTTP handler calls this for every request."""
@@ -189,6 +201,8 @@ class StandIns:
             return _Reply(HTTPStatus.NOT_FOUND, "no_service")
         if path == "/v2/enqueue":
             return self._pagerduty.enqueue(raw)
+        if path == "/v2/change/enqueue":
+            return self._pagerduty.change(raw)
         return _Reply(HTTPStatus.NOT_FOUND, "not_found")
 
 
@@ -619,6 +633,7 @@ class _PagerDutyEvents:
     def __init__(self, routing_keys: Iterable[str]) -> None:
         self._keys = frozenset(routing_keys)
         self.alerts: list[dict[str, Any]] = []
+        self.changes: list[dict[str, Any]] = []
         # Follow-up events apply to the open alert of the same routing key + dedup key only.
         self._open: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -635,6 +650,23 @@ class _PagerDutyEvents:
         effect = self._apply(action, event["routing_key"], dedup_key, event)
         body = {"status": "success", "message": "Event processed", "dedup_key": dedup_key}
         return _Reply(HTTPStatus.ACCEPTED, body, effect=effect)
+
+    def change(self, raw: bytes) -> _Reply:
+        event = _parse_json(raw)
+        if not isinstance(event, dict):
+            return _invalid_event(["Event must be a JSON object"])
+        errors = change_event_errors(event, self._keys)
+        if errors:
+            return _invalid_event(errors)
+        payload = event["payload"]
+        self.changes.append(
+            {
+                **{name: payload.get(name) for name in ("summary", "source", "timestamp")},
+                "custom_details": copy.deepcopy(payload.get("custom_details")),
+                "links": copy.deepcopy(event.get("links", [])),
+            }
+        )
+        return _Reply(HTTPStatus.ACCEPTED, {"status": "success", "message": "Change event processed"}, effect="change")
 
     def _apply(self, action: str, routing_key: str, dedup_key: str, event: dict[str, Any]) -> str:
         key = (routing_key, dedup_key)
@@ -687,6 +719,25 @@ def event_errors(event: dict[str, Any], routing_keys: frozenset[str]) -> list[st
     errors.extend(_context_item_errors(event.get("links"), "links", "href"))
     errors.extend(_context_item_errors(event.get("images"), "images", "src"))
     errors.extend(f"'{name}' must be a string" for name in ("client", "client_url") if _not_str(event, name))
+    return errors
+
+
+def change_event_errors(event: dict[str, Any], routing_keys: frozenset[str]) -> list[str]:
+    """Change Events validation: a known routing key and a payload with a summary and a source."""
+    errors = _routing_key_errors(event.get("routing_key"), routing_keys)
+    payload = event.get("payload")
+    if not isinstance(payload, dict):
+        return [*errors, "'payload' is missing or blank"]
+    summary = payload.get("summary")
+    if not isinstance(summary, str) or not summary:
+        errors.append("'payload.summary' is missing or blank")
+    elif len(summary) > 1024:
+        errors.append("Length of 'payload.summary' is too long (should be at most 1024 characters)")
+    if not isinstance(payload.get("source"), str) or not payload["source"]:
+        errors.append("'payload.source' is missing or blank")
+    if "timestamp" in payload and not _is_iso8601(payload["timestamp"]):
+        errors.append("'payload.timestamp' must be an ISO 8601 timestamp")
+    errors.extend(_context_item_errors(event.get("links"), "links", "href"))
     return errors
 
 

@@ -54,3 +54,36 @@ def _event_failure(response: requests.Response) -> tuple[bool, bool, str]:
     if body is None or body.get("status") != "success":
         return True, False, "invalid_response"
     return False, False, ""
+
+
+CHANGE_EVENTS_URL = "https://events.pagerduty.com/v2/change/enqueue"
+
+
+class PagerDutyChangeEvents:
+    """PagerDuty Change Events (`/v2/change/enqueue`): informational, they never page and need no resolve.
+
+    PagerDuty answers 202 `{"status": "success", "message": "Change event processed"}`, with no dedup key.
+    """
+
+    def __init__(
+        self,
+        url: str = CHANGE_EVENTS_URL,
+        session: requests.Session | None = None,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._url = url
+        self._session = session or requests.Session()
+        self._policy = policy
+        self._sleep = sleep
+
+    def send(self, event: dict[str, Any]) -> None:
+        send_json(
+            self._session,
+            self._url,
+            event,
+            service=SERVICE,
+            policy=self._policy,
+            sleep=self._sleep,
+            is_failure=_event_failure,
+        )

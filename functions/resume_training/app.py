@@ -1,0 +1,185 @@
+"""ResumeTraining task functions: one handler per task state of statemachines/resume_training.asl.json.
+
+Thin edges: parse the state's input (Powertools parser, pydantic models), call one step of
+fault_responder.resume_steps.ResumeSteps, return its payload as JSON. Errors propagate: the state machine
+retries the transient ones (IncidentNotReady, NotificationFailedError, Lambda service errors) and turns
+the rest into a page.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict
+
+from fault_responder.observability import count, logger, metrics, tracer
+from fault_responder.resume import (
+    Fault,
+    Job,
+    Launch,
+    NoticeRequest,
+    Plan,
+    ResumeConfig,
+    StopRequest,
+    TaskWatch,
+)
+from fault_responder.resume_bootstrap import resume_steps
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class ClaimInput(_Input):
+    event: dict[str, Any]
+    execution: str
+
+
+class FaultInput(_Input):
+    fault: Fault
+    config: ResumeConfig
+
+
+class QuarantineInput(_Input):
+    fault: Fault
+
+
+class JobInput(FaultInput):
+    job: Job
+
+
+class PlannedJobInput(JobInput):
+    plan: Plan
+
+
+class RelaunchInput(PlannedJobInput):
+    execution: str
+
+
+class RetryInput(PlannedJobInput):
+    launch: Launch
+    watch: TaskWatch | None = None
+
+
+class CheckTasksInput(PlannedJobInput):
+    want: Literal["STOPPED", "RUNNING"]
+    stop: StopRequest | None = None
+    launch: Launch | None = None
+
+
+class NotifyInput(NoticeRequest):
+    retry_count: int = 0
+
+
+def _json(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=ClaimInput)
+def claim_fault(event: ClaimInput, context: LambdaContext) -> dict[str, Any]:
+    claim = resume_steps().claim(event.event, event.execution)
+    logger.info("fault claim", extra={"status": claim.status.value, "reason": claim.reason})
+    count("ResumeClaims", "Status", claim.status.value)
+    return _json(claim)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=FaultInput)
+def check_guards(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
+    guards = resume_steps().check_guards(event.fault, event.config)
+    logger.info("guards", extra={"verdict": guards.verdict.value, "impaired": guards.impaired})
+    return _json(guards)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=QuarantineInput)
+def quarantine_instance(event: QuarantineInput, context: LambdaContext) -> dict[str, Any]:
+    return _json(resume_steps().quarantine(event.fault))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=FaultInput)
+def find_jobs(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
+    found = resume_steps().find_jobs(event.fault, event.config)
+    logger.info("jobs found", extra={"jobs": [job.job_id for job in found.jobs], "untouched": found.untouched_count})
+    return _json(found)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=JobInput)
+def plan_job(event: JobInput, context: LambdaContext) -> dict[str, Any]:
+    plan = resume_steps().plan(event.fault, event.config, event.job)
+    logger.info("plan", extra={"job": event.job.job_id, "action": plan.action.value, "reason": plan.reason})
+    return _json(plan)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=PlannedJobInput)
+def stop_job(event: PlannedJobInput, context: LambdaContext) -> dict[str, Any]:
+    return _json(resume_steps().stop(event.fault, event.job, event.plan))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=CheckTasksInput)
+def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any]:
+    steps = resume_steps()
+    if event.want == "STOPPED":
+        if event.stop is None:
+            raise ValueError("checking for STOPPED needs the stop request")
+        return _json(steps.watch_stop(event.fault, event.job, event.plan, event.stop, event.config))
+    if event.launch is None:
+        raise ValueError("checking for RUNNING needs the launch")
+    return _json(steps.watch_start(event.job, event.launch, event.config))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=RelaunchInput)
+def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
+    launch = resume_steps().relaunch(event.fault, event.job, event.plan, event.execution)
+    logger.info("relaunch", extra={"job": event.job.job_id, "state": launch.state.value, "attempt": launch.attempt})
+    count("ResumeLaunches", "State", launch.state.value)
+    return _json(launch)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=RetryInput)
+def plan_retry(event: RetryInput, context: LambdaContext) -> dict[str, Any]:
+    plan = resume_steps().retry(
+        event.fault, event.config, event.job, event.plan, launch=event.launch, watch=event.watch
+    )
+    logger.info(
+        "retry plan", extra={"job": event.job.job_id, "action": plan.action.value, "failure": plan.last_failure}
+    )
+    return _json(plan)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=NotifyInput)
+def notify(event: NotifyInput, context: LambdaContext) -> dict[str, Any]:
+    """Every notice of the workflow, including the approval request (invoked with a task token)."""
+    result = resume_steps().notify(event, event.retry_count)
+    count("ResumeNotices", "Kind", event.kind.value)
+    return result

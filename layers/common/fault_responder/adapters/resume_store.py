@@ -1,0 +1,332 @@
+"""The training auto-resume workflow's state on the IncidentsTable (single table, see template.yaml).
+
+Items (pk / sk):
+- FAULT#<fingerprint>#<lastStatusChange> / CLAIM: who handles this fault. Created once; a duplicate or
+  concurrent trigger finds it and changes nothing.
+- PROVIDER#<cluster>/<provider> / FAULT#<time>#<container instance id>: each claimed fault, counted by the
+  mass-fault guard over a time window.
+- JOB#<cluster>/<job id> / TASKS#<fault key>: the tasks of the job as found (zlib-compressed JSON: a gang of
+  hundreds of tasks fits in one item, and not in a state's payload).
+- JOB#<cluster>/<job id> / LEDGER: the attempts (number, step resumed from, outcome) and the hosts that
+  failed the job. Every write is conditional on the revision read.
+- JOB#<cluster>/<job id> / ATTEMPT#<number>: the tasks an attempt started.
+- JOB#<cluster>/<job id> / REPLACED#<digest of task ARNs>: which execution replaced that set of tasks. It is
+  written in the same transaction as the attempt, so two executions cannot both restart the same tasks.
+
+Everything expires through TTL (`expires_at`).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+from pydantic import TypeAdapter
+
+from fault_responder.resume import (
+    AttemptOutcome,
+    ClaimResult,
+    Fault,
+    Ledger,
+    LedgerAttempt,
+    RecordResult,
+    RecordStatus,
+    TaskSpec,
+)
+
+CLAIM_TTL = timedelta(days=30)
+LEDGER_TTL = timedelta(days=90)
+SNAPSHOT_TTL = timedelta(days=30)
+MAX_LEDGER_ATTEMPTS = 100
+"""Older attempts are dropped from the ledger item; the budget only ever looks at the recent ones."""
+MAX_WRITE_CONFLICTS = 8
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+_tasks_adapter = TypeAdapter(list[TaskSpec])
+_attempts_adapter = TypeAdapter(list[LedgerAttempt])
+
+
+class ResumeStoreConflictError(Exception):
+    """Concurrent writers kept changing an item; the Lambda fails and the state's Retry runs it again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Versioned:
+    ledger: Ledger
+    revision: int
+
+
+class DynamoDBResumeStore:
+    def __init__(self, table_name: str, client: BaseClient, clock: Callable[[], float] = time.time) -> None:
+        self.table_name = table_name
+        self._db = cast(Any, client)
+        self._clock = clock
+
+    # --- Claims and the mass-fault count ---------------------------------------------------------
+
+    def claim(self, fault: Fault, execution: str) -> ClaimResult:
+        """Claim the fault for `execution`, and count it for its provider, in one transaction."""
+        claim = {
+            "pk": f"FAULT#{fault.key}",
+            "sk": "CLAIM",
+            "execution": execution,
+            "event_id": fault.event_id,
+            "expires_at": self._expiry(CLAIM_TTL),
+        }
+        counted = {
+            "pk": _provider_pk(fault.cluster_name, fault.capacity_provider),
+            "sk": _provider_sk(fault.impaired_at, fault.container_instance_arn),
+            "container_instance_arn": fault.container_instance_arn,
+            "fault_key": fault.key,
+            "expires_at": self._expiry(CLAIM_TTL),
+        }
+        try:
+            self._db.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": _typed(claim),
+                            # The same execution may claim again: its Lambda was retried after the write.
+                            "ConditionExpression": "attribute_not_exists(pk) OR execution = :me",
+                            "ExpressionAttributeValues": {":me": {"S": execution}},
+                        }
+                    },
+                    {"Put": {"TableName": self.table_name, "Item": _typed(counted)}},
+                ]
+            )
+        except ClientError as error:
+            if _cancelled_by_condition(error):
+                holder = self._get(f"FAULT#{fault.key}", "CLAIM") or {}
+                return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
+            raise
+        return ClaimResult(claimed=True, execution=execution)
+
+    def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]:
+        """Container instances of the fault's provider with a claimed fault within `window` of this one."""
+        low = _provider_sk(fault.impaired_at - window, "")
+        high = _provider_sk(fault.impaired_at + window, "~")
+        items = self._query(
+            _provider_pk(fault.cluster_name, fault.capacity_provider),
+            "sk BETWEEN :low AND :high",
+            {":low": {"S": low}, ":high": {"S": high}},
+        )
+        return {str(item["container_instance_arn"]) for item in items}
+
+    # --- Job snapshots ----------------------------------------------------------------------------
+
+    def save_tasks(self, job_key: str, fault_key: str, tasks: Sequence[TaskSpec]) -> None:
+        """The job's tasks as found; rewritten whole by a retried FindJobs (nothing has acted on them yet)."""
+        payload = zlib.compress(_tasks_adapter.dump_json(list(tasks)))
+        item = {"pk": _job_pk(job_key), "sk": f"TASKS#{fault_key}", "tasks": payload}
+        self._db.put_item(TableName=self.table_name, Item=_typed({**item, "expires_at": self._expiry(SNAPSHOT_TTL)}))
+
+    def load_tasks(self, job_key: str, fault_key: str) -> list[TaskSpec]:
+        item = self._get(_job_pk(job_key), f"TASKS#{fault_key}")
+        if item is None:
+            raise LookupError(f"no task snapshot for job {job_key} and fault {fault_key}")
+        raw = item["tasks"]
+        data: bytes = raw.value if isinstance(raw, Binary) else raw  # type: ignore[attr-defined]  # untyped stub
+        return _tasks_adapter.validate_json(zlib.decompress(data))
+
+    # --- The ledger -------------------------------------------------------------------------------
+
+    def load_ledger(self, job_key: str) -> Ledger:
+        return self._load_ledger(job_key).ledger
+
+    def add_failed_hosts(self, job_key: str, hosts: Iterable[str]) -> Ledger:
+        new = [host for host in hosts if host]
+
+        def change(ledger: Ledger) -> Ledger | None:
+            missing = [host for host in new if host not in ledger.failed_hosts]
+            if not missing:
+                return None
+            return ledger.model_copy(update={"failed_hosts": (*ledger.failed_hosts, *missing)})
+
+        return self._update_ledger(job_key, change)
+
+    def record_attempt(self, job_key: str, attempt: LedgerAttempt, replaces: str) -> RecordResult:
+        """Record the next attempt BEFORE its RunTask, and that it replaces the tasks named by `replaces`.
+
+        The attempt's number is the ledger's next one; `attempt.number` is ignored. A retry of the same
+        execution gets its attempt back; another execution that already replaced these tasks wins.
+        """
+        marker_sk = f"REPLACED#{replaces}"
+        for _ in range(MAX_WRITE_CONFLICTS):
+            current = self._load_ledger(job_key)
+            mine = next(
+                (a for a in current.ledger.attempts if a.execution == attempt.execution and a.replaces == replaces),
+                None,
+            )
+            if mine is not None:
+                return RecordResult(RecordStatus.REUSED, mine)
+            holder = self._get(_job_pk(job_key), marker_sk)
+            if holder is not None and holder.get("execution") != attempt.execution:
+                return RecordResult(RecordStatus.SUPERSEDED, None, str(holder.get("execution")))
+            number = current.ledger.attempt_count + 1
+            recorded = attempt.model_copy(update={"number": number, "replaces": replaces})
+            ledger = current.ledger.model_copy(
+                update={"attempts": (*current.ledger.attempts, recorded)[-MAX_LEDGER_ATTEMPTS:]}
+            )
+            marker = {"pk": _job_pk(job_key), "sk": marker_sk, "execution": attempt.execution, "attempt": number}
+            try:
+                self._db.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Put": {
+                                "TableName": self.table_name,
+                                "Item": _typed({**marker, "expires_at": self._expiry(LEDGER_TTL)}),
+                                "ConditionExpression": "attribute_not_exists(pk) OR execution = :me",
+                                "ExpressionAttributeValues": {":me": {"S": attempt.execution}},
+                            }
+                        },
+                        {"Put": self._ledger_put(ledger, current.revision)},
+                    ]
+                )
+            except ClientError as error:
+                if _cancelled_by_condition(error):
+                    continue  # re-read: either the ledger moved on, or another execution took the marker
+                raise
+            return RecordResult(RecordStatus.RECORDED, recorded)
+        raise ResumeStoreConflictError(f"ledger of {job_key} kept changing while recording an attempt")
+
+    def finish_attempt(
+        self,
+        job_key: str,
+        number: int,
+        outcome: AttemptOutcome,
+        reason: str | None = None,
+        failed_hosts: Sequence[str] = (),
+    ) -> Ledger:
+        def change(ledger: Ledger) -> Ledger | None:
+            attempts = tuple(
+                a.model_copy(update={"outcome": outcome, "reason": reason}) if a.number == number else a
+                for a in ledger.attempts
+            )
+            hosts = (*ledger.failed_hosts, *(h for h in failed_hosts if h and h not in ledger.failed_hosts))
+            updated = ledger.model_copy(update={"attempts": attempts, "failed_hosts": tuple(dict.fromkeys(hosts))})
+            return None if updated == ledger else updated
+
+        return self._update_ledger(job_key, change)
+
+    def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None:
+        item = {"pk": _job_pk(job_key), "sk": _attempt_sk(number), "task_arns": list(task_arns)}
+        self._db.put_item(TableName=self.table_name, Item=_typed({**item, "expires_at": self._expiry(LEDGER_TTL)}))
+
+    def load_attempt_tasks(self, job_key: str, number: int) -> tuple[str, ...]:
+        """The tasks attempt `number` started (none when RunTask placed nothing)."""
+        item = self._get(_job_pk(job_key), _attempt_sk(number))
+        return tuple(str(arn) for arn in (item or {}).get("task_arns", []))
+
+    # --- Helpers ----------------------------------------------------------------------------------
+
+    def _load_ledger(self, job_key: str) -> _Versioned:
+        item = self._get(_job_pk(job_key), "LEDGER")
+        if item is None:
+            return _Versioned(Ledger(job_key=job_key), 0)
+        ledger = Ledger(
+            job_key=job_key,
+            attempts=tuple(_attempts_adapter.validate_json(item["attempts"])),
+            failed_hosts=tuple(item.get("failed_hosts", [])),
+        )
+        return _Versioned(ledger, int(item["revision"]))
+
+    def _update_ledger(self, job_key: str, change: Callable[[Ledger], Ledger | None]) -> Ledger:
+        for _ in range(MAX_WRITE_CONFLICTS):
+            current = self._load_ledger(job_key)
+            updated = change(current.ledger)
+            if updated is None:
+                return current.ledger
+            try:
+                self._db.put_item(**self._ledger_put(updated, current.revision))
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    continue
+                raise
+            return updated
+        raise ResumeStoreConflictError(f"ledger of {job_key} kept changing")
+
+    def _ledger_put(self, ledger: Ledger, revision: int) -> dict[str, Any]:
+        item = {
+            "pk": _job_pk(ledger.job_key),
+            "sk": "LEDGER",
+            "attempts": _attempts_adapter.dump_json(list(ledger.attempts)).decode(),
+            "failed_hosts": list(ledger.failed_hosts),
+            "revision": revision + 1,
+            "expires_at": self._expiry(LEDGER_TTL),
+        }
+        condition: dict[str, Any] = (
+            {"ConditionExpression": "attribute_not_exists(pk)"}
+            if revision == 0
+            else {
+                "ConditionExpression": "revision = :revision",
+                "ExpressionAttributeValues": {":revision": {"N": str(revision)}},
+            }
+        )
+        return {"TableName": self.table_name, "Item": _typed(item), **condition}
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        answer = self._db.get_item(
+            TableName=self.table_name, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True
+        )
+        return _plain(answer["Item"]) if "Item" in answer else None
+
+    def _query(self, pk: str, condition: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        pages = self._db.get_paginator("query").paginate(
+            TableName=self.table_name,
+            KeyConditionExpression=f"pk = :pk AND {condition}",
+            ExpressionAttributeValues={":pk": {"S": pk}, **values},
+            ConsistentRead=True,
+        )
+        for page in pages:
+            items.extend(_plain(raw) for raw in page.get("Items", []))
+        return items
+
+    def _expiry(self, ttl: timedelta) -> int:
+        return int(self._clock() + ttl.total_seconds())
+
+
+def _job_pk(job_key: str) -> str:
+    return f"JOB#{job_key}"
+
+
+def _attempt_sk(number: int) -> str:
+    return f"ATTEMPT#{number:06d}"
+
+
+def _provider_pk(cluster_name: str, provider: str) -> str:
+    return f"PROVIDER#{cluster_name}/{provider}"
+
+
+def _provider_sk(moment: datetime, container_instance_arn: str) -> str:
+    # ISO-8601 UTC strings sort like the times they name, so a time window is a key range.
+    instance = container_instance_arn.rsplit("/", 1)[-1]
+    return f"FAULT#{moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}#{instance}"
+
+
+def _cancelled_by_condition(error: ClientError) -> bool:
+    code = error.response.get("Error", {}).get("Code")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code != "TransactionCanceledException":
+        return False
+    response: dict[str, Any] = dict(error.response)
+    reasons: list[dict[str, Any]] = response.get("CancellationReasons") or []
+    return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
+
+
+def _typed(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: _serializer.serialize(value) for key, value in item.items()}
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: _deserializer.deserialize(value) for key, value in item.items()}

@@ -1,0 +1,160 @@
+"""Wiring for the ResumeTraining task functions: environment -> settings -> steps with their adapters.
+
+Built once per execution environment and cached, like fault_responder.bootstrap for the AlertRouter. Only the
+ClaimFault function carries the workflow's parameters in its environment (RESUME_*); the other functions
+get them from the `config` the Claim state returns, so one parameter change reaches a whole execution at
+once and an execution in flight keeps the values it started with.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from functools import cache
+from typing import Annotated, Any
+
+import boto3
+from aws_lambda_powertools.utilities import parameters
+from botocore.config import Config
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from fault_responder.adapters.dynamodb_store import DynamoDBIncidentStore
+from fault_responder.adapters.ecs import EcsAdapter
+from fault_responder.adapters.http import RetryPolicy
+from fault_responder.adapters.notifiers import PAGERDUTY_EVENTS_URL, SLACK_API_URL, SecretChannels
+from fault_responder.adapters.pagerduty import PagerDutyChangeEvents
+from fault_responder.adapters.resume_store import DynamoDBResumeStore
+from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
+from fault_responder.observability import count
+from fault_responder.resume import Mode, NoCheckpointPolicy, ResumeConfig
+from fault_responder.resume_notify import ResumeNotifier
+from fault_responder.resume_steps import ResumeSteps
+from fault_responder.routing import Router, load_routing
+
+SECRET_CACHE_SECONDS = 300
+# Throttling on a busy cluster is retried by botocore, with backoff, before a step fails.
+AWS_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8})
+
+
+def _names(value: Any) -> Any:
+    """A comma-delimited stack parameter (CommaDelimitedList joined by !Join) as a tuple of names."""
+    if isinstance(value, str):
+        return tuple(item.strip() for item in value.split(",") if item.strip())
+    return value
+
+
+Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
+
+
+class ResumeSettings(BaseModel):
+    """The task functions' environment, validated once at cold start."""
+
+    model_config = ConfigDict(frozen=True)
+    incidents_table: str = Field(alias="INCIDENTS_TABLE", min_length=1)
+    slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
+    pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
+    routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
+    incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
+    slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL)
+    pagerduty_events_url: str = Field(alias="PAGERDUTY_EVENTS_URL", default=PAGERDUTY_EVENTS_URL)
+    pagerduty_change_events_url: str = Field(alias="PAGERDUTY_CHANGE_EVENTS_URL", default="")
+    """Empty: derived from PAGERDUTY_EVENTS_URL (…/v2/enqueue -> …/v2/change/enqueue)."""
+    http_max_attempts: int = Field(alias="HTTP_MAX_ATTEMPTS", default=4, ge=1, le=10)
+    incident_wait_retries: int = Field(alias="INCIDENT_WAIT_RETRIES", default=6, ge=0, le=6)
+
+    mode: Mode = Field(alias="RESUME_MODE", default=Mode.AUTO)
+    capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
+    check_types: Names = Field(alias="RESUME_CHECK_TYPES", default=("ACCELERATED_COMPUTE",))
+    max_attempts: int = Field(alias="MAX_RESUME_ATTEMPTS", default=3)
+    mass_fault_threshold_percent: int = Field(alias="MASS_FAULT_THRESHOLD_PERCENT", default=20)
+    mass_fault_window_minutes: int = Field(alias="MASS_FAULT_WINDOW_MINUTES", default=30)
+    no_checkpoint_policy: NoCheckpointPolicy = Field(alias="NO_CHECKPOINT_POLICY", default=NoCheckpointPolicy.PAGE)
+    poll_seconds: int = Field(alias="RESUME_POLL_SECONDS", default=15)
+    stop_timeout_seconds: int = Field(alias="RESUME_STOP_TIMEOUT_SECONDS", default=600)
+    start_timeout_seconds: int = Field(alias="RESUME_START_TIMEOUT_SECONDS", default=900)
+    approval_timeout_seconds: int = Field(alias="APPROVAL_TIMEOUT_SECONDS", default=3600)
+    relaunch_backoff_seconds: int = Field(alias="RELAUNCH_BACKOFF_SECONDS", default=60)
+    job_concurrency: int = Field(alias="RESUME_JOB_CONCURRENCY", default=4)
+
+    @property
+    def change_events_url(self) -> str:
+        if self.pagerduty_change_events_url:
+            return self.pagerduty_change_events_url
+        return f"{self.pagerduty_events_url.removesuffix('/v2/enqueue')}/v2/change/enqueue"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ResumeSettings:
+        try:
+            return cls.model_validate(dict(env))
+        except ValidationError as error:
+            fields = sorted({str(e["loc"][0]) for e in error.errors()})
+            raise RuntimeError(f"ResumeTraining environment is incomplete or invalid: {fields}") from None
+
+    def config(self) -> ResumeConfig:
+        """The workflow's parameters, checked against their bounds (ResumeConfig's)."""
+        fields = set(ResumeConfig.model_fields)
+        return ResumeConfig.model_validate({name: getattr(self, name) for name in fields})
+
+
+@cache
+def settings() -> ResumeSettings:
+    return ResumeSettings.from_env(os.environ)
+
+
+@cache
+def _incident_store() -> DynamoDBIncidentStore:
+    current = settings()
+    retention = timedelta(days=current.incident_retention_days)
+    return DynamoDBIncidentStore(current.incidents_table, retention, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
+
+
+@cache
+def _notifier() -> ResumeNotifier:
+    current = settings()
+    policy = RetryPolicy(max_attempts=current.http_max_attempts)
+    channels = SecretChannels(
+        fetch_secret=_fetch_json_secret,
+        slack_secret_name=current.slack_secret_name,
+        pagerduty_secret_name=current.pagerduty_secret_name,
+        slack_api_url=current.slack_api_url,
+        pagerduty_url=current.pagerduty_events_url,
+        policy=policy,
+    )
+    return ResumeNotifier(
+        Router(load_routing(current.routing_file)),
+        channels,
+        PagerDutyChangeEvents(current.change_events_url, policy=policy),
+        _incident_store(),
+        on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
+    )
+
+
+def _checkpoint_store() -> S3CheckpointStore:
+    return S3CheckpointStore(boto3.client("s3", config=AWS_CLIENT_CONFIG))
+
+
+@cache
+def resume_steps() -> ResumeSteps:
+    current = settings()
+    dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
+    return ResumeSteps(
+        ecs=EcsAdapter(boto3.client("ecs", config=AWS_CLIENT_CONFIG), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
+        store=DynamoDBResumeStore(current.incidents_table, dynamodb),
+        incidents=_incident_store(),
+        checkpoints=_checkpoint_store,
+        notifier=_notifier,
+        config=current.config(),
+        incident_wait_retries=current.incident_wait_retries,
+    )
+
+
+def _fetch_json_secret(name: str) -> Any:
+    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS)
+
+
+def reset() -> None:
+    """Forget the wiring and cached secrets (tests and the sandbox call this when endpoints change)."""
+    for factory in (settings, _incident_store, _notifier, resume_steps):
+        factory.cache_clear()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]

@@ -1,0 +1,326 @@
+"""Telling people what the training auto-resume workflow did, through the alerting pipeline's own pieces.
+
+The same routing file (kind `training_resume`, with the incident's labels), the same secrets and clients
+(SecretChannels), the same incident and delivery ledger. In Slack, each notice is a step of the incident: a
+RESUME entry in its timeline, a reply in each of its threads, and the root message updated. In PagerDuty,
+pages are Events v2 triggers (deduplicated per job) and everything informational is a Change Event, which
+never pages.
+
+The alert pipeline handles the same ECS event concurrently, so the incident or its Slack thread may not
+exist yet: `IncidentNotReady` makes the workflow retry the notification, and after its retries the notice
+goes out as a standalone message, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from fault_responder.adapters.http import DeliveryError
+from fault_responder.dispatch import Channels, DeliveryFailure, Ledger, NotificationFailedError
+from fault_responder.domain import Incident, TimelineEntry
+from fault_responder.lifecycle import MAX_TIMELINE
+from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
+from fault_responder.resume import Fault, Notice, PagerDutyAction, pagerduty_dedup_key
+from fault_responder.routing import Receiver, RouteContext, Router
+from fault_responder.store import ConcurrentUpdateError, IncidentStore
+
+KIND = "training_resume"
+PHASE = "RESUME"
+CLIENT_NAME = "GPU Fault Responder"
+MAX_SUMMARY = 1024
+MAX_SECTION_TEXT = 3000
+MAX_HEADER_TEXT = 150
+MAX_SAVE_CONFLICTS = 5
+
+
+class IncidentNotReady(Exception):
+    """The alert pipeline has not opened the incident (or posted its Slack root) yet: retry shortly.
+
+    The class name is the error name the state machine's Retry matches: do not rename it alone.
+    """
+
+
+class ChangeEvents(Protocol):
+    def send(self, event: dict[str, Any]) -> None: ...
+
+
+class IncidentLedgerStore(IncidentStore, Ledger, Protocol):
+    """The incident store doubles as the delivery ledger (DynamoDBIncidentStore is both)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    receivers: tuple[str, ...]
+    threaded: bool
+    """False when the notice went out as standalone messages (no incident thread to reply in)."""
+
+
+class ResumeNotifier:
+    def __init__(
+        self,
+        router: Router,
+        channels: Channels,
+        change_events: ChangeEvents,
+        store: IncidentLedgerStore,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_delivery: Callable[[str, bool], None] = lambda channel, ok: None,
+    ) -> None:
+        self.router = router
+        self.receivers: dict[str, Receiver] = dict(router.config.receivers)
+        self.channels = channels
+        self.change_events = change_events
+        self.store = store
+        self.clock = clock
+        self.on_delivery = on_delivery
+
+    def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered:
+        """Deliver to every receiver the routing file names; raise IncidentNotReady while the incident's
+        threads are missing (unless `allow_standalone`), NotificationFailedError when a receiver failed."""
+        incident = self._incident(fault)
+        names = list(self.router.route(route_context(fault, incident)).receivers)
+        not_ready = self._not_ready(fault, incident, names)
+        if not_ready is not None and not allow_standalone:
+            raise IncidentNotReady(not_ready)
+        if incident is not None:
+            incident = self._record(incident, fault, notice)
+        failures: list[DeliveryFailure] = []
+        for name in names:
+            receiver = self.receivers.get(name)
+            if receiver is None:
+                continue
+            channel = "slack" if receiver.slack is not None else "pagerduty"
+            try:
+                self._deliver_to(name, receiver, notice, fault, incident)
+            except DeliveryError as error:
+                self.on_delivery(channel, False)
+                failures.append(DeliveryFailure(name, channel, error))
+        if failures:
+            raise NotificationFailedError(failures)
+        return Delivered(tuple(names), threaded=not_ready is None)
+
+    def _incident(self, fault: Fault) -> Incident | None:
+        incidents, _ = self.store.load(fault.container_instance_arn)
+        return incidents.get(fault.check_type)
+
+    def _not_ready(self, fault: Fault, incident: Incident | None, names: list[str]) -> str | None:
+        """Why the notice cannot go into the incident yet: no incident, or a bot-token Slack receiver of the
+        incident whose root message the alert pipeline has not posted yet."""
+        if incident is None:
+            return f"incident {fault.fingerprint} does not exist yet"
+        threaded = {thread.receiver for thread in incident.slack_threads}
+        pending = [
+            name
+            for name in names
+            if (receiver := self.receivers.get(name)) is not None
+            and receiver.slack is not None
+            and receiver.slack.channel is not None
+            and name in incident.receivers
+            and name not in threaded
+        ]
+        return f"incident {fault.fingerprint} has no Slack thread yet in {', '.join(pending)}" if pending else None
+
+    def _record(self, incident: Incident, fault: Fault, notice: Notice) -> Incident:
+        """Append the notice to the incident's timeline (once), re-reading when the alert pipeline wrote."""
+        entry = TimelineEntry(
+            at=self.clock(), event_id=f"resume:{notice.key}", phase=PHASE, text=notice.title, page=notice.pages
+        )
+        current: Incident | None = incident
+        for _ in range(MAX_SAVE_CONFLICTS):
+            if current is None:
+                break
+            if any(item.event_id == entry.event_id for item in current.timeline):
+                return current
+            current.timeline = [*current.timeline, entry][-MAX_TIMELINE:]
+            try:
+                self.store.save_incident(current)
+            except ConcurrentUpdateError:
+                current = self._incident(fault)
+                continue
+            return current
+        raise ConcurrentUpdateError(f"incident {fault.fingerprint} kept changing")
+
+    def _deliver_to(
+        self, name: str, receiver: Receiver, notice: Notice, fault: Fault, incident: Incident | None
+    ) -> None:
+        if receiver.slack is not None and receiver.slack.channel is not None:
+            self._slack_bot(name, receiver.slack.channel, notice, fault, incident)
+        elif receiver.slack is not None and receiver.slack.webhook is not None:
+            hook = self.channels.slack_webhook(receiver.slack.webhook)
+            message = render_resume_standalone(notice, fault)
+            self._step(notice, name, "post", "slack", lambda: hook.post(message))
+        elif receiver.pagerduty is not None:
+            self._pagerduty(name, receiver.pagerduty.service, notice, fault)
+
+    def _slack_bot(self, name: str, channel: str, notice: Notice, fault: Fault, incident: Incident | None) -> None:
+        api = self.channels.slack_api()
+        thread = next((t for t in incident.slack_threads if t.receiver == name), None) if incident else None
+        if thread is None or incident is None:
+            message = render_resume_standalone(notice, fault)
+            self._step(notice, name, "post", "slack", lambda: _discard(api.post_message(channel, message)))
+            return
+        reply = render_resume_reply(notice, fault)
+        self._step(notice, name, "reply", "slack", lambda: _discard(api.post_message(thread.channel, reply, thread.ts)))
+        root = render_incident_root(incident)
+        self._step(notice, name, "update", "slack", lambda: api.update_message(thread.channel, thread.ts, root))
+
+    def _pagerduty(self, name: str, service: str, notice: Notice, fault: Fault) -> None:
+        if notice.pagerduty is None:
+            return
+        key = self.channels.routing_key(service)
+        now = self.clock()
+        if notice.pagerduty == PagerDutyAction.TRIGGER:
+            event = render_resume_trigger(notice, fault, key, now)
+            events = self.channels.pagerduty()
+            self._step(notice, name, "trigger", "pagerduty", lambda: _discard(events.send(event)))
+        else:
+            change = render_change_event(notice, fault, key, now)
+            self._step(notice, name, "change", "pagerduty", lambda: self.change_events.send(change))
+
+    def _step(self, notice: Notice, receiver: str, step: str, channel: str, send: Callable[[], None]) -> None:
+        key = f"resume:{notice.key}#{receiver}#{step}"
+        if self.store.delivered(key):
+            return
+        send()
+        self.store.mark_delivered(key)
+        self.on_delivery(channel, True)
+
+
+def route_context(fault: Fault, incident: Incident | None) -> RouteContext:
+    """A notice is routed like its incident (same labels), with kind `training_resume`."""
+    return RouteContext(
+        kind=KIND,
+        cluster=fault.cluster_name,
+        capacity_provider=fault.capacity_provider,
+        check_type=fault.check_type,
+        fault_class=fault.fault_class,
+        severity=fault.severity,
+        drain_attribution=incident.drain.cause.value if incident is not None and incident.drain else None,
+    )
+
+
+# --- Rendering (pure) ----------------------------------------------------------------------------
+
+
+def render_resume_reply(notice: Notice, fault: Fault) -> SlackMessage:
+    """A reply in the incident's thread: the notice, its commands as code blocks, and what it is about."""
+    blocks = [_section(_headline(notice)), *_command_blocks(notice), _context(notice, fault)]
+    return SlackMessage(text=_clip(escape_mrkdwn(notice.title), MAX_SECTION_TEXT), blocks=blocks)
+
+
+def render_resume_standalone(notice: Notice, fault: Fault) -> SlackMessage:
+    """The same notice as a message of its own (no incident thread to reply in, or a webhook)."""
+    emoji = SEVERITY_EMOJI[notice.severity]
+    header = _clip(f"{emoji} Training auto-resume · {notice.title}", MAX_HEADER_TEXT)
+    where = (
+        f"*Cluster:* {escape_mrkdwn(fault.cluster_name)}  *Instance:* {escape_mrkdwn(fault.host)}  "
+        f"*Capacity provider:* {escape_mrkdwn(fault.capacity_provider)}  *Fault:* {escape_mrkdwn(fault.title)}"
+    )
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
+        _section(_body(notice)),
+        _section(where),
+        *_command_blocks(notice),
+        _context(notice, fault),
+    ]
+    fallback = f"Training auto-resume · {notice.title} · {fault.host} ({fault.cluster_name})"
+    return SlackMessage(text=_clip(escape_mrkdwn(fallback), MAX_SECTION_TEXT), blocks=blocks)
+
+
+def render_resume_trigger(notice: Notice, fault: Fault, routing_key: str, now: datetime) -> dict[str, Any]:
+    """An Events v2 trigger: a page, one PagerDuty alert per fault and job, the evidence in custom_details."""
+    payload = {
+        "summary": _summary(notice, fault),
+        "source": fault.host,
+        "severity": notice.severity.value,
+        "timestamp": _iso(now),
+        "component": "training-auto-resume",
+        "group": fault.capacity_provider,
+        "class": notice.kind.value,
+        "custom_details": {"text": notice.text, **notice.details},
+    }
+    return {
+        "routing_key": routing_key,
+        "event_action": "trigger",
+        "dedup_key": pagerduty_dedup_key(fault, notice.subject),
+        "payload": payload,
+        "links": _links(fault),
+        "client": CLIENT_NAME,
+        "client_url": fault.instance_ref().console_url,
+    }
+
+
+def render_change_event(notice: Notice, fault: Fault, routing_key: str, now: datetime) -> dict[str, Any]:
+    """A Change Event: PagerDuty shows it next to the service's incidents, and it never pages."""
+    return {
+        "routing_key": routing_key,
+        "payload": {
+            "summary": _summary(notice, fault),
+            "source": fault.host,
+            "timestamp": _iso(now),
+            "custom_details": {"text": notice.text, **notice.details},
+        },
+        "links": _links(fault),
+    }
+
+
+def _headline(notice: Notice) -> str:
+    return f"{SEVERITY_EMOJI[notice.severity]} *{escape_mrkdwn(notice.title)}*\n{_body(notice)}"
+
+
+def _body(notice: Notice) -> str:
+    return escape_mrkdwn(notice.text)
+
+
+def _command_blocks(notice: Notice) -> list[dict[str, Any]]:
+    # Each command whole in its own block: a clipped command would be worse than none.
+    return [
+        _section(f"*{escape_mrkdwn(label)}:*\n```{escape_mrkdwn(command)}```") for label, command in notice.commands
+    ]
+
+
+def _context(notice: Notice, fault: Fault) -> dict[str, Any]:
+    parts = ["Training auto-resume"]
+    if notice.job_id:
+        parts.append(f"job `{escape_mrkdwn(notice.job_id)}`")
+    parts.append(f"incident `{escape_mrkdwn(fault.fingerprint)}`")
+    return {"type": "context", "elements": [_mrkdwn(" · ".join(parts))]}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": _mrkdwn(text)}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": _clip(text, MAX_SECTION_TEXT), "verbatim": True}
+
+
+def _summary(notice: Notice, fault: Fault) -> str:
+    return _clip(f"{notice.title} ({fault.label} on {fault.host}, cluster {fault.cluster_name})", MAX_SUMMARY)
+
+
+def _links(fault: Fault) -> list[dict[str, str]]:
+    instance = fault.instance_ref()
+    return [{"href": instance.console_url, "text": f"ECS container instance {instance.container_instance_id}"}]
+
+
+def _iso(moment: datetime) -> str:
+    return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)).isoformat()
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    # Escaped text: never leave half an entity (`&am`) at the cut.
+    amp = cut.rfind("&")
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
+
+
+def _discard(_: object) -> None:
+    return None

@@ -1,0 +1,343 @@
+"""The ResumeTraining workflow's steps: one method per task state, over ports (docs/auto-resume.md).
+
+Each step reads what it needs through a port, asks the domain (fault_responder.resume) what to do, does it,
+and returns the payload the next state reads. Every step is safe to run again after a Lambda retry: the
+claim and the ledger are conditional writes, StopTask and the drain are idempotent, and RunTask carries a
+clientToken derived from the job, the attempt and the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from fault_responder.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
+from fault_responder.models.events import HealthChangeEvent, parse_ecs_event
+from fault_responder.resume import (
+    EVIDENCE_ITEMS,
+    JOB_ID_TAG,
+    AttemptOutcome,
+    Claim,
+    ClaimResult,
+    ClaimStatus,
+    Fault,
+    FoundJobs,
+    Guards,
+    Job,
+    Launch,
+    LaunchState,
+    Ledger,
+    LedgerAttempt,
+    Notice,
+    NoticeRequest,
+    NotResumableError,
+    Plan,
+    ProviderInfo,
+    Quarantine,
+    RecordResult,
+    RecordStatus,
+    ResumeConfig,
+    RunTaskResult,
+    StopRequest,
+    TaskSpec,
+    TaskState,
+    TaskWatch,
+    WatchState,
+    build_notice,
+    build_run_task_request,
+    chosen_checkpoint,
+    client_token,
+    describe_failure,
+    fault_from_event,
+    group_jobs,
+    is_job_task,
+    job_from_tasks,
+    judge_guards,
+    judge_start,
+    judge_stop,
+    next_attempt,
+    placement_exclusion,
+    plan_job,
+    plan_retry,
+    quarantine_reason,
+    stop_reason,
+    tasks_digest,
+    untouched_summary,
+    watch_result,
+)
+from fault_responder.resume_notify import Delivered
+from fault_responder.store import ConcurrentUpdateError, IncidentStore
+
+MAX_STATE_CONFLICTS = 5
+
+
+class EcsPort(Protocol):
+    def describe_capacity_providers(self, names: Sequence[str], cluster: str) -> dict[str, ProviderInfo]: ...
+
+    def provider_instance_count(self, cluster: str, provider: str) -> int: ...
+
+    def drain(self, cluster: str, container_instance_arns: Sequence[str]) -> dict[str, str]: ...
+
+    def running_tasks(self, cluster: str, container_instance: str | None = None) -> list[TaskSpec]: ...
+
+    def task_states(self, cluster: str, task_arns: Sequence[str]) -> list[TaskState]: ...
+
+    def stop_task(self, cluster: str, task_arn: str, reason: str) -> None: ...
+
+    def run_task(self, request: dict[str, Any]) -> RunTaskResult: ...
+
+    def container_names(self, task_definition: str) -> list[str]: ...
+
+
+class ResumeStore(Protocol):
+    def claim(self, fault: Fault, execution: str) -> ClaimResult: ...
+
+    def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]: ...
+
+    def save_tasks(self, job_key: str, fault_key: str, tasks: Sequence[TaskSpec]) -> None: ...
+
+    def load_tasks(self, job_key: str, fault_key: str) -> list[TaskSpec]: ...
+
+    def load_ledger(self, job_key: str) -> Ledger: ...
+
+    def add_failed_hosts(self, job_key: str, hosts: Iterable[str]) -> Ledger: ...
+
+    def record_attempt(self, job_key: str, attempt: LedgerAttempt, replaces: str) -> RecordResult: ...
+
+    def finish_attempt(
+        self,
+        job_key: str,
+        number: int,
+        outcome: AttemptOutcome,
+        reason: str | None = None,
+        failed_hosts: Sequence[str] = (),
+    ) -> Ledger: ...
+
+    def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None: ...
+
+    def load_attempt_tasks(self, job_key: str, number: int) -> tuple[str, ...]: ...
+
+
+class Notifier(Protocol):
+    def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered: ...
+
+
+@dataclass
+class ResumeSteps:
+    ecs: EcsPort
+    store: ResumeStore
+    incidents: IncidentStore
+    checkpoints: Callable[[], CheckpointStore]
+    """A fresh store per search, so its S3 request count is the search's own."""
+    notifier: Callable[[], Notifier]
+    """Built on first use: steps that never notify need no notifier secrets."""
+    config: ResumeConfig
+    incident_wait_retries: int = 6
+    """Retries of a Notify state after which a notice goes out standalone (the ASL retries IncidentNotReady
+    6 times, 2 s apart and doubling, so by default the Lambda never gives up before the ASL does)."""
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    # --- Claim, guards, quarantine, jobs --------------------------------------------------------
+
+    def claim(self, raw_event: dict[str, Any], execution: str) -> Claim:
+        event = parse_ecs_event(raw_event)
+        if not isinstance(event, HealthChangeEvent):
+            return Claim(status=ClaimStatus.NOT_APPLICABLE, reason="not a health change", config=self.config)
+        provider = event.detail.capacity_provider_name
+        if self.config.capacity_providers and provider not in self.config.capacity_providers:
+            reason = f"capacity provider {provider!r} is not a training capacity provider"
+            return Claim(status=ClaimStatus.NOT_APPLICABLE, reason=reason, config=self.config)
+        try:
+            fault = fault_from_event(event, self.config.check_types)
+        except NotResumableError as error:
+            return Claim(status=ClaimStatus.NOT_APPLICABLE, reason=str(error), config=self.config)
+        result = self.store.claim(fault, execution)
+        if not result.claimed:
+            reason = f"already handled by {result.execution}"
+            return Claim(status=ClaimStatus.DUPLICATE, reason=reason, fault=fault, config=self.config)
+        return Claim(status=ClaimStatus.CLAIMED, reason="claimed", fault=fault, config=self.config)
+
+    def check_guards(self, fault: Fault, config: ResumeConfig) -> Guards:
+        providers = self.ecs.describe_capacity_providers([fault.capacity_provider], fault.cluster_arn)
+        provider = providers[fault.capacity_provider]
+        if provider.ecs_owns_recovery:
+            # Nothing to count: ECS acts whatever the share.
+            return judge_guards(provider, impaired=0, instances=0, config=config)
+        impaired = self.store.impaired_instances(fault, timedelta(minutes=config.mass_fault_window_minutes))
+        instances = self.ecs.provider_instance_count(fault.cluster_arn, fault.capacity_provider)
+        return judge_guards(provider, impaired=len(impaired), instances=instances, config=config)
+
+    def quarantine(self, fault: Fault) -> Quarantine:
+        """Record the quarantine FIRST, so the DRAINING event the drain causes is attributed to us."""
+        reason = quarantine_reason(fault)
+        for _ in range(MAX_STATE_CONFLICTS):
+            _, state = self.incidents.load(fault.container_instance_arn)
+            state.quarantined_at = self.clock()
+            state.quarantine_reason = reason
+            try:
+                self.incidents.save_instance_state(state)
+                break
+            except ConcurrentUpdateError:
+                continue  # the alert pipeline wrote the same instance's state meanwhile
+        else:
+            raise ConcurrentUpdateError(f"instance state of {fault.container_instance_arn} kept changing")
+        statuses = self.ecs.drain(fault.cluster_arn, [fault.container_instance_arn])
+        return Quarantine(quarantined=True, status=statuses.get(fault.container_instance_arn))
+
+    def find_jobs(self, fault: Fault, config: ResumeConfig) -> FoundJobs:
+        on_instance = self.ecs.running_tasks(fault.cluster_arn, fault.container_instance_arn)
+        untouched = [untouched_summary(task) for task in on_instance if not is_job_task(task.tags)]
+        job_ids = sorted({task.tags[JOB_ID_TAG] for task in on_instance if is_job_task(task.tags)})
+        jobs: list[Job] = []
+        if job_ids:
+            # A gang's other tasks run on other instances: the job is every task of the cluster with its id.
+            in_cluster = group_jobs(self.ecs.running_tasks(fault.cluster_arn))
+            on_instance_jobs = group_jobs(on_instance)
+            for job_id in job_ids:
+                tasks = in_cluster.get(job_id) or on_instance_jobs[job_id]
+                job = job_from_tasks(job_id, fault.cluster_arn, tasks, config.mode)
+                self.store.save_tasks(job.key, fault.key, tasks)
+                jobs.append(job)
+        return FoundJobs(jobs=tuple(jobs), untouched=tuple(untouched[:EVIDENCE_ITEMS]), untouched_count=len(untouched))
+
+    # --- Per job --------------------------------------------------------------------------------
+
+    def plan(self, fault: Fault, config: ResumeConfig, job: Job) -> Plan:
+        """Read-only: dry-run reports this plan and changes nothing."""
+        ledger = self.store.load_ledger(job.key)
+        search = None if job.problems else find_newest_complete(job.checkpoint_uri, self.checkpoints())
+        return plan_job(job, fault, config, ledger, search)
+
+    def stop(self, fault: Fault, job: Job, plan: Plan) -> StopRequest:
+        arns = self._replaced_tasks(fault, job, plan)
+        reason = stop_reason(fault, job.job_id)
+        for arn in arns:
+            self.ecs.stop_task(job.cluster_arn, arn, reason)
+        return StopRequest(stopping=len(arns), requested_at=self.clock())
+
+    def watch_stop(self, fault: Fault, job: Job, plan: Plan, stop: StopRequest, config: ResumeConfig) -> TaskWatch:
+        states = self.ecs.task_states(job.cluster_arn, self._replaced_tasks(fault, job, plan))
+        waited = self.clock() - stop.requested_at
+        state = judge_stop(states, waited, timedelta(seconds=config.stop_timeout_seconds))
+        return watch_result(state, states, want_running=False)
+
+    def relaunch(self, fault: Fault, job: Job, plan: Plan, execution: str) -> Launch:
+        """Record the attempt, then RunTask each task of the job; stops at the first task ECS cannot place."""
+        specs = self.store.load_tasks(job.key, fault.key)
+        fresh = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
+        checkpoint = chosen_checkpoint(plan.checkpoint, fresh)
+        self.store.add_failed_hosts(job.key, [fault.host])
+        record = self.store.record_attempt(
+            job.key,
+            LedgerAttempt(
+                number=0,
+                step=checkpoint.step if checkpoint else None,
+                checkpoint_uri=checkpoint.uri if checkpoint else None,
+                fault_key=fault.key,
+                execution=execution,
+                started_at=self.clock(),
+            ),
+            self._replaces_key(fault, job, plan),
+        )
+        now = self.clock()
+        if record.status == RecordStatus.SUPERSEDED or record.attempt is None:
+            return Launch(state=LaunchState.SUPERSEDED, attempt=0, launched_at=now, superseded_by=record.by)
+        attempt = record.attempt.number
+        ledger = self.store.load_ledger(job.key)
+        prior = [a for a in ledger.attempts if a.number < attempt]
+        budget = next_attempt(prior, checkpoint.step if checkpoint else None, plan.max_attempts)
+        arns, failures = self._run_tasks(job, specs, attempt, checkpoint, ledger.failed_hosts)
+        self.store.save_attempt_tasks(job.key, attempt, arns)
+        return Launch(
+            state=LaunchState.NO_CAPACITY if failures else LaunchState.STARTED,
+            attempt=attempt,
+            in_budget=budget.in_budget,
+            max_attempts=plan.max_attempts,
+            launched=len(arns),
+            expected=len(specs),
+            failures=failures,
+            checkpoint=checkpoint,
+            launched_at=now,
+        )
+
+    def watch_start(self, job: Job, launch: Launch, config: ResumeConfig) -> TaskWatch:
+        arns = self.store.load_attempt_tasks(job.key, launch.attempt)
+        states = self.ecs.task_states(job.cluster_arn, arns)
+        waited = self.clock() - launch.launched_at
+        state = judge_start(states, waited, timedelta(seconds=config.start_timeout_seconds))
+        if state == WatchState.DONE:
+            self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.RUNNING)
+        return watch_result(state, states, want_running=True)
+
+    def retry(
+        self, fault: Fault, config: ResumeConfig, job: Job, plan: Plan, *, launch: Launch, watch: TaskWatch | None
+    ) -> Plan:
+        """Attempt `launch.attempt` failed: record why (and the hosts its tasks died on), then plan the next."""
+        failure = describe_failure(launch, watch, config.start_timeout_seconds)
+        died_on = [task.host for task in watch.stopped if task.host] if watch is not None else []
+        ledger = self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.FAILED, failure, died_on)
+        tried = plan.model_copy(update={"checkpoint": launch.checkpoint, "from_scratch": launch.checkpoint is None})
+        return plan_retry(tried, fault, config, ledger, failed_attempt=launch.attempt, failure=failure)
+
+    # --- Notifications --------------------------------------------------------------------------
+
+    def notify(self, request: NoticeRequest, retry_count: int) -> dict[str, Any]:
+        notice = build_notice(request, self.clock())
+        delivered = self.notifier().deliver(
+            notice, request.fault, allow_standalone=retry_count >= self.incident_wait_retries
+        )
+        return {
+            "kind": notice.kind.value,
+            "title": notice.title,
+            "pages": notice.pages,
+            "receivers": list(delivered.receivers),
+            "threaded": delivered.threaded,
+        }
+
+    # --- Helpers --------------------------------------------------------------------------------
+
+    def _replaced_tasks(self, fault: Fault, job: Job, plan: Plan) -> list[str]:
+        """The tasks the next stop and relaunch replace: the ones found, or a failed attempt's."""
+        if plan.replaces is None:
+            return [task.task_arn for task in self.store.load_tasks(job.key, fault.key)]
+        return list(self.store.load_attempt_tasks(job.key, plan.replaces))
+
+    def _replaces_key(self, fault: Fault, job: Job, plan: Plan) -> str:
+        if plan.replaces is None:
+            return tasks_digest(task.task_arn for task in self.store.load_tasks(job.key, fault.key))
+        # Attempt numbers are unique per job, and an attempt that placed nothing has no task ARNs to digest.
+        return f"attempt-{plan.replaces}"
+
+    def _run_tasks(
+        self,
+        job: Job,
+        specs: Sequence[TaskSpec],
+        attempt: int,
+        checkpoint: Checkpoint | None,
+        failed_hosts: Sequence[str],
+    ) -> tuple[list[str], tuple[str, ...]]:
+        names = {spec.capacity_provider_name for spec in specs if spec.capacity_provider_name}
+        providers = self.ecs.describe_capacity_providers(sorted(names), job.cluster_arn)
+        containers: dict[str, list[str]] = {}
+        arns: list[str] = []
+        for index, spec in enumerate(specs):
+            if spec.task_definition_arn not in containers:
+                containers[spec.task_definition_arn] = self.ecs.container_names(spec.task_definition_arn)
+            provider = providers.get(spec.capacity_provider_name or "")
+            request = build_run_task_request(
+                spec,
+                cluster_arn=job.cluster_arn,
+                container_names=containers[spec.task_definition_arn],
+                attempt=attempt,
+                checkpoint_uri=checkpoint.uri if checkpoint else None,
+                token=client_token(job.key, attempt, index),
+                constraints=placement_exclusion(provider, failed_hosts),
+            )
+            result = self.ecs.run_task(request)
+            arns.extend(result.task_arns)
+            if result.failures or not result.task_arns:
+                # A gang needs every task: starting the rest would only hold GPUs the retry then releases.
+                return arns, result.failures or ("RunTask started no task and reported no failure",)
+        return arns, ()

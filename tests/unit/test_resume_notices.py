@@ -1,0 +1,206 @@
+"""What the auto-resume workflow tells people, and how it reaches Slack and PagerDuty."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fault_responder.checkpoints import SkippedFolder, SkipReason
+from fault_responder.domain import Severity
+from fault_responder.resume import (
+    FoundJobs,
+    Guards,
+    GuardVerdict,
+    Launch,
+    LaunchState,
+    Ledger,
+    Mode,
+    NoticeKind,
+    NoticeRequest,
+    PagerDutyAction,
+    ProviderInfo,
+    Quarantine,
+    ResumeConfig,
+    TaskSummary,
+    TaskWatch,
+    WatchState,
+    build_notice,
+    pagerduty_dedup_key,
+    plan_job,
+)
+from fault_responder.resume_notify import (
+    render_change_event,
+    render_resume_reply,
+    render_resume_standalone,
+    render_resume_trigger,
+)
+from sandbox.standins import SANDBOX_ROUTING_KEY, block_errors, change_event_errors, event_errors
+from tests.unit.test_resume_domain import NOW, URI, a_fault, a_job, attempt, checkpoint, search
+
+CONFIG = ResumeConfig()
+KEYS = frozenset({SANDBOX_ROUTING_KEY})
+
+
+def request(kind: NoticeKind, **fields: object) -> NoticeRequest:
+    return NoticeRequest.model_validate(
+        {
+            "kind": kind,
+            "execution": "arn:aws:states:us-east-1:123456789012:execution:ResumeTraining:run-1",
+            "state": "Notify",
+            "fault": a_fault(),
+            "config": CONFIG,
+            **fields,
+        }
+    )
+
+
+def resumable_plan(**changes: object):
+    skipped = SkippedFolder(uri=f"{URI}step-000300/", step=300, reason=SkipReason.NO_MARKER, detail="no _COMPLETE")
+    plan = plan_job(a_job(), a_fault(), CONFIG, Ledger(job_key="k"), search(checkpoint(200), skipped))
+    return plan.model_copy(update=changes)
+
+
+def launch(**changes: object) -> Launch:
+    values = {
+        "state": LaunchState.STARTED,
+        "attempt": 1,
+        "in_budget": 1,
+        "max_attempts": 3,
+        "launched": 2,
+        "expected": 2,
+        "checkpoint": checkpoint(200, written_ago=timedelta(minutes=23)),
+        "launched_at": NOW,
+    }
+    return Launch.model_validate({**values, **changes})
+
+
+def test_the_resumed_notice_says_from_where_how_much_work_was_lost_where_and_which_attempt() -> None:
+    # Given a job resumed from step 200 (written 23 minutes ago) on two hosts, with a newer folder skipped
+    watch = TaskWatch(state=WatchState.DONE, total=2, ready=2, hosts=("i-a", "i-b"))
+    notice_request = request(NoticeKind.RESUMED, job=a_job(), plan=resumable_plan(), launch=launch(), watch=watch)
+
+    # When the notice is built
+    notice = build_notice(notice_request, NOW)
+
+    # Then it reads like the contract, goes to PagerDuty as a change event and pages nobody
+    assert notice.title == "Resumed llm from step 200, attempt 1 of 3"
+    assert notice.text.startswith(
+        "Resumed llm from step 200 (checkpoint written 23m 00s ago, so about 23m 00s of work lost) on i-a, i-b, "
+        "attempt 1 of 3 (2 task(s), RESUME_ATTEMPT=1)."
+    )
+    assert "Skipped newer incomplete checkpoints: step 300: no_marker (no _COMPLETE)." in notice.text
+    assert (notice.pagerduty, notice.pages, notice.severity) == (PagerDutyAction.CHANGE, False, Severity.INFO)
+
+
+def test_a_give_up_pages_critical_with_the_evidence() -> None:
+    # Given a job whose budget is spent
+    plan = plan_job(
+        a_job(max_attempts=1),
+        a_fault(),
+        CONFIG,
+        Ledger(job_key="k", attempts=(attempt(1, 200),)),
+        search(checkpoint(200)),
+    )
+
+    # When the give-up notice is built
+    notice = build_notice(request(NoticeKind.GIVE_UP, job=a_job(), plan=plan), NOW)
+
+    # Then it pages, critical, and carries the fault, the checkpoint and the attempts
+    assert notice.title == "llm NOT resumed: its resume budget is exhausted"
+    assert (notice.pagerduty, notice.severity) == (PagerDutyAction.TRIGGER, Severity.CRITICAL)
+    assert notice.details["fault"]["label"] == "XID 79"
+    assert notice.details["checkpoint"]["step"] == 200
+    assert [a["number"] for a in notice.details["attempts"]] == [1]
+    assert "Attempts since the last progress: #1 from step 200: failed." in notice.text
+
+
+def test_the_approval_request_gives_both_commands_with_the_token_shell_quoted() -> None:
+    notice = build_notice(
+        request(NoticeKind.APPROVAL_REQUEST, job=a_job(mode=Mode.APPROVE), plan=resumable_plan(), task_token="AAA'bbb"),
+        NOW,
+    )
+    approve, reject = notice.commands
+    assert approve == (
+        "Approve",
+        "aws stepfunctions send-task-success --task-token 'AAA'\\''bbb' --task-output '{\"approved\": true}'",
+    )
+    assert reject[1].startswith("aws stepfunctions send-task-failure --task-token 'AAA'\\''bbb' --error Rejected")
+    assert "within 1h 00m" in notice.text and notice.pagerduty is None
+
+
+def test_a_mass_fault_pages_once_per_fault_not_per_job() -> None:
+    guards = Guards(
+        verdict=GuardVerdict.MASS_FAULT,
+        provider=ProviderInfo(name="p5-training", type="EC2_AUTOSCALING", auto_repair=None),
+        impaired=3,
+        instances=10,
+        allowed=2,
+    )
+    notice = build_notice(request(NoticeKind.MASS_FAULT, guards=guards), NOW)
+    assert notice.text.startswith("3 of 10 instances of capacity provider p5-training went IMPAIRED within 30 minutes")
+    assert notice.subject == "mass-fault" and notice.pages
+
+
+def test_the_jobs_found_notice_lists_untouched_tasks_and_is_slack_only() -> None:
+    found = FoundJobs(
+        jobs=(a_job(),),
+        untouched=(TaskSummary(task_arn="arn:task/gpu/0123456789abcdef", group="family:lab", note="no tags"),),
+        untouched_count=3,
+    )
+    notice = build_notice(request(NoticeKind.JOBS_FOUND, quarantine=Quarantine(quarantined=True), found=found), NOW)
+    assert notice.text.splitlines() == [
+        "Quarantined i-faulty (DRAINING, so nothing new lands there).",
+        "Resumable jobs: llm (1 task on i-faulty, mode auto).",
+        "Not touched: 3 other task(s) on it: 0123456789ab (family:lab: no tags) and 2 more.",
+    ]
+    assert notice.pagerduty is None
+
+
+def test_a_notice_key_is_stable_for_a_retry_and_differs_per_attempt() -> None:
+    def key(attempt_number: int) -> str:
+        fields = {"job": a_job(), "plan": resumable_plan(), "launch": launch(attempt=attempt_number)}
+        return build_notice(request(NoticeKind.RESUMED, **fields), NOW).key
+
+    assert key(1) == key(1) == "run-1/Notify/llm/1"
+    assert key(2) == "run-1/Notify/llm/2"
+
+
+def test_the_dedup_key_is_per_fault_and_job_within_pagerdutys_limit() -> None:
+    assert pagerduty_dedup_key(a_fault(), "llm") == "gpu-training/ci-faulty/ACCELERATED_COMPUTE/resume/llm"
+    assert len(pagerduty_dedup_key(a_fault(), "j" * 400)) == 255
+
+
+# --- Rendering -------------------------------------------------------------------------------------
+
+
+def approval_notice():
+    return build_notice(
+        request(NoticeKind.APPROVAL_REQUEST, job=a_job(), plan=resumable_plan(), task_token="T" * 2048), NOW
+    )
+
+
+def test_slack_messages_are_valid_block_kit_and_keep_the_commands_whole() -> None:
+    notice = approval_notice()
+    for message in (render_resume_reply(notice, a_fault()), render_resume_standalone(notice, a_fault())):
+        assert block_errors(message.blocks) == []
+        code = [block["text"]["text"] for block in message.blocks if "```" in block.get("text", {}).get("text", "")]
+        assert len(code) == 2 and all("T" * 2048 in text for text in code)
+
+
+def test_untrusted_text_cannot_form_slack_links_or_mentions() -> None:
+    fault = a_fault().model_copy(update={"title": "<!channel> <https://evil|click>"})
+    message = render_resume_standalone(approval_notice(), fault)
+    assert "<!channel>" not in str(message.blocks) and "&lt;!channel&gt;" in str(message.blocks)
+
+
+def test_pages_are_valid_events_v2_triggers_with_the_per_job_dedup_key() -> None:
+    notice = build_notice(request(NoticeKind.GIVE_UP, job=a_job(), plan=resumable_plan()), NOW)
+    event = render_resume_trigger(notice, a_fault(), SANDBOX_ROUTING_KEY, NOW)
+    assert event_errors(event, KEYS) == []
+    assert event["dedup_key"].endswith("/resume/llm") and event["payload"]["severity"] == "critical"
+
+
+def test_informational_notices_are_valid_change_events() -> None:
+    notice = build_notice(request(NoticeKind.DRY_RUN, job=a_job(), plan=resumable_plan()), NOW)
+    event = render_change_event(notice, a_fault(), SANDBOX_ROUTING_KEY, NOW)
+    assert change_event_errors(event, KEYS) == []
+    assert "event_action" not in event and event["payload"]["summary"].startswith("Dry run: would resume llm")
