@@ -12,6 +12,8 @@ from sandbox import invoke as invoke_command
 from sandbox.errors import SandboxError
 from sandbox.replay import load_event_file, read_json_file, replay
 from sandbox.report import Timeline, write_report
+from sandbox.run import run_scenario
+from sandbox.scenario import load_scenario
 from sandbox.session import DEFAULT_REGION, DEFAULT_STACK_NAME, Sandbox
 from sandbox.standins import StandIns
 from sandbox.template import Template, load_template, parse_parameter_overrides
@@ -28,8 +30,9 @@ environment:
                    '{"slack": [429, 500], "pagerduty": [500]}' ("ok_false" is Slack's HTTP 200 ok:false)
 
 exit status: 0 when the run completed (even if deliveries failed: the report says so),
-             1 when `invoke`'s function raised, 2 for bad input (missing file, invalid JSON,
-             unknown parameter, a template the sandbox cannot emulate)
+             1 when `invoke`'s function raised or an expectation of `run`'s scenario failed,
+             2 for bad input (missing file, invalid JSON or scenario, unknown parameter, a
+             template the sandbox cannot emulate)
 """
 
 
@@ -110,6 +113,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_common_options(invoke_parser)
     invoke_parser.set_defaults(run=_run_invoke)
+
+    run_parser = commands.add_parser(
+        "run",
+        help="run a scenario: seed a world, replay its events through the rules, the alert pipeline and the "
+        "state machines, and check its expectations",
+        description=(
+            "Seed the scenario's world (ECS clusters, capacity providers, instances, tasks; S3 checkpoints; the "
+            "resume ledger), deploy the stack with its parameters, replay its events (alert pipeline in process; "
+            "state machines executed by moto's interpreter with every Lambda task run by our handlers in process), "
+            "perform its actions, wait for every execution, and check its expectations (docs/scenarios.md)."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run_parser.add_argument("scenario", type=Path, metavar="SCENARIO.yaml", help="a scenario file (see scenarios/)")
+    run_parser.add_argument("--report", type=Path, metavar="REPORT.json", help="write the JSON report here")
+    run_parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run_parser.set_defaults(run=_run_scenario)
     return parser
 
 
@@ -149,6 +170,14 @@ def _run_invoke(args: argparse.Namespace) -> int:
         )
     _write(report, args.report, timeline)
     return 1 if raised else 0
+
+
+def _run_scenario(args: argparse.Namespace) -> int:
+    loaded = load_scenario(args.scenario)
+    timeline = Timeline(None if args.quiet else sys.stdout)
+    result = run_scenario(loaded, timeline)
+    _write(result.report, args.report, timeline)
+    return 0 if result.passed else 1
 
 
 def _write(report: dict[str, object], path: Path | None, timeline: Timeline) -> None:

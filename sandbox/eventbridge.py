@@ -5,14 +5,15 @@ moto's own matcher differs from AWS (arrays of objects never match, unknown oper
 everything: see TOOLING.md §3a) and its PutEvents replaces the event's id, time and account, so the
 sandbox does not publish through moto. It evaluates patterns with the rule engine from the
 `localstack-core` package (a test-only dependency) and delivers to the targets itself, through a
-deliverer per target type. To deliver to a new target type (a Step Functions state machine, say),
-add a `TargetDeliverer` for its ARN's service.
+deliverer per target type: SQS queues and Step Functions state machines. To deliver to a new target
+type, add a `TargetDeliverer` for its ARN's service.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,6 +48,28 @@ class SqsTargetDeliverer:
 
     def deliver(self, event_json: str, target: RuleTarget) -> None:
         send_to_queue_arn(self._aws, target.arn, event_json)
+
+
+class StatesTargetDeliverer:
+    """A state machine target starts an execution with the event JSON, unchanged, as its input.
+
+    EventBridge names the execution itself (a generated id); `on_start` hears of every execution
+    started, so the caller can wait for it.
+    """
+
+    def __init__(self, aws: AwsClients, on_start: Callable[[str, RuleTarget], None]) -> None:
+        self._aws = aws
+        self._on_start = on_start
+
+    def deliver(self, event_json: str, target: RuleTarget) -> None:
+        try:
+            started = self._aws.client("stepfunctions").start_execution(
+                stateMachineArn=target.arn, name=str(uuid.uuid4()), input=event_json
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise DeliveryFailed(str(error.get("Code", "Unknown")), str(error.get("Message", exc))) from exc
+        self._on_start(started["executionArn"], target)
 
 
 def send_to_queue_arn(aws: AwsClients, queue_arn: str, body: str, attributes: Mapping[str, str] | None = None) -> None:
@@ -134,7 +157,11 @@ class EventBus:
             if target.service not in self._deliverers
         )
         if unsupported:
-            raise SandboxError(f"rule targets of a type the sandbox does not deliver to: {', '.join(unsupported)}")
+            # `replay` delivers to queues only; `run` also executes state machine targets.
+            hint = " (python -m sandbox run executes state machines)" if "states" not in self._deliverers else ""
+            raise SandboxError(
+                f"rule targets of a type the sandbox does not deliver to: {', '.join(unsupported)}{hint}"
+            )
         reshaped = sorted(
             f"{rule.spec.logical_id}/{target.target_id} ({', '.join(target.delivery_options)})"
             for rule in self.matcher.rules

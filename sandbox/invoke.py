@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.errors import SandboxError
-from sandbox.eventbridge import EventBus
+from sandbox.eventbridge import RuleMatcher
 from sandbox.lambda_runtime import (
     Invocation,
     ensure_runtime_boto3,
@@ -134,12 +134,13 @@ def invoke(
     prepared = prepare_event(document, spec, sandbox.identity.region)
 
     report = ReportBuilder()
-    bus = EventBus.default(sandbox.stack, sandbox.aws)
+    # Matching only: invoke hands the event to the function directly, so no target type matters here.
+    rules = RuleMatcher(sandbox.stack.rules.values(), "default")
     timeline.header(sandbox)
     timeline.file(1, event_path)
     for envelope in prepared.envelopes:
         # Informational: invoke hands the event to the function directly, past the rules.
-        matched = [rule.logical_id for rule in bus.matching_rules(envelope)]
+        matched = [rule.logical_id for rule in rules.matching_rules(envelope)]
         report.add_event(event_path, envelope, matched, [])
         timeline.would_match(envelope, matched)
     timeline.invoking(spec.logical_id, interpreter, prepared.note)

@@ -2,7 +2,8 @@
 
 The report records everything that crossed a boundary: the events and the rules they matched, each
 function invocation, every request to Slack and PagerDuty, the dead-letter queues, the incidents
-table, and what on-call would have seen. Its format is described in `ReportBuilder.finish`.
+table, and what on-call would have seen. Its format is described in `ReportBuilder.finish`; a
+scenario run (`python -m sandbox run`) adds the sections `sandbox.run` describes.
 """
 
 from __future__ import annotations
@@ -105,6 +106,89 @@ def _plain(attribute: Mapping[str, Any]) -> Any:
 def _number(text: str) -> int | float:
     number = Decimal(text)
     return int(number) if number == number.to_integral_value() else float(number)
+
+
+_DESCRIBE_BATCH = 100
+
+
+def collect_ecs(aws: AwsClients, clusters: Sequence[str], names: Mapping[str, str], seeded: set[str]) -> dict[str, Any]:
+    """Every container instance and task of the clusters at the end, as DescribeContainerInstances and
+    DescribeTasks show them; `names` gives the scenario's name for an ARN, `seeded` the tasks it started."""
+    ecs = aws.client("ecs")
+    instances: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    for cluster in clusters:
+        described_instances = _described(
+            ecs, "describe_container_instances", "containerInstances", cluster,
+            _listed(ecs, "list_container_instances", "containerInstanceArns", cluster=cluster),
+        )  # fmt: skip
+        hosts = {i["containerInstanceArn"]: i.get("ec2InstanceId") for i in described_instances}
+        instances.extend(_instance_entry(cluster, raw, names) for raw in described_instances)
+        arns = [
+            arn
+            for status in ("RUNNING", "STOPPED")
+            for arn in _listed(ecs, "list_tasks", "taskArns", cluster=cluster, desiredStatus=status)
+        ]
+        described = _described(ecs, "describe_tasks", "tasks", cluster, list(dict.fromkeys(arns)), include=["TAGS"])
+        tasks.extend(_task_entry(cluster, raw, hosts, names, seeded) for raw in described)
+    return {"instances": instances, "tasks": tasks}
+
+
+def _listed(ecs: Any, operation: str, key: str, **arguments: Any) -> list[str]:
+    return [arn for page in ecs.get_paginator(operation).paginate(**arguments) for arn in page.get(key, [])]
+
+
+def _described(ecs: Any, operation: str, key: str, cluster: str, arns: list[str], **extra: Any) -> list[dict[str, Any]]:
+    argument = "containerInstances" if key == "containerInstances" else "tasks"
+    described: list[dict[str, Any]] = []
+    for start in range(0, len(arns), _DESCRIBE_BATCH):
+        batch = arns[start : start + _DESCRIBE_BATCH]
+        described.extend(getattr(ecs, operation)(cluster=cluster, **{argument: batch}, **extra).get(key, []))
+    return described
+
+
+def _instance_entry(cluster: str, raw: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    attributes = {a["name"]: a.get("value") for a in raw.get("attributes", [])}
+    return {
+        "name": names.get(raw["containerInstanceArn"]),
+        "cluster": cluster,
+        "container_instance_arn": raw["containerInstanceArn"],
+        "ec2_instance_id": raw.get("ec2InstanceId"),
+        "capacity_provider": raw.get("capacityProviderName"),
+        "instance_type": attributes.get("ecs.instance-type"),
+        "status": raw.get("status"),
+        "running_tasks": raw.get("runningTasksCount"),
+    }
+
+
+def _task_entry(
+    cluster: str, raw: Mapping[str, Any], hosts: Mapping[str, Any], names: Mapping[str, str], seeded: set[str]
+) -> dict[str, Any]:
+    tags = {tag["key"]: tag.get("value", "") for tag in raw.get("tags", [])}
+    instance = raw.get("containerInstanceArn")
+    return {
+        "name": names.get(raw["taskArn"]),
+        "origin": "seeded" if raw["taskArn"] in seeded else "started",
+        "arn": raw["taskArn"],
+        "cluster": cluster,
+        "job_id": tags.get("fault-responder:job-id"),
+        "task_definition": str(raw.get("taskDefinitionArn", "")).rsplit("/", 1)[-1],
+        "container_instance_arn": instance,
+        "ec2_instance_id": hosts.get(instance or ""),
+        "instance": names.get(instance or ""),
+        "capacity_provider": raw.get("capacityProviderName"),
+        "last_status": raw.get("lastStatus"),
+        "desired_status": raw.get("desiredStatus"),
+        "stop_code": raw.get("stopCode"),
+        "stopped_reason": raw.get("stoppedReason") or None,
+        "started_by": raw.get("startedBy") or None,
+        "group": raw.get("group"),
+        "tags": tags,
+        "environment": {
+            str(entry.get("name")): {item["name"]: item.get("value", "") for item in entry.get("environment", [])}
+            for entry in (raw.get("overrides") or {}).get("containerOverrides", [])
+        },
+    }
 
 
 # --- The JSON report -------------------------------------------------------------------------------
@@ -368,8 +452,10 @@ class Timeline:
         for request in events:
             body: dict[str, Any] = request["body"] if isinstance(request["body"], dict) else {}
             payload: dict[str, Any] = body["payload"] if isinstance(body.get("payload"), dict) else {}
+            # A change event (/v2/change/enqueue) has no action or severity: it never pages.
+            action = body.get("event_action") or ("change" if request["path"].endswith("/change/enqueue") else "?")
             self._print(
-                f"{body.get('event_action', '?'):<11} {payload.get('severity', ''):<8} "
+                f"{action:<11} {payload.get('severity', ''):<8} "
                 f"dedup_key={body.get('dedup_key')}  -> {request['status']} {request.get('effect', '')}",
                 4,
             )
@@ -395,6 +481,83 @@ class Timeline:
             event_id = body.get("id") if isinstance(body, dict) else None
             why = ", ".join(f"{k}={v}" for k, v in letter["message_attributes"].items())
             self._print(f"{letter['queue']}: event {event_id} {why}".rstrip(), 4)
+
+    # --- Scenarios (python -m sandbox run) -----------------------------------------------------------
+
+    def scenario(self, name: str, path: Path, description: str) -> None:
+        self._print(f"Scenario: {name} ({path})")
+        if description:
+            self._print(description.strip(), 2)
+        self._print()
+
+    def seeded(self, world: Mapping[str, Any]) -> None:
+        self._print()
+        self._print("World")
+        for instance in world["instances"].values():
+            self._print(
+                f"instance  {instance['name']:<12} {instance['ec2_instance_id']}  {instance['instance_type']}  "
+                f"{instance['gpus']} GPUs  {instance['cluster']}/{instance['capacity_provider']}",
+                2,
+            )
+        for task in world["tasks"].values():
+            self._print(f"task      {task['name']:<12} on {task['instance']}  {_short(task['arn'])}", 2)
+        for prefix, folders in world["checkpoints"].items():
+            newest = folders[-1].removeprefix(prefix) if folders else "none complete"
+            self._print(f"checkpoints {prefix}  ({len(folders)} complete, newest {newest})", 2)
+
+    def step(self, number: int, label: str) -> None:
+        self._print()
+        self._print(f"== {number}. {label}")
+
+    def execution(self, summary: Mapping[str, Any]) -> None:
+        history = summary["history"]
+        waiting = summary["wall_seconds"] - summary["active_seconds"]
+        self._print(
+            f"execution {summary['name']} ({summary['rule']}): {summary['status']} in {summary['wall_seconds']:.1f} s "
+            f"({summary['active_seconds']:.1f} s active, {waiting:.1f} s waiting)",
+            4,
+        )
+        self._print(" > ".join(history["states_entered"]), 8)
+        self._print(
+            f"{history['lambda_invocations']} Lambda invocations, {history['state_transitions']} state transitions",
+            8,
+        )
+        if summary.get("error"):
+            self._print(f"error {summary['error']}: {summary.get('cause')}", 8)
+
+    def action(self, entry: Mapping[str, Any]) -> None:
+        self._print(f"action {entry['action']}: {entry['outcome']}", 4)
+
+    def ecs_view(self, ecs: Mapping[str, Any]) -> None:
+        self._print()
+        self._print("ECS at the end")
+        for instance in ecs["instances"]:
+            name = instance["name"] or _short(instance["container_instance_arn"])
+            self._print(f"instance {name:<12} {instance['ec2_instance_id']}  {instance['status']}", 2)
+        for task in ecs["tasks"]:
+            name = task["name"] or f"({task['origin']})"
+            where = task["instance"] or task["ec2_instance_id"] or "?"
+            line = f"task {name:<14} job={task['job_id'] or '-'}  on {where}  {task['last_status']}"
+            resume = {
+                key: value
+                for environment in task["environment"].values()
+                for key, value in environment.items()
+                if key.startswith("RESUME_")
+            }
+            if resume:
+                line += "  " + " ".join(f"{key}={value}" for key, value in sorted(resume.items()))
+            self._print(line, 2)
+            if task["stopped_reason"]:
+                self._print(f"stopped: {task['stopped_reason']}", 8)
+
+    def expectations(self, results: Sequence[Mapping[str, Any]]) -> None:
+        self._print()
+        held = sum(1 for result in results if result["passed"])
+        self._print(f"Expectations: {held} of {len(results)} held")
+        for result in results:
+            self._print(f"{'ok  ' if result['passed'] else 'FAIL'} {result['name']}", 2)
+            for problem in result["problems"]:
+                self._print(problem, 7)
 
     def report_written(self, path: Path) -> None:
         self._print()

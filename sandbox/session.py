@@ -13,7 +13,9 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,6 +27,7 @@ from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, Fault, StandIns
+from sandbox.statemachine import moto_settings_restored
 from sandbox.template import StackIdentity, Template, resolve_parameters
 
 DEFAULT_STACK_NAME = "gpu-fault-responder"
@@ -61,6 +64,8 @@ class Sandbox:
 
     def __enter__(self) -> Sandbox:
         with contextlib.ExitStack() as exit_stack:
+            # A stack with a state machine switches moto's execution settings on; put them back on exit.
+            exit_stack.enter_context(moto_settings_restored())
             port = _free_port()
             self.moto_endpoint = f"http://127.0.0.1:{port}"
             exit_stack.enter_context(patched_environ(_aws_environment(self.moto_endpoint, port, self.identity.region)))
@@ -72,6 +77,7 @@ class Sandbox:
             )
             self._stack = deploy_stack(self.template, self.identity, self.parameters, self._aws)
             _seed_notifier_secrets(self.parameters, self._aws, self._standins)
+            exit_stack.enter_context(fresh_layer_modules(self._stack))
             self._exit_stack = exit_stack.pop_all()
         return self
 
@@ -103,6 +109,59 @@ class Sandbox:
             "PAGERDUTY_EVENTS_URL": self.standins.pagerduty_url,
         }
         return lambda_environment(spec, self.identity.region, endpoints)
+
+
+@contextlib.contextmanager
+def fresh_layer_modules(stack: Stack) -> Iterator[None]:
+    """The layers' modules imported anew for this sandbox, and the process's own put back afterwards.
+
+    A layer module may read the environment when imported (Powertools' Metrics takes its namespace then):
+    imported earlier in this process, by a test say, it would carry that environment into the functions.
+    On Lambda every execution environment imports the layer itself; so does each sandbox here (and
+    Powertools binds its log handler to the stdout of that moment, which the function runtime captures).
+    """
+    packages = {
+        path.name if path.is_dir() else path.stem
+        for layer in stack.of_type("AWS::Serverless::LayerVersion")
+        for path in Path(str(layer.attributes.get("ImportDir", ""))).glob("*")
+        if (path.is_dir() and (path / "__init__.py").exists()) or path.suffix == ".py"
+    }
+
+    def ours(name: str) -> bool:
+        return name.split(".", 1)[0] in packages
+
+    saved = {name: module for name, module in sys.modules.items() if ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        with _fresh_powertools_loggers():
+            yield
+    finally:
+        for name in [name for name in sys.modules if ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+# Powertools marks a logger it configured with this attribute and, when one exists under the same name,
+# reuses it as it is: handler bound to the stdout of its first import, level from its first environment.
+_POWERTOOLS_CONFIGURED = "init"
+
+
+@contextlib.contextmanager
+def _fresh_powertools_loggers() -> Iterator[None]:
+    """Loggers Powertools configured earlier in this process are set aside, as in a new execution environment."""
+    registry = logging.Logger.manager.loggerDict
+    saved = {
+        name: logger
+        for name, logger in registry.items()
+        if isinstance(logger, logging.Logger) and getattr(logger, _POWERTOOLS_CONFIGURED, False)
+    }
+    for name in saved:
+        del registry[name]
+    try:
+        yield
+    finally:
+        registry.update(saved)
 
 
 def _started(value: _T | None) -> _T:

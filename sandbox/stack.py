@@ -3,8 +3,9 @@
 Each emulated resource type has a creator that turns the resolved Properties into moto API calls and
 returns what `Ref` and `Fn::GetAtt` give for it. Functions are not created in moto: the sandbox runs
 their handlers itself, so a function here is a `FunctionSpec` (code, handler, environment, event
-sources). Types the sandbox does not emulate are recorded as skipped, never silently dropped. To
-emulate a new type (a Step Functions state machine, say), add a creator to `CREATORS`.
+sources). State machines are created in moto, whose interpreter executes them (`statemachine`).
+Types the sandbox does not emulate are recorded as skipped, never silently dropped. To emulate a new
+type, add a creator to `CREATORS`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 
 from sandbox.aws import AwsClients
 from sandbox.errors import SandboxError
+from sandbox.statemachine import enable_interpreter, load_definition, substitute
 from sandbox.template import (
     ParameterValue,
     Resolver,
@@ -85,6 +87,17 @@ class FunctionSpec:
     memory_size_mb: int
     environment: Mapping[str, str]
     sqs_sources: tuple[SqsEventSource, ...]
+
+
+@dataclass(frozen=True)
+class StateMachineSpec:
+    """A state machine created in moto, with the definition it runs (substitutions applied)."""
+
+    logical_id: str
+    name: str
+    arn: str
+    type: str
+    definition: str
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,7 @@ class Stack:
     skipped: list[SkippedResource] = field(default_factory=list)
     functions: dict[str, FunctionSpec] = field(default_factory=dict)
     rules: dict[str, RuleSpec] = field(default_factory=dict)
+    state_machines: dict[str, StateMachineSpec] = field(default_factory=dict)
 
     def ref(self, logical_id: str) -> Any:
         return self._deployed(logical_id).ref
@@ -458,6 +472,65 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _create_state_machine(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    """AWS::Serverless::StateMachine or AWS::StepFunctions::StateMachine, executed by moto's interpreter."""
+    resource_type = builder.stack.template.resource_type(logical_id)
+    properties = builder.resolver.properties(logical_id)
+    name = properties.get("Name") or properties.get("StateMachineName") or builder.physical_name(logical_id, 80)
+    definition = substitute(
+        logical_id,
+        load_definition(logical_id, properties, builder.stack.template.base_dir),
+        properties.get("DefinitionSubstitutions") or {},
+    )
+    machine_type = str(properties.get("Type") or properties.get("StateMachineType") or "STANDARD")
+    identity = builder.stack.identity
+    # SAM creates a role from Policies when there is no Role; moto only needs some role ARN.
+    role = (
+        properties.get("Role")
+        or properties.get("RoleArn")
+        or f"arn:{identity.partition}:iam::{identity.account_id}:role/{name}"
+    )
+    enable_interpreter(builder.aws.endpoint_url)
+    request: dict[str, Any] = {"name": name, "definition": definition, "roleArn": role, "type": machine_type}
+    if tags := _state_machine_tags(properties):
+        request["tags"] = tags
+    try:
+        arn = builder.aws.client("stepfunctions").create_state_machine(**request)["stateMachineArn"]
+    except ClientError as exc:
+        # moto's interpreter parses the definition here: a grammar error is the definition's, not moto's.
+        raise SandboxError(f"{logical_id}: the state machine definition was rejected: {exc}") from exc
+    for event_name, event in (properties.get("Events") or {}).items():
+        builder.skip(f"{logical_id}.Events.{event_name}", f"{event.get('Type')} event", "event source not emulated")
+    builder.stack.state_machines[logical_id] = StateMachineSpec(logical_id, name, arn, machine_type, definition)
+    return DeployedResource(logical_id, resource_type, arn, {"Arn": arn, "Name": name}, properties)
+
+
+def _state_machine_tags(properties: Mapping[str, Any]) -> list[dict[str, str]]:
+    tags = properties.get("Tags") or {}
+    if isinstance(tags, dict):  # SAM: a map; CloudFormation: a list of {Key, Value}
+        return [{"key": str(key), "value": str(value)} for key, value in tags.items()]
+    return [{"key": str(tag["Key"]), "value": str(tag["Value"])} for tag in tags]
+
+
+def _record_role(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    """An IAM role is named, not created: the sandbox does not enforce IAM, but rule targets name their role."""
+    properties = builder.resolver.properties(logical_id)
+    name = properties.get("RoleName") or builder.physical_name(logical_id, 64)
+    identity = builder.stack.identity
+    arn = f"arn:{identity.partition}:iam::{identity.account_id}:role{properties.get('Path', '/')}{name}"
+    builder.skip(logical_id, "AWS::IAM::Role", "not created: the sandbox does not enforce IAM")
+    return DeployedResource(logical_id, "AWS::IAM::Role", name, {"Arn": arn}, properties)
+
+
+def _record_log_group(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    """A log group is named, not created: the sandbox captures what functions log itself."""
+    properties = builder.resolver.properties(logical_id)
+    name = properties.get("LogGroupName") or builder.physical_name(logical_id, 512)
+    arn = builder.arn("logs", f"log-group:{name}:*")
+    builder.skip(logical_id, "AWS::Logs::LogGroup", "not created: the report carries each invocation's logs")
+    return DeployedResource(logical_id, "AWS::Logs::LogGroup", name, {"Arn": arn}, properties)
+
+
 def _not_emulated(builder: StackBuilder, logical_id: str) -> DeployedResource:
     """A stand-in so `Ref` to the resource still resolves to a name; its attributes are unavailable."""
     resource_type = builder.stack.template.resource_type(logical_id)
@@ -471,4 +544,8 @@ CREATORS: dict[str, ResourceCreator] = {
     "AWS::Events::Rule": _create_rule,
     "AWS::Serverless::LayerVersion": _register_layer,
     "AWS::Serverless::Function": _register_function,
+    "AWS::Serverless::StateMachine": _create_state_machine,
+    "AWS::StepFunctions::StateMachine": _create_state_machine,
+    "AWS::IAM::Role": _record_role,
+    "AWS::Logs::LogGroup": _record_log_group,
 }

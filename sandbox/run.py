@@ -1,0 +1,394 @@
+"""`python -m sandbox run`: a scenario (docs/scenarios.md) from seeded world to checked expectations.
+
+1. The stack is deployed from the template with the scenario's parameters (waits shortened there, never
+   in the definition), the Slack/PagerDuty stand-ins get the scenario's faults, ECS gets the
+   emulation of what moto lacks (sandbox/ecs_emulation.py) and the scenario's RunTask faults.
+2. The world is seeded (sandbox/world.py).
+3. Each event step goes onto the default bus: rules match with EventBridge's semantics, SQS targets
+   get the event and their functions drain them (the alert pipeline: the incident and its Slack
+   thread), state machine targets start executions that moto's interpreter runs with every Lambda
+   task dispatched to our handlers in process (sandbox/stepfunctions.py). The runner waits for the
+   executions (bounded by the scenario's timeout) and meanwhile performs its actions (approve or
+   reject with the command the workflow published).
+4. The report adds the executions, the ECS world at the end and the expectations' results.
+
+Report sections beyond `replay`'s (see `ReportBuilder.finish`):
+- scenario: {name, file, description, passed}; world: {clusters, instances, tasks, checkpoints} by name
+- executions: [{name, arn, rule, state_machine_arn, status, input, output, error, cause, started_at,
+  stopped_at, history: {states_entered, state_transitions, lambda_invocations, lambda_tasks, retries,
+  events}, wall_seconds, wait_state_seconds, retry_backoff_seconds, task_token_wait_seconds,
+  active_seconds}]
+- workflow_invocations: [{function, request_id, error, duration_ms, logs}]
+- ecs: {instances: [...], tasks: [...], run_task_requests: [...]} (sandbox.report.collect_ecs)
+- pagerduty_changes: the change events PagerDuty accepted; actions: [{action, after_seconds, outcome, ...}]
+- expectations: [{name, select, passed, selected, problems}]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+from botocore.exceptions import ClientError
+
+from sandbox import expectations
+from sandbox import scenario as model
+from sandbox.ecs_emulation import EcsEmulation
+from sandbox.eventbridge import EventBus, SqsTargetDeliverer, StatesTargetDeliverer
+from sandbox.replay import load_event_file
+from sandbox.report import ReportBuilder, Timeline, collect_ecs
+from sandbox.scenario import LoadedScenario
+from sandbox.session import Sandbox
+from sandbox.sqs_mapping import BatchOutcome, SqsEventSourceMapping
+from sandbox.standins import Fault
+from sandbox.stepfunctions import (
+    ExecutionTracker,
+    LambdaDispatch,
+    SharedFunction,
+    TaskCommand,
+    find_task_commands,
+    forget_warm_caches,
+    quiet_interpreter,
+    strings_in,
+)
+from sandbox.template import load_template
+from sandbox.world import World, deep_merge, point_at, seed_world
+
+
+@dataclass(frozen=True)
+class RunResult:
+    report: dict[str, Any]
+    passed: bool
+
+
+def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
+    scenario = loaded.scenario
+    template = load_template(loaded.find(scenario.template))
+    faults: dict[str, list[Fault]] = {
+        name: list(entries)
+        for name, entries in (("slack", scenario.faults.slack), ("pagerduty", scenario.faults.pagerduty))
+        if entries
+    }
+    timeline.scenario(loaded.name, loaded.path, scenario.description)
+    with contextlib.ExitStack() as context:
+        context.enter_context(quiet_interpreter())
+        sandbox = context.enter_context(
+            Sandbox(template, parameter_overrides=scenario.parameter_overrides(), faults=faults or None)
+        )
+        identity = sandbox.identity
+        emulation = context.enter_context(
+            EcsEmulation(
+                account_id=identity.account_id,
+                region=identity.region,
+                start_after_describes=scenario.ecs.start_after_describes,
+                stop_after_describes=scenario.ecs.stop_after_describes,
+            )
+        )
+        run = _Run(loaded, sandbox, emulation, timeline, context)
+        return run.execute()
+
+
+@dataclass
+class _PendingAction:
+    action: model.Action
+    published_at: float | None = None
+    command: TaskCommand | None = None
+    outcome: str = "not performed: no command was published"
+    done: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action.action,
+            "after_seconds": self.action.after_seconds,
+            "outcome": self.outcome,
+            "task_token": self.command.token if self.command else None,
+        }
+
+
+@dataclass
+class _Run:
+    loaded: LoadedScenario
+    sandbox: Sandbox
+    emulation: EcsEmulation
+    timeline: Timeline
+    context: contextlib.ExitStack
+    report: ReportBuilder = field(default_factory=ReportBuilder)
+    actions: list[_PendingAction] = field(default_factory=list)
+    used_commands: list[TaskCommand] = field(default_factory=list)
+    timed_out: list[str] = field(default_factory=list)
+
+    def execute(self) -> RunResult:
+        scenario, sandbox = self.loaded.scenario, self.sandbox
+        deadline = time.monotonic() + scenario.timeout_seconds
+        self.timeline.header(sandbox)
+        forget_warm_caches()
+        functions = self._load_functions()
+        dispatch = self.context.enter_context(
+            LambdaDispatch({key: f for spec_id, f in functions.items() for key in _keys(sandbox, spec_id)})
+        )
+        tracker = ExecutionTracker(sandbox.aws)
+        sandbox.aws.client("stepfunctions")  # created once, before threads may deliver at the same moment
+        bus = EventBus(
+            sandbox.stack,
+            sandbox.aws,
+            {"sqs": SqsTargetDeliverer(sandbox.aws), "states": StatesTargetDeliverer(sandbox.aws, tracker.started)},
+        )
+        mappings = [
+            SqsEventSourceMapping(source, functions[spec.logical_id], sandbox.aws, sandbox.identity.region)
+            for spec in sandbox.stack.functions.values()
+            for source in spec.sqs_sources
+            if source.enabled
+        ]
+        world = seed_world(scenario.world, sandbox.aws, self.emulation, sandbox.stack)
+        self.timeline.seeded(_world_json(world))
+        self._arm_faults(scenario.faults)
+        seeded_requests = len(self.emulation.run_task_requests)
+        self.actions = [_PendingAction(action) for action in scenario.actions]
+        summarized = 0
+        for number, step in enumerate(scenario.events, start=1):
+            for repetition in range(step.repeat):
+                if step.delay_seconds:
+                    time.sleep(step.delay_seconds)
+                self._deliver(number, step, repetition, world, bus)
+                for mapping in mappings:
+                    self._drain(mapping)
+                last = number == len(scenario.events) and repetition == step.repeat - 1
+                if step.wait or repetition < step.repeat - 1 or last:
+                    self._wait(tracker, deadline)
+                    summarized = self._print_executions(tracker, dispatch, summarized)
+        for mapping in mappings:
+            self._drain(mapping)
+        for pending in self.actions:
+            self.timeline.action(pending.to_json())
+        return self._finish(world, tracker, dispatch, seeded_requests)
+
+    # --- Setting up ------------------------------------------------------------------------------
+
+    def _load_functions(self) -> dict[str, SharedFunction]:
+        """Every function of the stack, loaded once (a warm execution environment each)."""
+        loaded: dict[str, SharedFunction] = {}
+        for spec in self.sandbox.stack.functions.values():
+            function = SharedFunction(spec, self.sandbox.function_environment(spec))
+            self.context.enter_context(function)
+            loaded[spec.logical_id] = function
+            for source in spec.sqs_sources:
+                if source.enabled:
+                    self.timeline.event_source(source, spec.logical_id, function.init_logs)
+        return loaded
+
+    def _arm_faults(self, faults: model.Faults) -> None:
+        if faults.run_task is None:
+            return
+        if faults.run_task.fail:
+            self.emulation.fail_run_tasks(faults.run_task.fail, faults.run_task.reason)
+        if faults.run_task.stop_early:
+            self.emulation.stop_started_tasks_early(
+                faults.run_task.stop_early, faults.run_task.stop_reason, faults.run_task.stop_code
+            )
+
+    # --- Events ----------------------------------------------------------------------------------
+
+    def _deliver(self, number: int, step: model.EventStep, repetition: int, world: World, bus: EventBus) -> None:
+        source = step.file if step.file is not None else "inline event"
+        label = source + (f" (x{step.concurrently} at once)" if step.concurrently > 1 else "")
+        if step.repeat > 1:
+            label += f" [{repetition + 1} of {step.repeat}]"
+        self.timeline.step(number, label)
+        for event in self._events(step, world):
+            copies = [event] * step.concurrently
+            deliveries = _at_once([lambda e=e: bus.put_event(e) for e in copies])
+            for delivery in deliveries:
+                targets = [target.to_json() for target in delivery.targets]
+                self.report.add_event(
+                    self.loaded.path if step.file is None else self.loaded.find(step.file),
+                    event,
+                    delivery.matched_rules,
+                    targets,
+                )
+                self.timeline.event(event, delivery.matched_rules, targets)
+
+    def _events(self, step: model.EventStep, world: World) -> list[dict[str, Any]]:
+        raw = load_event_file(self.loaded.find(step.file)).events if step.file is not None else [dict(step.event or {})]
+        events = []
+        for event in raw:
+            filled = world.fill(event)
+            if step.instance is not None:
+                filled = point_at(filled, world.instance(step.instance), self.sandbox.identity)
+            events.append(deep_merge(filled, world.fill(step.overrides)))
+        return events
+
+    def _drain(self, mapping: SqsEventSourceMapping) -> None:
+        def record(outcome: BatchOutcome) -> None:
+            entry = outcome.to_json()
+            self.report.add_invocation(entry, outcome.invocation.errors)
+            self.timeline.batch(entry, outcome.invocation.errors)
+
+        result = mapping.drain(on_batch=record)
+        if not result.drained:
+            warning = f"{mapping.source.queue_logical_id} still had messages after {len(result.outcomes)} batches"
+            self.report.warnings.append(warning)
+            self.timeline.warning(warning)
+
+    # --- Waiting and acting ----------------------------------------------------------------------
+
+    def _wait(self, tracker: ExecutionTracker, deadline: float) -> None:
+        left = tracker.wait(deadline, on_tick=self._act)
+        if left:
+            cause = f"still running when the scenario's timeout ({self.loaded.scenario.timeout_seconds:g} s) ran out"
+            tracker.stop(left, cause)
+            self.timed_out.extend(execution.arn for execution in left)
+            for execution in left:
+                warning = f"execution {execution.arn.rsplit(':', 1)[-1]} {cause}; stopped"
+                self.report.warnings.append(warning)
+                self.timeline.warning(warning)
+
+    def _act(self) -> None:
+        """Each action runs the first command of its kind nobody ran yet, `after_seconds` after it appeared."""
+        pending = [action for action in self.actions if not action.done]
+        if not pending:
+            return
+        published = self._published_commands()
+        now = time.monotonic()
+        for action in pending:
+            wanted = "send-task-success" if action.action.action == "approve" else "send-task-failure"
+            if action.command is None:
+                action.command = next(
+                    (c for c in published if c.action == wanted and c not in self.used_commands), None
+                )
+                action.published_at = now
+            if action.command is None or action.published_at is None:
+                continue
+            waited = now - action.published_at
+            if waited < action.action.after_seconds:
+                continue
+            self.used_commands.append(action.command)
+            action.done = True
+            try:
+                action.command.run(self.sandbox.aws)
+            except ClientError as exc:  # a token that already timed out, say: an outcome to report
+                action.outcome = f"`aws stepfunctions {wanted}` failed: {exc}"
+            else:
+                action.outcome = f"ran `aws stepfunctions {wanted}` {waited:.1f} s after it was published"
+
+    def _published_commands(self) -> list[TaskCommand]:
+        """send-task-success/failure commands in what people saw: Slack messages and PagerDuty events."""
+        standins = self.sandbox.standins
+        texts = [
+            text
+            for channel in standins.slack_channels().values()
+            for message in channel
+            for text in strings_in(message)
+        ]
+        texts += [
+            text
+            for request in standins.requests
+            if request["service"] == "pagerduty"
+            for text in strings_in(request["body"])
+        ]
+        return find_task_commands(texts)
+
+    def _print_executions(self, tracker: ExecutionTracker, dispatch: LambdaDispatch, already: int) -> int:
+        summaries = tracker.summaries(dispatch.invocations)
+        for summary in summaries[already:]:
+            self.timeline.execution(summary)
+        return len(summaries)
+
+    # --- The report ------------------------------------------------------------------------------
+
+    def _finish(
+        self, world: World, tracker: ExecutionTracker, dispatch: LambdaDispatch, seeded_requests: int
+    ) -> RunResult:
+        sandbox, scenario = self.sandbox, self.loaded.scenario
+        for record in dispatch.invocations:
+            self.report.errors.extend(record.invocation.errors)
+        report = self.report.finish(sandbox)
+        seeded = {task.arn for task in world.tasks.values()}
+        # Reading the end state must not move it: describing would advance the emulated task lifecycle.
+        with mock.patch.object(self.emulation, "after_describe", lambda tasks: None):
+            ecs = collect_ecs(sandbox.aws, list(world.clusters), world.names(), seeded)
+        order = {name: index for index, name in enumerate(world.instances)}
+        ecs["instances"].sort(key=lambda instance: order.get(instance["name"], len(order)))
+        ecs["run_task_requests"] = list(self.emulation.run_task_requests[seeded_requests:])
+        report.update(
+            {
+                "scenario": {
+                    "name": self.loaded.name,
+                    "file": str(self.loaded.path),
+                    "description": scenario.description,
+                },
+                "world": _world_json(world),
+                "executions": tracker.summaries(dispatch.invocations),
+                "workflow_invocations": [record.to_json() for record in dispatch.invocations],
+                "ecs": ecs,
+                "pagerduty_changes": sandbox.standins.pagerduty_changes(),
+                "actions": [action.to_json() for action in self.actions],
+            }
+        )
+        results = [self._finished_in_time(), *expectations.check([_filled(e, world) for e in scenario.expect], report)]
+        passed = all(result["passed"] for result in results)
+        report["expectations"] = results
+        report["scenario"]["passed"] = passed
+        self.timeline.ecs_view(ecs)
+        self.timeline.on_call_view(report)
+        self.timeline.expectations(results)
+        return RunResult(report, passed)
+
+    def _finished_in_time(self) -> dict[str, Any]:
+        """The expectation every scenario has: the runner did not have to stop an execution."""
+        timeout = self.loaded.scenario.timeout_seconds
+        return {
+            "name": f"every execution finished within the scenario's timeout ({timeout:g} s)",
+            "select": "executions",
+            "passed": not self.timed_out,
+            "selected": len(self.timed_out),
+            "problems": [f"{arn.rsplit(':', 1)[-1]} was still running: stopped" for arn in self.timed_out],
+        }
+
+
+def _keys(sandbox: Sandbox, logical_id: str) -> tuple[str, str]:
+    spec = sandbox.stack.functions[logical_id]
+    return spec.name, spec.arn
+
+
+def _filled(expectation: model.Expectation, world: World) -> model.Expectation:
+    return expectation.model_copy(update={"where": world.fill(expectation.where), "each": world.fill(expectation.each)})
+
+
+def _world_json(world: World) -> dict[str, Any]:
+    return {
+        "clusters": dict(world.clusters),
+        "instances": {name: dataclasses.asdict(instance) for name, instance in world.instances.items()},
+        "tasks": {name: dataclasses.asdict(task) for name, task in world.tasks.items()},
+        "checkpoints": {prefix: list(folders) for prefix, folders in world.checkpoints.items()},
+    }
+
+
+def _at_once(calls: Sequence[Any]) -> list[Any]:
+    """Run the calls in threads released together (duplicate triggers arriving at the same moment)."""
+    if len(calls) == 1:
+        return [calls[0]()]
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            results[index] = calls[index]()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results

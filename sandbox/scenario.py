@@ -1,0 +1,326 @@
+"""The scenario file format (docs/scenarios.md): a world to seed, events to replay, faults, actions, and
+the expectations the run is checked against.
+
+Every model forbids unknown keys, so a misspelt key is an error naming it rather than a setting
+silently ignored. Paths in a scenario are relative to the scenario file, then to the repository.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sandbox.errors import SandboxError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TIMEOUT_SECONDS = 120.0
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+Name = Annotated[str, Field(pattern=_NAME, max_length=64)]
+"""What scenarios call things (instances, tasks, ...): letters, digits, `.`, `_` and `-`."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- The world -------------------------------------------------------------------------------------
+
+
+class Instance(_Model):
+    name: Name
+    instance_type: str = "p5.48xlarge"
+    status: Literal["ACTIVE", "DRAINING"] = "ACTIVE"
+    gpus: int = Field(default=8, ge=0)
+    """Reported; moto registers every instance with 4 vCPU and 7482 MiB, and places by those only."""
+
+
+class CapacityProvider(_Model):
+    name: Name
+    type: Literal["EC2_AUTOSCALING", "MANAGED_INSTANCES"] = "EC2_AUTOSCALING"
+    auto_repair: Literal["ENABLED", "DISABLED"] | None = None
+    """ECS auto-repair (`managedInstancesProvider.autoRepairConfiguration.actionsStatus`): MANAGED_INSTANCES only."""
+    instances: list[Instance] = []
+
+    @model_validator(mode="after")
+    def _auto_repair_needs_managed_instances(self) -> CapacityProvider:
+        if self.auto_repair is not None and self.type != "MANAGED_INSTANCES":
+            raise ValueError("auto_repair is a setting of MANAGED_INSTANCES capacity providers")
+        return self
+
+
+class Container(_Model):
+    name: Name
+    image: str | None = None
+    cpu: int = Field(default=0, ge=0)
+    memory: int = Field(default=512, gt=0)
+    environment: dict[str, str] = {}
+    gpus: int = Field(default=0, ge=0)
+    essential: bool = True
+
+
+class TaskDefinition(_Model):
+    family: Name
+    containers: list[Container] = Field(min_length=1)
+
+
+class JobTags(_Model):
+    """The fault-responder:* tags of a training job, as named fields."""
+
+    id: str
+    checkpoint_uri: str | None = None
+    max_attempts: int | None = None
+    mode: str | None = None
+
+
+class Task(_Model):
+    name: Name
+    task_definition: str
+    """A family of this cluster's task_definitions (its latest revision), or `family:revision`."""
+    instance: str
+    """The instance (by name) the task runs on."""
+    capacity_provider: str | None = None
+    """Default: the instance's capacity provider."""
+    job: JobTags | None = None
+    tags: dict[str, str] = {}
+    environment: dict[str, dict[str, str]] = {}
+    """Container name -> variables, added to `overrides.containerOverrides`."""
+    overrides: dict[str, Any] = {}
+    """ECS task overrides, as RunTask takes them."""
+    started_by: str | None = None
+    group: str | None = None
+    last_status: Literal["RUNNING", "STOPPED"] = "RUNNING"
+
+
+class Cluster(_Model):
+    name: Name
+    capacity_providers: list[CapacityProvider] = []
+    task_definitions: list[TaskDefinition] = []
+    tasks: list[Task] = []
+
+
+class Checkpoints(_Model):
+    """Checkpoint folders written with the training helper (training/fault_responder_checkpoint.py)."""
+
+    uri: str
+    steps: list[int] = []
+    """Complete checkpoints: files, then the `_COMPLETE` manifest."""
+    incomplete: list[int] = []
+    """Interrupted saves: the files without the manifest."""
+    files_per_step: int = Field(default=2, ge=1, le=1000)
+    file_size: int = Field(default=64, ge=1, le=1_000_000)
+
+    @field_validator("uri")
+    @classmethod
+    def _s3_prefix(cls, uri: str) -> str:
+        if not re.match(r"^s3://[^/]+/", uri):
+            raise ValueError("must be an s3://bucket/prefix/ URI")
+        return uri if uri.endswith("/") else f"{uri}/"
+
+
+class S3Object(_Model):
+    """A raw object, for what the helper would never write (another framework's markers, a broken manifest)."""
+
+    uri: str
+    body: str | None = None
+    json_body: Any = Field(default=None, alias="json")
+    size: int | None = Field(default=None, ge=0)
+    """A body of this many bytes, when neither body nor json is given."""
+
+    @field_validator("uri")
+    @classmethod
+    def _s3_key(cls, uri: str) -> str:
+        if not re.match(r"^s3://[^/]+/.+", uri):
+            raise ValueError("must be an s3://bucket/key URI")
+        return uri
+
+
+class LedgerAttempt(_Model):
+    step: int | None
+    """The checkpoint step the attempt resumed from (null: from scratch)."""
+    outcome: Literal["launching", "running", "failed"] = "failed"
+    checkpoint_uri: str | None = None
+    reason: str | None = None
+    hours_ago: float = Field(default=1.0, ge=0)
+
+
+class LedgerEntry(_Model):
+    """Earlier resume attempts of a job, written through the workflow's own ledger store."""
+
+    job_id: str
+    cluster: str
+    attempts: list[LedgerAttempt] = []
+    failed_hosts: list[str] = []
+    """Instance names (or EC2 instance ids) that failed earlier attempts."""
+
+
+class World(_Model):
+    clusters: list[Cluster] = []
+    buckets: list[str] = []
+    checkpoints: list[Checkpoints] = []
+    objects: list[S3Object] = []
+    ledger: list[LedgerEntry] = []
+
+
+# --- Events, faults, actions -------------------------------------------------------------------------
+
+
+class EventStep(_Model):
+    """One event: from a file or inline, adjusted, delivered once or more."""
+
+    file: str | None = None
+    event: dict[str, Any] | None = None
+    instance: str | None = None
+    """Point the event at this instance: cluster, container instance, EC2 instance, capacity provider."""
+    overrides: dict[str, Any] = {}
+    """Deep-merged into the event (objects merge, anything else replaces; null removes a key)."""
+    repeat: int = Field(default=1, ge=1, le=100)
+    """Deliver it this many times, each after the executions the previous one started have finished."""
+    concurrently: int = Field(default=1, ge=1, le=20)
+    """Deliver this many copies at the same moment (duplicate triggers)."""
+    delay_seconds: float = Field(default=0, ge=0, le=600)
+    wait: bool = True
+    """Wait for the executions it started before the next step (the last step always waits)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EventStep:
+        if (self.file is None) == (self.event is None):
+            raise ValueError("give exactly one of file or event")
+        return self
+
+
+class RunTaskFault(_Model):
+    fail: int = Field(default=0, ge=0)
+    """The next N RunTask calls place nothing and report `reason`."""
+    reason: str = "RESOURCE:GPU"
+    stop_early: int = Field(default=0, ge=0)
+    """The next N tasks RunTask starts stop before they are RUNNING."""
+    stop_reason: str = "Essential container in task exited"
+    stop_code: str = "EssentialContainerExited"
+
+
+class Faults(_Model):
+    slack: list[int | str] = []
+    pagerduty: list[int | str] = []
+    run_task: RunTaskFault | None = None
+
+
+class EcsSettings(_Model):
+    start_after_describes: int = Field(default=1, ge=0)
+    """DescribeTasks calls a new task stays PENDING for."""
+    stop_after_describes: int = Field(default=1, ge=0)
+    """DescribeTasks calls a stopped task stays STOPPING for."""
+
+
+class Action(_Model):
+    """Answer the workflow's approval request with the command it published (in Slack or PagerDuty)."""
+
+    action: Literal["approve", "reject"]
+    after_seconds: float = Field(default=0, ge=0, le=3600)
+    """How long after the command was published."""
+
+
+# --- Expectations ----------------------------------------------------------------------------------
+
+Collection = Literal[
+    "executions",
+    "tasks",
+    "instances",
+    "run_task_requests",
+    "slack",
+    "pagerduty",
+    "workflow_invocations",
+    "invocations",
+    "incidents",
+    "dlq",
+    "errors",
+    "actions",
+]
+COLLECTIONS: tuple[str, ...] = get_args(Collection)
+
+
+class Count(_Model):
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+
+class Expectation(_Model):
+    """`select` items of a report collection, keep those matching `where`, then check `count` and `each`."""
+
+    name: str | None = None
+    select: Collection
+    where: dict[str, Any] = {}
+    count: int | Count | None = None
+    """Exactly this many (or a range); default: at least one, unless `each` is given."""
+    each: dict[str, Any] = {}
+    """Every selected item matches these."""
+
+
+# --- The scenario ----------------------------------------------------------------------------------
+
+
+class Scenario(_Model):
+    name: str | None = None
+    description: str = ""
+    template: str = "template.yaml"
+    parameters: dict[str, str | int | float | bool | list[str]] = {}
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0, le=3600)
+    world: World = World()
+    ecs: EcsSettings = EcsSettings()
+    events: list[EventStep] = Field(min_length=1)
+    faults: Faults = Faults()
+    actions: list[Action] = []
+    expect: list[Expectation] = []
+
+    def parameter_overrides(self) -> dict[str, str]:
+        """Parameters as `sam deploy --parameter-overrides` takes them (lists comma-joined)."""
+        return {key: _parameter_text(value) for key, value in self.parameters.items()}
+
+
+def _parameter_text(value: str | int | float | bool | list[str]) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class LoadedScenario:
+    path: Path
+    scenario: Scenario
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name or self.path.stem
+
+    def find(self, relative: str) -> Path:
+        """A path the scenario names: next to the scenario file, else from the repository root."""
+        candidate = Path(relative)
+        if candidate.is_absolute():
+            return candidate
+        for base in (self.path.parent, REPO_ROOT):
+            if (base / candidate).exists():
+                return base / candidate
+        raise SandboxError(f"{self.path}: {relative} not found next to the scenario or in the repository")
+
+
+def load_scenario(path: Path) -> LoadedScenario:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SandboxError(f"cannot read scenario {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise SandboxError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(document, dict):
+        raise SandboxError(f"{path}: a scenario is a YAML mapping (see docs/scenarios.md)")
+    try:
+        return LoadedScenario(path, Scenario.model_validate(document))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, error['loc'])) or '(top)'}: {error['msg']}" for error in exc.errors())
+        raise SandboxError(f"{path} is not a valid scenario: {problems}") from None

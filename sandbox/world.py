@@ -1,0 +1,444 @@
+"""Seed a scenario's world into the sandbox: ECS clusters, capacity providers, instances, task definitions
+and running tasks; S3 checkpoints; earlier resume attempts in the ledger.
+
+Everything goes through the AWS APIs (moto) where moto models it, and through sandbox/ecs_emulation.py
+where it does not (capacity provider types and auto-repair, instance membership of a provider).
+Checkpoints are written by the training helper the jobs themselves use, and the ledger by the
+workflow's own store, so the seeded data has exactly the shape production code writes.
+
+Scenarios name things (`gpu-a`, `rank-0`); moto picks the ids and ARNs. `World` maps names to what
+moto picked, and fills `{{...}}` placeholders in events and expectations (docs/scenarios.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+from sandbox import scenario as model
+from sandbox.aws import AwsClients
+from sandbox.ecs_emulation import EcsEmulation
+from sandbox.errors import SandboxError
+from sandbox.stack import Stack
+from sandbox.template import StackIdentity
+
+CHECKPOINT_HELPER = model.REPO_ROOT / "training" / "fault_responder_checkpoint.py"
+INCIDENTS_TABLE = "IncidentsTable"
+_AMI = "ami-12345678"
+_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
+_NOW = re.compile(r"^now(?:([+-])(\d+(?:\.\d+)?)([smhd]))?$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class SeededInstance:
+    name: str
+    cluster: str
+    cluster_arn: str
+    container_instance_arn: str
+    ec2_instance_id: str
+    capacity_provider: str
+    instance_type: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class SeededTask:
+    name: str
+    cluster: str
+    arn: str
+    instance: str
+
+
+@dataclass
+class World:
+    """What was seeded, by the scenario's names."""
+
+    identity: StackIdentity
+    clusters: dict[str, str] = field(default_factory=dict)
+    """Cluster name -> ARN."""
+    instances: dict[str, SeededInstance] = field(default_factory=dict)
+    tasks: dict[str, SeededTask] = field(default_factory=dict)
+    checkpoints: dict[str, list[str]] = field(default_factory=dict)
+    """Checkpoint URI prefix -> the complete checkpoint folders written, oldest first."""
+
+    def instance(self, name: str) -> SeededInstance:
+        if name not in self.instances:
+            known = ", ".join(sorted(self.instances)) or "none"
+            raise SandboxError(f"no instance named {name!r} in the world (instances: {known})")
+        return self.instances[name]
+
+    def names(self) -> dict[str, str]:
+        """ARN or EC2 instance id -> the scenario's name for it."""
+        names = {arn: name for name, arn in self.clusters.items()}
+        for instance in self.instances.values():
+            names[instance.container_instance_arn] = instance.name
+            names[instance.ec2_instance_id] = instance.name
+        names.update({task.arn: task.name for task in self.tasks.values()})
+        return names
+
+    def references(self) -> dict[str, str]:
+        """Every `{{...}}` placeholder but `now`, with its value."""
+        refs = {"account": self.identity.account_id, "region": self.identity.region}
+        for name, arn in self.clusters.items():
+            refs |= {f"clusters.{name}.arn": arn, f"clusters.{name}.name": name}
+        for instance in self.instances.values():
+            prefix = f"instances.{instance.name}"
+            refs |= {
+                f"{prefix}.arn": instance.container_instance_arn,
+                f"{prefix}.container_instance_arn": instance.container_instance_arn,
+                f"{prefix}.id": instance.container_instance_arn.rsplit("/", 1)[-1],
+                f"{prefix}.ec2_instance_id": instance.ec2_instance_id,
+                f"{prefix}.cluster_arn": instance.cluster_arn,
+                f"{prefix}.capacity_provider": instance.capacity_provider,
+                f"{prefix}.instance_type": instance.instance_type,
+            }
+        for task in self.tasks.values():
+            refs[f"tasks.{task.name}.arn"] = task.arn
+        for prefix, folders in self.checkpoints.items():
+            if folders:
+                refs[f"checkpoints.{prefix}.newest"] = folders[-1]
+        return refs
+
+    def fill(self, value: Any, now: datetime | None = None) -> Any:
+        """`value` with every `{{reference}}` in its strings replaced (keys are left as they are)."""
+        refs = self.references()
+        moment = now or datetime.now(UTC)
+
+        def replace(match: re.Match[str]) -> str:
+            reference = match.group(1)
+            if (when := _NOW.match(reference)) is not None:
+                return _iso(_shifted(moment, when))
+            if reference not in refs:
+                raise SandboxError(f"unknown placeholder {{{{{reference}}}}}; known: {', '.join(sorted(refs))}, now")
+            return refs[reference]
+
+        def fill(item: Any) -> Any:
+            if isinstance(item, str):
+                return _PLACEHOLDER.sub(replace, item)
+            if isinstance(item, list):
+                return [fill(element) for element in item]
+            if isinstance(item, dict):
+                return {key: fill(element) for key, element in item.items()}
+            return item
+
+        return fill(value)
+
+
+def _shifted(moment: datetime, when: re.Match[str]) -> datetime:
+    if when.group(1) is None:
+        return moment
+    seconds = float(when.group(2)) * _UNITS[when.group(3)]
+    return moment + timedelta(seconds=seconds if when.group(1) == "+" else -seconds)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- Events ----------------------------------------------------------------------------------------
+
+
+def deep_merge(base: Any, overrides: Any) -> Any:
+    """Objects merge key by key, recursively; any other value replaces; a null removes the key."""
+    if not (isinstance(base, dict) and isinstance(overrides, dict)):
+        return copy.deepcopy(overrides)
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = deep_merge(merged.get(key), value)
+    return merged
+
+
+def point_at(event: dict[str, Any], instance: SeededInstance, identity: StackIdentity) -> dict[str, Any]:
+    """The event about `instance`: its cluster and container instance, and for container-instance events also
+    its EC2 instance, capacity provider and `resources`; the account and Region are the sandbox's."""
+    pointed = copy.deepcopy(event)
+    pointed["account"], pointed["region"] = identity.account_id, identity.region
+    detail = pointed.setdefault("detail", {})
+    detail["clusterArn"] = instance.cluster_arn
+    detail["containerInstanceArn"] = instance.container_instance_arn
+    about_instance = str(pointed.get("detail-type", "")).startswith("ECS Container Instance")
+    for key, value in (
+        ("ec2InstanceId", instance.ec2_instance_id),
+        ("capacityProviderName", instance.capacity_provider),
+    ):
+        if about_instance or key in detail:
+            detail[key] = value
+    if about_instance:
+        pointed["resources"] = [instance.container_instance_arn]
+    return pointed
+
+
+# --- Seeding ---------------------------------------------------------------------------------------
+
+
+def seed_world(world_model: model.World, aws: AwsClients, emulation: EcsEmulation, stack: Stack) -> World:
+    world = World(stack.identity)
+    for cluster in world_model.clusters:
+        _seed_cluster(cluster, world, aws, emulation)
+    _seed_s3(world_model, world, aws)
+    if world_model.ledger:
+        _seed_ledger(world_model.ledger, world, aws, stack)
+    return world
+
+
+def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation) -> None:
+    ecs, ec2 = aws.client("ecs"), aws.client("ec2")
+    arn = ecs.create_cluster(clusterName=cluster.name)["cluster"]["clusterArn"]
+    world.clusters[cluster.name] = arn
+    for provider in cluster.capacity_providers:
+        emulation.seed_capacity_provider(
+            cluster.name, provider.name, provider_type=provider.type, auto_repair=provider.auto_repair
+        )
+        for instance in provider.instances:
+            if instance.name in world.instances:
+                raise SandboxError(f"two instances are named {instance.name!r}")
+            ec2_id = ec2.run_instances(ImageId=_AMI, MinCount=1, MaxCount=1, InstanceType=instance.instance_type)[
+                "Instances"
+            ][0]["InstanceId"]
+            document = {"instanceId": ec2_id, "region": world.identity.region, "instanceType": instance.instance_type}
+            registered = ecs.register_container_instance(
+                cluster=cluster.name,
+                instanceIdentityDocument=json.dumps(document),
+                totalResources=[
+                    {"name": "GPU", "type": "STRINGSET", "stringSetValue": [f"gpu-{i}" for i in range(instance.gpus)]}
+                ],
+            )["containerInstance"]
+            container_instance_arn = registered["containerInstanceArn"]
+            emulation.assign_instance(cluster.name, container_instance_arn, provider.name)
+            if instance.status == "DRAINING":
+                ecs.update_container_instances_state(
+                    cluster=cluster.name, containerInstances=[container_instance_arn], status="DRAINING"
+                )
+            world.instances[instance.name] = SeededInstance(
+                instance.name,
+                cluster.name,
+                arn,
+                container_instance_arn,
+                ec2_id,
+                provider.name,
+                instance.instance_type,
+                instance.gpus,
+            )
+    for definition in cluster.task_definitions:
+        ecs.register_task_definition(
+            family=definition.family,
+            containerDefinitions=[_container(c, definition.family) for c in definition.containers],
+        )
+    for task in cluster.tasks:
+        _seed_task(task, cluster, world, aws, emulation)
+
+
+def _container(container: model.Container, family: str) -> dict[str, Any]:
+    definition: dict[str, Any] = {
+        "name": container.name,
+        "image": container.image or f"{family}:latest",
+        "cpu": container.cpu,
+        "memory": container.memory,
+        "essential": container.essential,
+        "environment": [{"name": key, "value": value} for key, value in container.environment.items()],
+    }
+    if container.gpus:
+        definition["resourceRequirements"] = [{"type": "GPU", "value": str(container.gpus)}]
+    return definition
+
+
+def _seed_task(
+    task: model.Task, cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation
+) -> None:
+    """A task started on the named instance, as the training platform started it.
+
+    StartTask places on a given instance; what ECS would also record for a task launched through a
+    capacity provider (its capacityProviderName) is set through the emulation's view of moto's model.
+    """
+    if task.name in world.tasks:
+        raise SandboxError(f"two tasks are named {task.name!r}")
+    instance = world.instance(task.instance)
+    if instance.cluster != cluster.name:
+        raise SandboxError(f"task {task.name} is in cluster {cluster.name}, its instance {instance.name} is not")
+    ecs = aws.client("ecs")
+    request: dict[str, Any] = {
+        "cluster": cluster.name,
+        "taskDefinition": task.task_definition,
+        "containerInstances": [instance.container_instance_arn],
+        "overrides": _overrides(task),
+        "tags": [{"key": key, "value": value} for key, value in _tags(task).items()],
+    }
+    if task.started_by:
+        request["startedBy"] = task.started_by
+    if task.group:
+        request["group"] = task.group
+    started = ecs.start_task(**request)["tasks"][0]
+    arn = started["taskArn"]
+    provider = task.capacity_provider or instance.capacity_provider
+    for tasks in emulation.backend.tasks.values():
+        if arn in tasks:
+            tasks[arn].capacity_provider_name = provider
+    if task.last_status == "STOPPED":
+        ecs.stop_task(cluster=cluster.name, task=arn, reason="Stopped before the scenario began")
+        # The emulated lifecycle goes through STOPPING, one DescribeTasks at a time.
+        for _ in range(emulation.stop_after_describes):
+            ecs.describe_tasks(cluster=cluster.name, tasks=[arn])
+    world.tasks[task.name] = SeededTask(task.name, cluster.name, arn, instance.name)
+
+
+def _tags(task: model.Task) -> dict[str, str]:
+    tags = dict(task.tags)
+    if task.job is not None:
+        job_tags = {
+            "fault-responder:job-id": task.job.id,
+            "fault-responder:checkpoint-uri": task.job.checkpoint_uri,
+            "fault-responder:max-attempts": None if task.job.max_attempts is None else str(task.job.max_attempts),
+            "fault-responder:mode": task.job.mode,
+        }
+        tags.update({key: value for key, value in job_tags.items() if value is not None})
+    return tags
+
+
+def _overrides(task: model.Task) -> dict[str, Any]:
+    overrides = copy.deepcopy(task.overrides)
+    entries: list[dict[str, Any]] = overrides.setdefault("containerOverrides", [])
+    for container, variables in task.environment.items():
+        entry = next((e for e in entries if e.get("name") == container), None)
+        if entry is None:
+            entry = {"name": container}
+            entries.append(entry)
+        entry.setdefault("environment", []).extend({"name": k, "value": v} for k, v in variables.items())
+    if not entries:
+        del overrides["containerOverrides"]
+    return overrides
+
+
+# --- S3 --------------------------------------------------------------------------------------------
+
+
+def _seed_s3(world_model: model.World, world: World, aws: AwsClients) -> None:
+    s3 = aws.client("s3")
+    buckets = list(dict.fromkeys([
+        *world_model.buckets,
+        *(_bucket(c.uri) for c in world_model.checkpoints),
+        *(_bucket(o.uri) for o in world_model.objects),
+    ]))  # fmt: skip
+    for bucket in buckets:
+        s3.create_bucket(Bucket=bucket)
+    if world_model.checkpoints:
+        helper = checkpoint_helper()
+        for checkpoints in world_model.checkpoints:
+            world.checkpoints[checkpoints.uri] = _write_checkpoints(helper, checkpoints, s3)
+    for obj in world_model.objects:
+        bucket, _, key = obj.uri.removeprefix("s3://").partition("/")
+        s3.put_object(Bucket=bucket, Key=key, Body=_body(obj))
+
+
+def _bucket(uri: str) -> str:
+    return uri.removeprefix("s3://").split("/", 1)[0]
+
+
+def _body(obj: model.S3Object) -> bytes:
+    if obj.body is not None:
+        return obj.body.encode()
+    if obj.json_body is not None:
+        return json.dumps(obj.json_body).encode()
+    return b"x" * (obj.size or 0)
+
+
+def _write_checkpoints(helper: ModuleType, checkpoints: model.Checkpoints, s3: Any) -> list[str]:
+    """Every step in order, as the job would have written them: complete ones end with their manifest."""
+    complete: list[str] = []
+    for step in sorted({*checkpoints.steps, *checkpoints.incomplete}):
+        files = {
+            f"shard-{index:05d}.pt": _content(f"{checkpoints.uri}{step}/{index}", checkpoints.file_size)
+            for index in range(checkpoints.files_per_step)
+        }
+        if step in checkpoints.steps:
+            complete.append(str(helper.save_checkpoint(checkpoints.uri, step, files, client=s3)))
+        else:
+            folder = helper.prepare_checkpoint_folder(checkpoints.uri, step, client=s3)
+            helper.write_checkpoint_files(folder, files, client=s3)
+    return complete
+
+
+def _content(seed: str, size: int) -> bytes:
+    pattern = seed.encode()
+    return (pattern * (size // len(pattern) + 1))[:size]
+
+
+_helper: ModuleType | None = None
+
+
+def checkpoint_helper() -> ModuleType:
+    """training/fault_responder_checkpoint.py, the file training images copy (it is not a package module)."""
+    global _helper  # noqa: PLW0603  (loaded once per process)
+    if _helper is None:
+        spec = importlib.util.spec_from_file_location("fault_responder_checkpoint", CHECKPOINT_HELPER)
+        if spec is None or spec.loader is None:
+            raise SandboxError(f"cannot load the checkpoint helper {CHECKPOINT_HELPER}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _helper = module
+    return _helper
+
+
+# --- The resume ledger -----------------------------------------------------------------------------
+
+
+def _seed_ledger(entries: Sequence[model.LedgerEntry], world: World, aws: AwsClients, stack: Stack) -> None:
+    """Earlier attempts, recorded and finished through the workflow's DynamoDBResumeStore."""
+    table = stack.resources.get(INCIDENTS_TABLE)
+    if table is None:
+        raise SandboxError(f"ledger entries need the stack's {INCIDENTS_TABLE}")
+    with _layer_on_path(stack):
+        from fault_responder.adapters.resume_store import DynamoDBResumeStore  # noqa: PLC0415
+        from fault_responder.resume import AttemptOutcome, LedgerAttempt, job_key  # noqa: PLC0415
+
+        store = DynamoDBResumeStore(str(table.ref), aws.dynamodb)
+        now = datetime.now(UTC)
+        for entry in entries:
+            if entry.cluster not in world.clusters:
+                raise SandboxError(f"ledger entry for {entry.job_id}: no cluster named {entry.cluster!r}")
+            key = job_key(world.clusters[entry.cluster], entry.job_id)
+            for number, attempt in enumerate(entry.attempts, start=1):
+                seeded = f"seeded-{entry.job_id}-{number}"
+                recorded = LedgerAttempt(
+                    number=number,
+                    step=attempt.step,
+                    checkpoint_uri=attempt.checkpoint_uri,
+                    fault_key=seeded,
+                    execution=seeded,
+                    started_at=now - timedelta(hours=attempt.hours_ago),
+                )
+                result = store.record_attempt(key, recorded, replaces=seeded)
+                if attempt.outcome != "launching" and result.attempt is not None:
+                    store.finish_attempt(key, result.attempt.number, AttemptOutcome(attempt.outcome), attempt.reason)
+            if entry.failed_hosts:
+                hosts = [world.instances[h].ec2_instance_id if h in world.instances else h for h in entry.failed_hosts]
+                store.add_failed_hosts(key, hosts)
+
+
+@contextlib.contextmanager
+def _layer_on_path(stack: Stack) -> Iterator[None]:
+    """The stack's layers importable (the ledger store is the layer's), as while a function is loaded."""
+    added = [
+        str(layer.attributes["ImportDir"])
+        for layer in stack.of_type("AWS::Serverless::LayerVersion")
+        if str(layer.attributes.get("ImportDir")) not in sys.path
+    ]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for path in added:
+            if path in sys.path:
+                sys.path.remove(path)

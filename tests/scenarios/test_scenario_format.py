@@ -1,0 +1,399 @@
+"""The scenario format and the pure parts of the runner: loading, deep-merge, placeholders, pointing an
+event at an instance, the expectation matchers, the task commands people are told to run, and the
+summary of an execution's history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.errors import SandboxError
+from sandbox.expectations import check, field_matches, matches, pagerduty_requests, slack_messages, values_at
+from sandbox.scenario import Expectation, load_scenario
+from sandbox.statemachine import substitute
+from sandbox.stepfunctions import WorkflowInvocation, find_task_commands, summarize_execution
+from sandbox.template import StackIdentity
+from sandbox.world import SeededInstance, World, deep_merge, point_at
+from tests.scenarios.conftest import REPO_ROOT, TOY_RESUME
+
+# --- Loading ---------------------------------------------------------------------------------------
+
+
+def _scenario_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_scenario_loads_with_its_defaults() -> None:
+    loaded = load_scenario(TOY_RESUME)
+
+    assert loaded.name == "toy-resume"
+    assert loaded.scenario.timeout_seconds == 120
+    assert loaded.scenario.parameter_overrides() == {"PollSeconds": "1"}
+    assert loaded.scenario.world.clusters[0].capacity_providers[0].type == "EC2_AUTOSCALING"
+
+
+def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = _scenario_file(tmp_path, "events: [{file: x.json, instanse: gpu-a}]\n")
+
+    with pytest.raises(SandboxError, match=r"events\.0\.instanse: Extra inputs are not permitted"):
+        load_scenario(path)
+
+
+def test_an_event_step_needs_exactly_one_source(tmp_path: Path) -> None:
+    path = _scenario_file(tmp_path, "events: [{file: x.json, event: {id: x}}]\n")
+
+    with pytest.raises(SandboxError, match="give exactly one of file or event"):
+        load_scenario(path)
+
+
+def test_auto_repair_is_a_managed_instances_setting(tmp_path: Path) -> None:
+    path = _scenario_file(
+        tmp_path,
+        "world: {clusters: [{name: c, capacity_providers: [{name: p, auto_repair: ENABLED}]}]}\n"
+        "events: [{file: x.json}]\n",
+    )
+
+    with pytest.raises(SandboxError, match="auto_repair is a setting of MANAGED_INSTANCES"):
+        load_scenario(path)
+
+
+def test_parameters_are_given_as_sam_takes_them(tmp_path: Path) -> None:
+    path = _scenario_file(tmp_path, "parameters: {A: [p1, p2], B: 1, C: true, D: text}\nevents: [{event: {id: x}}]\n")
+
+    assert load_scenario(path).scenario.parameter_overrides() == {"A": "p1,p2", "B": "1", "C": "true", "D": "text"}
+
+
+def test_paths_are_found_next_to_the_scenario_then_in_the_repository() -> None:
+    loaded = load_scenario(TOY_RESUME)
+
+    assert loaded.find("toy-workflow.yaml") == TOY_RESUME.parent / "toy-workflow.yaml"
+    assert loaded.find("events/incident-xid79/01-impaired-xid79.json") == (
+        REPO_ROOT / "events/incident-xid79/01-impaired-xid79.json"
+    )
+    with pytest.raises(SandboxError, match="not found"):
+        loaded.find("nope.json")
+
+
+# --- Events ----------------------------------------------------------------------------------------
+
+
+def test_overrides_deep_merge_into_the_event() -> None:
+    event = {"id": "a", "detail": {"status": "IMPAIRED", "checks": [{"type": "X"}], "keep": 1, "drop": 2}}
+
+    merged = deep_merge(event, {"id": "b", "detail": {"status": "OK", "checks": [], "drop": None, "new": {"n": 1}}})
+
+    assert merged == {"id": "b", "detail": {"status": "OK", "checks": [], "keep": 1, "new": {"n": 1}}}
+    assert event["detail"]["drop"] == 2, "the original is left as it was"
+
+
+INSTANCE = SeededInstance(
+    name="gpu-a",
+    cluster="training",
+    cluster_arn="arn:aws:ecs:us-east-1:123456789012:cluster/training",
+    container_instance_arn="arn:aws:ecs:us-east-1:123456789012:container-instance/training/abc",
+    ec2_instance_id="i-0123",
+    capacity_provider="gpu-training",
+    instance_type="p5.48xlarge",
+    gpus=8,
+)
+
+
+def test_an_event_is_pointed_at_a_seeded_instance() -> None:
+    event = {
+        "detail-type": "ECS Container Instance Health Change",
+        "account": "111122223333",
+        "region": "us-west-2",
+        "resources": ["arn:old"],
+        "detail": {"clusterArn": "old", "containerInstanceArn": "old", "overallStatus": "IMPAIRED"},
+    }
+
+    pointed = point_at(event, INSTANCE, StackIdentity("s"))
+
+    assert (pointed["account"], pointed["region"]) == ("123456789012", "us-east-1")
+    assert pointed["resources"] == [INSTANCE.container_instance_arn]
+    assert pointed["detail"] == {
+        "clusterArn": INSTANCE.cluster_arn,
+        "containerInstanceArn": INSTANCE.container_instance_arn,
+        "overallStatus": "IMPAIRED",
+        "ec2InstanceId": "i-0123",
+        "capacityProviderName": "gpu-training",
+    }
+
+
+def test_a_task_event_keeps_its_resources() -> None:
+    event = {"detail-type": "ECS Task State Change", "resources": ["task-arn"], "detail": {"taskArn": "t"}}
+
+    pointed = point_at(event, INSTANCE, StackIdentity("s"))
+
+    assert pointed["resources"] == ["task-arn"]
+    assert "ec2InstanceId" not in pointed["detail"]
+    assert pointed["detail"]["containerInstanceArn"] == INSTANCE.container_instance_arn
+
+
+def test_placeholders_are_filled_from_the_world() -> None:
+    world = World(StackIdentity("s"), clusters={"training": INSTANCE.cluster_arn}, instances={"gpu-a": INSTANCE})
+    now = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+    filled = world.fill(
+        {
+            "detail": {"ec2InstanceId": "{{instances.gpu-a.ec2_instance_id}}", "note": "on {{ instances.gpu-a.id }}"},
+            "time": "{{now-90s}}",
+            "later": ["{{now+2h}}", "{{account}}"],
+        },
+        now,
+    )
+
+    assert filled == {
+        "detail": {"ec2InstanceId": "i-0123", "note": "on abc"},
+        "time": "2026-11-29T09:58:30Z",
+        "later": ["2026-11-29T12:00:00Z", "123456789012"],
+    }
+    with pytest.raises(SandboxError, match=r"unknown placeholder \{\{instances.gpu-z.arn\}\}"):
+        world.fill("{{instances.gpu-z.arn}}")
+
+
+# --- The definition --------------------------------------------------------------------------------
+
+
+def test_definition_substitutions_are_applied_as_sam_applies_them() -> None:
+    definition = '{"A": "${Fn}", "B": "x-${Mode}-y", "C": "${Flag}"}'
+
+    assert substitute("M", definition, {"Fn": "arn:fn", "Mode": "auto", "Flag": True}) == (
+        '{"A": "arn:fn", "B": "x-auto-y", "C": "true"}'
+    )
+
+
+def test_a_placeholder_without_a_substitution_is_an_error() -> None:
+    with pytest.raises(SandboxError, match=r"uses \$\{Missing\} but DefinitionSubstitutions has no value"):
+        substitute("M", '{"A": "${Missing}"}', {})
+
+
+# --- Expectations ----------------------------------------------------------------------------------
+
+TASK = {
+    "name": "rank-0",
+    "last_status": "RUNNING",
+    "tags": {"fault-responder:attempt": "1"},
+    "environment": {"trainer": {"RESUME_FROM": "s3://b/p/step-000200/"}, "metrics": {"RESUME_FROM": "s3://b/p/x/"}},
+    "history": ["Claim", "Plan"],
+    "seconds": 2.5,
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "spec", "expected"),
+    [
+        ("last_status", "RUNNING", True),
+        ("tags.fault-responder:attempt", 1, True),
+        ("environment.trainer.RESUME_FROM", {"matches": r"step-0+200/$"}, True),
+        ("environment.*.RESUME_FROM", {"contains": "s3://b/p/"}, True),
+        ("environment.*.RESUME_FROM", {"contains": "step-000200"}, False),
+        ("environment.*.NOT_SET", {"exists": True}, False),
+        ("missing", {"exists": False}, True),
+        ("missing", {"not": "x"}, True),
+        ("history", {"contains": "Plan", "not": {"contains": "Stop"}}, True),
+        ("history", {"length": 2}, True),
+        ("history.0", "Claim", True),
+        ("seconds", {"gte": 2, "lt": 3}, True),
+        ("last_status", {"in": ["PENDING", "RUNNING"]}, True),
+        ("history", {"any": {"matches": "^Pl"}}, True),
+        ("history", {"all": {"matches": "^Cl"}}, False),
+    ],
+)
+def test_matchers(path: str, spec: Any, expected: bool) -> None:
+    assert field_matches(TASK, path, spec) is expected
+
+
+def test_a_missing_field_matches_no_literal() -> None:
+    assert matches(values_at(TASK, "nope"), None) is False
+
+
+def _report(tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"ecs": {"tasks": tasks}}
+
+
+def test_an_expectation_checks_count_and_each_and_says_what_was_found() -> None:
+    stopped = {**TASK, "name": "rank-1", "last_status": "STOPPED"}
+    expectation = Expectation(
+        select="tasks", where={"tags.fault-responder:attempt": "1"}, count=2, each={"last_status": "RUNNING"}
+    )
+
+    [result] = check([expectation], _report([TASK, stopped]))
+
+    assert result["passed"] is False
+    assert result["selected"] == 2
+    assert result["problems"] == ["rank-1: last_status is 'STOPPED', expected 'RUNNING'"]
+
+
+def test_without_count_or_each_an_expectation_needs_at_least_one() -> None:
+    results = check(
+        [Expectation(select="tasks", where={"name": "rank-0"}), Expectation(select="tasks", where={"name": "x"})],
+        _report([TASK]),
+    )
+
+    assert [result["passed"] for result in results] == [True, False]
+    assert results[1]["problems"] == ["0 selected, expected at least 1"]
+
+
+def test_a_count_range() -> None:
+    [result] = check([Expectation.model_validate({"select": "tasks", "count": {"min": 2, "max": 3}})], _report([TASK]))
+
+    assert result["problems"] == ["1 selected, expected 2 to 3"]
+
+
+def test_slack_messages_know_their_incident_thread() -> None:
+    channels = {
+        "gpu-alerts": [
+            {"ts": "1.1", "thread_ts": None, "text": "root", "blocks": []},
+            {
+                "ts": "1.2",
+                "thread_ts": "1.1",
+                "text": "Resumed",
+                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "detail"}}],
+            },
+            {"ts": "1.3", "thread_ts": None, "text": "other", "blocks": []},
+        ]
+    }
+    incidents = [
+        {
+            "sk": "INCIDENT#ACCELERATED_COMPUTE",
+            "check_type": "ACCELERATED_COMPUTE",
+            "instance": {"container_instance_arn": "arn:ci"},
+            "slack_threads": [{"channel": "C1", "ts": "1.1"}],
+        }
+    ]
+
+    messages = slack_messages(channels, incidents, {"arn:ci": "gpu-a"})
+
+    assert [(m["incident"], m["reply"], m["text"]) for m in messages] == [
+        ("gpu-a", False, "root"),
+        ("gpu-a", True, "Resumed\ndetail"),
+        (None, False, "other"),
+    ]
+
+
+def test_pagerduty_requests_tell_alerts_from_change_events() -> None:
+    requests = [
+        {"service": "slack", "path": "/api/chat.postMessage", "body": {}},
+        {
+            "service": "pagerduty",
+            "path": "/v2/enqueue",
+            "status": 202,
+            "fault": False,
+            "body": {"event_action": "trigger", "dedup_key": "k", "payload": {"summary": "s", "severity": "critical"}},
+        },
+        {
+            "service": "pagerduty",
+            "path": "/v2/change/enqueue",
+            "status": 202,
+            "fault": False,
+            "body": {"payload": {"summary": "c"}},
+        },
+    ]
+
+    assert [(r["kind"], r["action"], r["severity"], r["summary"]) for r in pagerduty_requests(requests)] == [
+        ("alert", "trigger", "critical", "s"),
+        ("change", "change", None, "c"),
+    ]
+
+
+# --- Task commands ---------------------------------------------------------------------------------
+
+
+def test_published_approval_commands_are_parsed_as_a_shell_would() -> None:
+    text = (
+        "*Approve:*\n"
+        "```aws stepfunctions send-task-success --task-token 'tok-1' --task-output '{\"approved\": true}'```\n"
+        "*Reject:*\n```aws stepfunctions send-task-failure --task-token 'tok-1' --error Rejected --cause 'why not'```"
+    )
+
+    success, failure = find_task_commands([text, text])
+
+    assert (success.action, success.token, success.output) == ("send-task-success", "tok-1", '{"approved": true}')
+    assert (failure.action, failure.error, failure.cause) == ("send-task-failure", "Rejected", "why not")
+
+
+# --- Execution summaries ---------------------------------------------------------------------------
+
+T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+def _event(kind: str, seconds: float, **details: Any) -> dict[str, Any]:
+    return {"type": kind, "timestamp": T0 + timedelta(seconds=seconds), **details}
+
+
+def _entered(kind: str, name: str, seconds: float) -> dict[str, Any]:
+    return _event(f"{kind}StateEntered", seconds, stateEnteredEventDetails={"name": name})
+
+
+def _exited(kind: str, name: str, seconds: float) -> dict[str, Any]:
+    return _event(f"{kind}StateExited", seconds, stateExitedEventDetails={"name": name})
+
+
+def _scheduled(seconds: float, function: str = "fn", resource: str = "invoke") -> dict[str, Any]:
+    parameters = f'{{"FunctionName": "arn:aws:lambda:us-east-1:123456789012:function:{function}"}}'
+    return _event(
+        "TaskScheduled",
+        seconds,
+        taskScheduledEventDetails={"resourceType": "lambda", "resource": resource, "parameters": parameters},
+    )
+
+
+HISTORY = [
+    _event("ExecutionStarted", 0),
+    _entered("Task", "Claim", 0),
+    _scheduled(0.1),
+    _event("TaskFailed", 0.2, taskFailedEventDetails={"error": "Boom"}),
+    _scheduled(1.2),  # retried after 1 s
+    _event("TaskSucceeded", 1.3),
+    _exited("Task", "Claim", 1.3),
+    _entered("Map", "Jobs", 1.3),
+    _entered("Wait", "WaitForStop", 1.4),  # two iterations waiting side by side
+    _entered("Wait", "WaitForStop", 1.5),
+    _exited("Wait", "WaitForStop", 2.4),
+    _exited("Wait", "WaitForStop", 2.5),
+    _entered("Task", "Approve", 2.5),
+    _scheduled(2.5, resource="invoke.waitForTaskToken"),
+    _event("TaskSubmitted", 2.6, taskSubmittedEventDetails={"resource": "invoke.waitForTaskToken"}),
+    _event("TaskSucceeded", 4.6),
+    _exited("Task", "Approve", 4.6),
+    _event("ExecutionSucceeded", 5.0),
+]
+
+
+def test_an_execution_summary_separates_waiting_from_working() -> None:
+    described = {
+        "name": "e1",
+        "executionArn": "arn:e1",
+        "stateMachineArn": "arn:sm",
+        "status": "SUCCEEDED",
+        "startDate": T0,
+        "stopDate": T0 + timedelta(seconds=5),
+        "input": '{"a": 1}',
+        "output": "{}",
+    }
+    queued = WorkflowInvocation(
+        invocation=None, function_name="fn", received_at=T0 + timedelta(seconds=1.25), queued_seconds=0.05
+    )  # type: ignore[arg-type]
+
+    summary = summarize_execution("Rule", described, HISTORY, [queued])
+
+    history = summary["history"]
+    assert history["states_entered"] == ["Claim", "Jobs", "WaitForStop", "WaitForStop", "Approve"]
+    assert (history["lambda_invocations"], history["retries"], history["state_transitions"]) == (3, 1, 6)
+    assert [(task["state"], task["attempts"], task["outcome"]) for task in history["lambda_tasks"]] == [
+        ("Claim", 2, "succeeded"),
+        ("Approve", 1, "succeeded"),
+    ]
+    assert summary["wall_seconds"] == 5.0
+    assert summary["wait_state_seconds"] == 1.1  # 1.4 -> 2.5, the overlap counted once
+    assert summary["retry_backoff_seconds"] == 1.0
+    assert summary["task_token_wait_seconds"] == 2.0
+    assert summary["sandbox_queue_seconds"] == 0.05
+    assert summary["active_seconds"] == pytest.approx(5.0 - 1.1 - 1.0 - 2.0 - 0.05)
+    assert summary["input"] == {"a": 1}

@@ -1,0 +1,423 @@
+"""The scenario runner's machinery, against a toy stack of its own (tests/scenarios/fixtures): seeding,
+events with overrides and concurrency, the state machine path with Lambda tasks run by handlers in process,
+actions on the published approval command, the timeout, the report's shape, and the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from moto.awslambda.exceptions import UnknownFunctionException
+
+from sandbox import run as run_module
+from sandbox.__main__ import main
+from sandbox.aws import AwsClients
+from sandbox.session import Sandbox
+from sandbox.statemachine import moto_settings_restored
+from sandbox.stepfunctions import LambdaDispatch
+from sandbox.template import load_template
+from sandbox.world import deep_merge
+from tests.scenarios.conftest import FIXTURES, REPO_ROOT, TOY_RESUME, failed, run
+
+pytestmark = pytest.mark.sandbox
+
+XID79 = REPO_ROOT / "events" / "incident-xid79" / "01-impaired-xid79.json"
+
+
+def toy_scenario(tmp_path: Path, changes: dict[str, Any] | None = None, *, name: str = "toy") -> Path:
+    """The toy resume scenario, changed (deep-merged), written where its paths still resolve."""
+    document = yaml.safe_load(TOY_RESUME.read_text())
+    document["template"] = str(FIXTURES / "toy-workflow.yaml")
+    document["events"][0]["file"] = str(XID79)
+    document = deep_merge(document, changes or {})
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+# --- A whole run -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy_run() -> Any:
+    return run(TOY_RESUME)
+
+
+def test_the_toy_scenario_holds(toy_run: Any) -> None:
+    assert toy_run.passed, "\n".join(failed(toy_run))
+
+
+def test_the_report_adds_the_executions_with_their_history(toy_run: Any) -> None:
+    [execution] = toy_run.report["executions"]
+
+    assert execution["rule"] == "ResumeRule"
+    assert execution["status"] == "SUCCEEDED"
+    assert (
+        execution["input"]["detail"]["ec2InstanceId"]
+        == toy_run.report["world"]["instances"]["gpu-a"]["ec2_instance_id"]
+    )
+    assert execution["output"]["outcome"] == "resumed"
+    history = execution["history"]
+    assert history["states_entered"][:3] == ["Claim", "Claimed?", "Config"]
+    assert history["lambda_invocations"] == len(toy_run.report["workflow_invocations"]) == 3
+    assert history["state_transitions"] == len(history["states_entered"])
+    assert [task["state"] for task in history["lambda_tasks"]] == ["Claim", "Relaunch", "Check"]
+    # The Wait state is shortened by the stack parameter (PollSeconds: 1), and measured.
+    assert 0.9 <= execution["wait_state_seconds"] <= 1.5
+    assert 0 < execution["active_seconds"] < execution["wall_seconds"]
+
+
+def test_the_report_adds_every_task_and_instance_at_the_end(toy_run: Any) -> None:
+    ecs = toy_run.report["ecs"]
+    world = toy_run.report["world"]
+
+    assert [(i["name"], i["status"], i["capacity_provider"]) for i in ecs["instances"]] == [
+        ("gpu-a", "DRAINING", "gpu-training"),
+        ("gpu-b", "ACTIVE", "gpu-training"),
+    ]
+    seeded, started = ecs["tasks"]
+    assert (seeded["name"], seeded["origin"], seeded["instance"]) == ("rank-0", "seeded", "gpu-a")
+    assert seeded["arn"] == world["tasks"]["rank-0"]["arn"]
+    assert seeded["tags"] == {
+        "fault-responder:job-id": "llm-7b",
+        "fault-responder:checkpoint-uri": "s3://ckpt/runs/llm-7b/",
+    }
+    assert seeded["environment"] == {"trainer": {"NODE_RANK": "0"}}
+    assert seeded["capacity_provider"] == "gpu-training"
+    assert (started["name"], started["origin"], started["job_id"], started["instance"]) == (
+        None,
+        "started",
+        "llm-7b",
+        "gpu-b",
+    )
+    assert started["ec2_instance_id"] == world["instances"]["gpu-b"]["ec2_instance_id"]
+    assert started["environment"]["trainer"]["RESUME_FROM"] == "s3://ckpt/runs/llm-7b/step-000200/"
+    [request] = ecs["run_task_requests"]
+    assert request["placementConstraints"][0]["expression"] == (
+        f"ec2InstanceId !in ['{world['instances']['gpu-a']['ec2_instance_id']}']"
+    )
+
+
+def test_checkpoints_are_written_by_the_training_helper(toy_run: Any) -> None:
+    assert toy_run.report["world"]["checkpoints"] == {
+        "s3://ckpt/runs/llm-7b/": ["s3://ckpt/runs/llm-7b/step-000100/", "s3://ckpt/runs/llm-7b/step-000200/"]
+    }
+
+
+def test_the_alert_pipeline_ran_on_the_same_event(toy_run: Any) -> None:
+    [batch] = toy_run.report["invocations"]
+
+    assert (batch["function"], batch["batch_size"], batch["error"]) == ("AlertFunction", 1, None)
+    assert toy_run.report["events"][0]["matched_rules"] == ["HealthChangeRule", "ResumeRule"]
+    assert [target["type"] for target in toy_run.report["events"][0]["targets"]] == ["sqs", "states"]
+
+
+# --- Seeding ---------------------------------------------------------------------------------------
+
+
+def test_the_world_is_seeded_as_written(tmp_path: Path) -> None:
+    # Given a world with a Managed Instances provider, a DRAINING instance, a stopped task and raw objects
+    path = toy_scenario(
+        tmp_path,
+        {
+            "world": {
+                "objects": [
+                    {"uri": "s3://raw/a/step-000005/.metadata", "size": 3},
+                    {"uri": "s3://raw/a/latest_checkpointed_iteration.txt", "body": "5"},
+                    {"uri": "s3://raw/a/step-000005/_COMPLETE", "json": {"files": []}},
+                ]
+            },
+            "events": [
+                {"file": str(XID79), "instance": "gpu-b", "overrides": {"detail": {"capacityProviderName": "none"}}}
+            ],
+            "expect": [],
+        },
+    )
+    document = yaml.safe_load(path.read_text())
+    cluster = document["world"]["clusters"][0]
+    cluster["capacity_providers"].append(
+        {
+            "name": "gpu-managed",
+            "type": "MANAGED_INSTANCES",
+            "auto_repair": "DISABLED",
+            "instances": [{"name": "gpu-m", "status": "DRAINING"}],
+        }
+    )
+    cluster["tasks"].append(
+        {"name": "old", "task_definition": "trainer", "instance": "gpu-m", "last_status": "STOPPED"}
+    )
+    path.write_text(yaml.safe_dump(document))
+
+    # When it runs (the event names no training provider: only the alert pipeline acts)
+    result = run(path)
+
+    # Then the instances, the tasks and the objects are there as written
+    ecs = result.report["ecs"]
+    assert {i["name"]: (i["status"], i["capacity_provider"]) for i in ecs["instances"]} == {
+        "gpu-a": ("ACTIVE", "gpu-training"),
+        "gpu-b": ("ACTIVE", "gpu-training"),
+        "gpu-m": ("DRAINING", "gpu-managed"),
+    }
+    assert {t["name"]: (t["last_status"], t["capacity_provider"]) for t in ecs["tasks"]} == {
+        "rank-0": ("RUNNING", "gpu-training"),
+        "old": ("STOPPED", "gpu-managed"),
+    }
+    assert result.report["executions"] == []
+    assert result.report["events"][0]["matched_rules"] == ["HealthChangeRule"]
+
+
+def test_a_seeded_incomplete_checkpoint_has_its_files_but_no_manifest(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {
+            "world": {
+                "checkpoints": [{"uri": "s3://ckpt/other/", "steps": [7], "incomplete": [9], "files_per_step": 3}]
+            },
+            "expect": [],
+        },
+    )
+    captured: dict[str, list[str]] = {}
+    original = run_module.seed_world
+
+    def seed_and_look(*args: Any) -> Any:
+        world = original(*args)
+        s3: Any = AwsClients(os.environ["AWS_ENDPOINT_URL"], "us-east-1").client("s3")
+        captured["keys"] = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="other/")["Contents"]]
+        return world
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run_module, "seed_world", seed_and_look)
+        run(path)
+
+    assert captured["keys"] == [
+        "other/step-000007/_COMPLETE",
+        "other/step-000007/shard-00000.pt",
+        "other/step-000007/shard-00001.pt",
+        "other/step-000007/shard-00002.pt",
+        "other/step-000009/shard-00000.pt",
+        "other/step-000009/shard-00001.pt",
+        "other/step-000009/shard-00002.pt",
+    ]
+
+
+# --- Events: concurrency and repeats ----------------------------------------------------------------
+
+
+def test_two_triggers_at_once_start_two_executions_and_one_acts(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {
+            "events": [{"file": str(XID79), "instance": "gpu-a", "concurrently": 2}],
+            "expect": [
+                {"select": "executions", "count": 2, "each": {"status": "SUCCEEDED"}},
+                {
+                    "select": "executions",
+                    "where": {"history.states_entered": {"contains": "AlreadyHandled"}},
+                    "count": 1,
+                },
+                {"select": "run_task_requests", "count": 1},
+            ],
+        },
+    )
+
+    result = run(path)
+
+    assert result.passed, "\n".join(failed(result))
+    assert len(result.report["events"]) == 2
+    started = sorted(execution["started_at"] for execution in result.report["executions"])
+    assert started[0][:19] == started[1][:19], "delivered at the same moment"
+
+
+def test_a_repeated_event_waits_for_the_first_executions(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {
+            "events": [{"file": str(XID79), "instance": "gpu-a", "repeat": 2, "overrides": {"id": "same-fault"}}],
+            "expect": [
+                {"select": "executions", "where": {"output.outcome": "resumed"}, "count": 1},
+                {
+                    "select": "executions",
+                    "where": {"history.states_entered": {"contains": "AlreadyHandled"}},
+                    "count": 1,
+                },
+            ],
+        },
+    )
+
+    result = run(path)
+
+    assert result.passed, "\n".join(failed(result))
+    first, second = result.report["executions"]
+    assert first["stopped_at"] <= second["started_at"]
+    assert {event["id"] for event in result.report["events"]} == {"same-fault"}
+
+
+# --- Actions and the timeout -----------------------------------------------------------------------
+
+
+def test_approve_runs_the_published_command_after_the_delay(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {
+            "parameters": {"Mode": "approve"},
+            "actions": [{"action": "approve", "after_seconds": 0.5}],
+            "expect": [
+                {"select": "executions", "each": {"output.outcome": "resumed", "output.approval.approved": True}}
+            ],
+        },
+    )
+
+    result = run(path)
+
+    assert result.passed, "\n".join(failed(result))
+    [action] = result.report["actions"]
+    assert action["outcome"].startswith("ran `aws stepfunctions send-task-success`")
+    assert "after it was published" in action["outcome"]
+    [execution] = result.report["executions"]
+    assert execution["task_token_wait_seconds"] >= 0.5
+
+
+def test_without_an_answer_the_approval_times_out(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {
+            "parameters": {"Mode": "approve", "ApprovalTimeoutSeconds": 1},
+            "expect": [
+                {"select": "executions", "each": {"output.outcome": "approval timed out"}},
+                {"select": "run_task_requests", "count": 0},
+            ],
+        },
+    )
+
+    result = run(path)
+
+    assert result.passed, "\n".join(failed(result))
+    assert result.report["actions"] == []
+
+
+def test_an_execution_still_running_at_the_timeout_is_stopped_and_fails_the_run(tmp_path: Path) -> None:
+    path = toy_scenario(tmp_path, {"parameters": {"PollSeconds": 60}, "timeout_seconds": 2, "expect": []})
+
+    result = run(path)
+
+    assert not result.passed
+    [execution] = result.report["executions"]
+    assert execution["status"] == "ABORTED"
+    [finished] = result.report["expectations"]
+    assert finished["name"] == "every execution finished within the scenario's timeout (2 s)"
+    assert finished["passed"] is False
+    assert "still running" in result.report["warnings"][0]
+
+
+def test_a_failed_expectation_fails_the_run_and_says_why(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {"expect": [{"name": "wrong on purpose", "select": "tasks", "where": {"origin": "started"}, "count": 5}]},
+    )
+
+    result = run(path)
+
+    assert not result.passed
+    assert failed(result) == ["wrong on purpose: 1 selected, expected 5"]
+
+
+# --- The command line ------------------------------------------------------------------------------
+
+
+def test_run_on_the_command_line_writes_the_report_and_exits_0(tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "sandbox", "run", str(TOY_RESUME), "--report", str(report_path)],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    report = json.loads(report_path.read_text())
+    assert report["scenario"]["passed"] is True
+    assert {"executions", "ecs", "world", "expectations", "workflow_invocations", "actions"} <= set(report)
+    assert "execution " in completed.stdout and "Expectations: 6 of 6 held" in completed.stdout
+    assert "ECS at the end" in completed.stdout
+
+
+def test_a_failed_expectation_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = toy_scenario(tmp_path, {"expect": [{"select": "tasks", "where": {"origin": "started"}, "count": 5}]})
+
+    assert main(["run", str(path), "--quiet"]) == 1
+    assert capsys.readouterr().out == ""
+
+
+def test_an_invalid_scenario_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("events: []\n")
+
+    assert main(["run", str(path)]) == 2
+    assert "is not a valid scenario: events: List should have at least 1 item" in capsys.readouterr().err
+
+
+def test_run_has_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+
+    out = capsys.readouterr().out
+    assert "SCENARIO.yaml" in out and "--report" in out
+
+
+# --- The state machine as deployed -----------------------------------------------------------------
+
+
+def test_the_real_state_machine_is_deployed_with_the_templates_substitutions() -> None:
+    template = load_template(REPO_ROOT / "template.yaml")
+
+    with (
+        moto_settings_restored(),
+        Sandbox(template, parameter_overrides={"TrainingCapacityProviders": "gpu-training"}) as sandbox,
+    ):
+        stack = sandbox.stack
+        machine = stack.state_machines["ResumeTrainingStateMachine"]
+        described = sandbox.aws.client("stepfunctions").describe_state_machine(stateMachineArn=machine.arn)
+
+    assert described["definition"] == machine.definition
+    assert "${" not in machine.definition
+    for logical_id in ("ClaimFaultFunction", "NotifyFunction", "RelaunchJobFunction"):
+        assert stack.functions[logical_id].arn in machine.definition
+    [target] = stack.rules["ResumeTrainingRule"].targets
+    assert (target.service, target.arn) == ("states", machine.arn)
+    assert stack.get_att("ResumeTriggerRole", "Arn") == "arn:aws:iam::123456789012:role/" + stack.ref(
+        "ResumeTriggerRole"
+    )
+    assert stack.get_att("ResumeTrainingLogGroup", "Arn").endswith(
+        ":log-group:/aws/vendedlogs/states/gpu-fault-responder-ResumeTraining:*"
+    )
+
+
+def test_replay_says_where_state_machine_targets_are_executed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with moto_settings_restored():
+        exit_status = main(["replay", str(XID79), "--quiet", "--parameter-overrides", "TrainingCapacityProviders=gpu"])
+
+    assert exit_status == 2
+
+    assert "ResumeTrainingRule/resume-training (states) (python -m sandbox run executes state machines)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_lambda_task_naming_a_function_the_stack_lacks_is_not_found() -> None:
+    dispatch = LambdaDispatch({})
+
+    with pytest.raises(UnknownFunctionException):
+        dispatch._invoke("arn:aws:lambda:us-east-1:123456789012:function:nope", b"{}", {})
