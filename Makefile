@@ -31,7 +31,7 @@ FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke demo route test clean
+.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke scenarios demo route test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -78,9 +78,14 @@ build-host: $(SAMVENV)/.installed ## sam build for this machine's architecture i
 invoke: build-host $(VENV)/.installed ## Run FN from the build output against the sandbox: make invoke FN=<LogicalId> EVENT=<file>
 	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
 
-smoke: build-host $(VENV)/.installed ## make invoke of every function with one of its events
+smoke: build-host $(VENV)/.installed ## make invoke of the built functions (one event each, both code bundles)
 	$(PY) -m sandbox invoke AlertRouterFunction events/aws-docs/health-change-accelerated-compute-xid46.json \
 		--build-dir .aws-sam/build-host --quiet --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
+	$(PY) -m sandbox invoke ClaimFaultFunction events/lambda/claim-fault.json --build-dir .aws-sam/build-host --quiet \
+		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) TrainingCapacityProviders=gpu-training
+
+scenarios: $(VENV)/.installed ## Run every training auto-resume scenario in the sandbox and check its expectations
+	@for scenario in scenarios/*.yaml; do $(PY) -m sandbox run $$scenario --quiet || exit 1; echo "ok  $$scenario"; done
 
 demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair drain -> instance gone) in the sandbox
 	@mkdir -p reports

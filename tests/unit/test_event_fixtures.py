@@ -68,7 +68,7 @@ def _json_files() -> list[Path]:
 
 
 def _envelope_files() -> list[Path]:
-    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs"}]
+    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda"}]
 
 
 def _own_envelope_files() -> list[Path]:
@@ -306,12 +306,22 @@ def test_sqs_events_wrap_the_envelopes_their_names_promise() -> None:
     assert [r["body"] for r in incident["Records"]] == story
 
 
+def test_the_claim_fault_input_wraps_the_training_fault_envelope() -> None:
+    # Given the first workflow task's input and the trigger it stands for
+    payload = _load(EVENTS / "lambda/claim-fault.json")
+    trigger = _load(EVENTS / "resume/training-fault-xid79.json")
+
+    # Then it is the state machine's input as the ASL passes it: the event itself, and the execution id
+    assert payload["event"] == trigger
+    assert payload["execution"].startswith("arn:aws:states:")
+
+
 # --- ids and copies ------------------------------------------------------------------------------
 
 
 def test_event_ids_are_unique_except_deliberate_copies() -> None:
     # Given every envelope under events/, malformed ones included
-    paths = [p for p in _json_files() if not _rel(p).startswith("sqs/")]
+    paths = [p for p in _json_files() if not _rel(p).startswith(("sqs/", "lambda/"))]
     by_id: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         raw = _load(path)
