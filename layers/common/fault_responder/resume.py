@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -26,6 +26,7 @@ from fault_responder.classify import classify_health_check
 from fault_responder.domain import InstanceRef, Severity
 from fault_responder.lifecycle import fingerprint
 from fault_responder.models.events import HealthChangeEvent
+from fault_responder.timefmt import format_duration, iso_utc
 
 JOB_ID_TAG = "fault-responder:job-id"
 CHECKPOINT_URI_TAG = "fault-responder:checkpoint-uri"
@@ -128,7 +129,7 @@ class Fault(_Payload):
 
     @property
     def key(self) -> str:
-        return f"{self.fingerprint}#{_iso(self.impaired_at)}"
+        return f"{self.fingerprint}#{iso_utc(self.impaired_at)}"
 
     @property
     def label(self) -> str:
@@ -1086,7 +1087,7 @@ def _dry_run(r: NoticeRequest, now: datetime) -> _Built:
 def _approval_request(r: NoticeRequest, now: datetime) -> _Built:
     job, plan = _job_plan(r)
     title = f"Approval needed to resume {job.job_id} {_from_where(plan)}"
-    deadline = _format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
+    deadline = format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
     text = (
         f"Job {job.job_id} ran on {r.fault.host} ({r.fault.label}). On approval GPU Fault Responder stops its "
         f"{job.task_count} task(s) and restarts them {_from_where(plan)}{_lost(plan.checkpoint, now)} as "
@@ -1108,7 +1109,7 @@ def _approval_rejected(r: NoticeRequest, now: datetime) -> _Built:
 
 def _approval_timeout(r: NoticeRequest, now: datetime) -> _Built:
     job, plan = _job_plan(r)
-    waited = _format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
+    waited = format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
     title = f"No approval to resume {job.job_id} within {waited}"
     text = (
         f"Nobody approved resuming job {job.job_id} within {waited}: it was not stopped or restarted and may "
@@ -1120,7 +1121,7 @@ def _approval_timeout(r: NoticeRequest, now: datetime) -> _Built:
 def _attempt_failed(r: NoticeRequest, now: datetime) -> _Built:
     job, plan = _job_plan(r)
     failed = plan.retry_of or 0
-    wait = f" in {_format_duration(timedelta(seconds=plan.backoff_seconds))}" if plan.backoff_seconds else ""
+    wait = f" in {format_duration(timedelta(seconds=plan.backoff_seconds))}" if plan.backoff_seconds else ""
     title = f"Attempt {failed} of {job.job_id} failed; retrying as attempt {plan.attempt}"
     text = (
         f"Attempt {failed} to resume job {job.job_id} failed: {plan.last_failure}. Its tasks are being stopped; "
@@ -1256,7 +1257,7 @@ def _from_where_checkpoint(checkpoint: Checkpoint | None) -> str:
 def _lost(checkpoint: Checkpoint | None, now: datetime) -> str:
     if checkpoint is None or checkpoint.written_at is None:
         return ""
-    ago = _format_duration(now - checkpoint.written_at)
+    ago = format_duration(now - checkpoint.written_at)
     return f" (checkpoint written {ago} ago, so about {ago} of work lost)"
 
 
@@ -1291,7 +1292,7 @@ def evidence(r: NoticeRequest, now: datetime) -> dict[str, Any]:
             "container_instance_arn": fault.container_instance_arn,
             "cluster_arn": fault.cluster_arn,
             "capacity_provider": fault.capacity_provider,
-            "impaired_at": _iso(fault.impaired_at),
+            "impaired_at": iso_utc(fault.impaired_at),
             "incident": fault.fingerprint,
         },
         "execution": r.execution,
@@ -1313,7 +1314,7 @@ def evidence(r: NoticeRequest, now: datetime) -> dict[str, Any]:
         details["tasks"] = r.watch.model_dump(mode="json")
     if r.error is not None:
         details["error"] = {"error": r.error.get("Error"), "cause": _clip(str(r.error.get("Cause", "")), 1000)}
-    details["at"] = _iso(now)
+    details["at"] = iso_utc(now)
     return details
 
 
@@ -1322,26 +1323,6 @@ def evidence(r: NoticeRequest, now: datetime) -> dict[str, Any]:
 
 def _short_task(task_arn: str) -> str:
     return task_arn.rsplit("/", 1)[-1][:12]
-
-
-def _format_duration(delta: timedelta) -> str:
-    """`45s`, `8m 30s`, `2h 05m`, `3d 04h`: the two largest units are enough to judge lost work."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {seconds:02d}s"
-    return f"{seconds}s"
-
-
-def _iso(moment: datetime) -> str:
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.isoformat()
 
 
 def _clip(text: str, limit: int) -> str:

@@ -26,6 +26,7 @@ from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mr
 from fault_responder.resume import Fault, Notice, PagerDutyAction, pagerduty_dedup_key
 from fault_responder.routing import Receiver, RouteContext, Router
 from fault_responder.store import ConcurrentUpdateError, IncidentStore
+from fault_responder.timefmt import iso_utc
 
 KIND = "training_resume"
 PHASE = "RESUME"
@@ -236,7 +237,7 @@ def render_resume_trigger(notice: Notice, fault: Fault, routing_key: str, now: d
         "summary": _summary(notice, fault),
         "source": fault.host,
         "severity": notice.severity.value,
-        "timestamp": _iso(now),
+        "timestamp": iso_utc(now),
         "component": "training-auto-resume",
         "group": fault.capacity_provider,
         "class": notice.kind.value,
@@ -260,7 +261,7 @@ def render_change_event(notice: Notice, fault: Fault, routing_key: str, now: dat
         "payload": {
             "summary": _summary(notice, fault),
             "source": fault.host,
-            "timestamp": _iso(now),
+            "timestamp": iso_utc(now),
             "custom_details": {"text": notice.text, **notice.details},
         },
         "links": _links(fault),
@@ -305,10 +306,6 @@ def _summary(notice: Notice, fault: Fault) -> str:
 def _links(fault: Fault) -> list[dict[str, str]]:
     instance = fault.instance_ref()
     return [{"href": instance.console_url, "text": f"ECS container instance {instance.container_instance_id}"}]
-
-
-def _iso(moment: datetime) -> str:
-    return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)).isoformat()
 
 
 def _clip(text: str, limit: int) -> str:

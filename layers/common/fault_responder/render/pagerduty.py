@@ -8,10 +8,10 @@ push the event over PagerDuty's size limit; PagerDuty shows text as plain text, 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from fault_responder.domain import Alert, DrainAttribution, Incident, InstanceRef, TimelineEntry
+from fault_responder.timefmt import iso_utc
 
 CLIENT_NAME = "GPU Fault Responder"
 MAX_SUMMARY = 1024
@@ -33,7 +33,7 @@ def render_trigger(incident: Incident, routing_key: str) -> dict[str, Any]:
         "summary": _clip(_incident_summary(incident), MAX_SUMMARY),
         "source": _source(instance),
         "severity": classification.severity.value,
-        "timestamp": _iso(incident.last_status_change or incident.opened_at),
+        "timestamp": iso_utc(incident.last_status_change or incident.opened_at),
         "component": incident.check_type,
         "group": instance.capacity_provider,
         "class": classification.fault_class.value,
@@ -65,7 +65,7 @@ def render_alert_trigger(alert: Alert, routing_key: str, dedup_key: str) -> dict
         "summary": _clip(summary, MAX_SUMMARY),
         "source": _source(instance),
         "severity": alert.severity.value,
-        "timestamp": _iso(alert.at),
+        "timestamp": iso_utc(alert.at),
         "component": alert.kind.value,
         "group": instance.capacity_provider,
         "class": alert.fault_class.value,
@@ -100,8 +100,8 @@ def _incident_details(incident: Incident) -> dict[str, Any]:
         "phase": incident.phase,
         **_instance_details(incident.instance),
         **_drain_details(incident.drain),
-        "opened_at": _iso(incident.opened_at),
-        "last_status_change": _iso(incident.last_status_change) if incident.last_status_change else None,
+        "opened_at": iso_utc(incident.opened_at),
+        "last_status_change": iso_utc(incident.last_status_change) if incident.last_status_change else None,
         "opened_count": incident.opened_count,
         "timeline": [_timeline_item(entry) for entry in incident.timeline[-TIMELINE_ENTRIES_IN_DETAILS:]],
     }
@@ -116,7 +116,7 @@ def _alert_details(alert: Alert) -> dict[str, Any]:
         "fault_class": alert.fault_class.value,
         **_instance_details(alert.instance),
         **_drain_details(alert.drain),
-        "at": _iso(alert.at),
+        "at": iso_utc(alert.at),
         "details": dict(list(alert.details.items())[:_MAX_ALERT_DETAILS]) or None,
     }
     return _without_none(_clipped(details))
@@ -140,7 +140,7 @@ def _drain_details(drain: DrainAttribution | None) -> dict[str, Any]:
 
 
 def _timeline_item(entry: TimelineEntry) -> dict[str, Any]:
-    item: dict[str, Any] = {"at": _iso(entry.at), "phase": entry.phase, "text": entry.text}
+    item: dict[str, Any] = {"at": iso_utc(entry.at), "phase": entry.phase, "text": entry.text}
     if entry.stale:
         item["stale"] = True
     return item
@@ -164,12 +164,6 @@ def _checked_dedup_key(key: str) -> str:
     if not key or len(key) > MAX_DEDUP_KEY:
         raise ValueError(f"PagerDuty dedup_key must be 1 to {MAX_DEDUP_KEY} characters, got {len(key)}")
     return key
-
-
-def _iso(moment: datetime) -> str:
-    # A naive datetime here can only come from our own code (events carry zones); read it as UTC.
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.isoformat()
 
 
 def _without_none(values: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ lose the notification.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from fault_responder.domain import (
@@ -22,6 +22,7 @@ from fault_responder.domain import (
     Severity,
     TimelineEntry,
 )
+from fault_responder.timefmt import as_utc, format_duration
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
@@ -242,34 +243,14 @@ def _instance_name(instance: InstanceRef) -> str:
 def _incident_duration(incident: Incident) -> str | None:
     if incident.closed_at is None:
         return None
-    return _format_duration(_as_utc(incident.closed_at) - _as_utc(incident.opened_at))
-
-
-def _format_duration(delta: timedelta) -> str:
-    """`8m 30s`, `2h 05m`, `3d 04h`: the two largest units are enough to judge an outage."""
-    seconds = max(0, int(delta.total_seconds()))
-    days, rest = divmod(seconds, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {seconds:02d}s"
-    return f"{seconds}s"
+    return format_duration(as_utc(incident.closed_at) - as_utc(incident.opened_at))
 
 
 def _slack_time(moment: datetime) -> str:
     """Slack's date token: each reader sees their own time zone; the fallback is UTC."""
-    utc = _as_utc(moment)
+    utc = as_utc(moment)
     fallback = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"<!date^{int(utc.timestamp())}^{{date_short_pretty}} {{time_secs}}|{fallback}>"
-
-
-def _as_utc(moment: datetime) -> datetime:
-    # A naive datetime here can only come from our own code (events carry zones); read it as UTC.
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _link(url: str, label: str) -> str:
