@@ -19,10 +19,12 @@ SERVICE = "pagerduty"
 EVENTS_V2_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
-class PagerDutyEvents:
+class _PagerDutyEndpoint:
+    """One PagerDuty ingestion endpoint: both answer 202 `{"status": "success", ...}` when they take an event."""
+
     def __init__(
         self,
-        url: str = EVENTS_V2_URL,
+        url: str,
         session: requests.Session | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
@@ -32,9 +34,8 @@ class PagerDutyEvents:
         self._policy = policy
         self._sleep = sleep
 
-    def send(self, event: dict[str, Any]) -> str:
-        """Send one event; returns the dedup key PagerDuty filed it under (generated if we sent none)."""
-        response = send_json(
+    def _post(self, event: dict[str, Any]) -> requests.Response:
+        return send_json(
             self._session,
             self._url,
             event,
@@ -43,6 +44,23 @@ class PagerDutyEvents:
             sleep=self._sleep,
             is_failure=_event_failure,
         )
+
+
+class PagerDutyEvents(_PagerDutyEndpoint):
+    """Events API v2 (`/v2/enqueue`): trigger, acknowledge, resolve."""
+
+    def __init__(
+        self,
+        url: str = EVENTS_V2_URL,
+        session: requests.Session | None = None,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(url, session, policy, sleep)
+
+    def send(self, event: dict[str, Any]) -> str:
+        """Send one event; returns the dedup key PagerDuty filed it under (generated if we sent none)."""
+        response = self._post(event)
         dedup_key = (json_object(response) or {}).get("dedup_key")
         if not isinstance(dedup_key, str):
             raise DeliveryError(SERVICE, response.status_code, "answer has no dedup_key", retryable=False)
@@ -59,7 +77,7 @@ def _event_failure(response: requests.Response) -> tuple[bool, bool, str]:
 CHANGE_EVENTS_URL = "https://events.pagerduty.com/v2/change/enqueue"
 
 
-class PagerDutyChangeEvents:
+class PagerDutyChangeEvents(_PagerDutyEndpoint):
     """PagerDuty Change Events (`/v2/change/enqueue`): informational, they never page and need no resolve.
 
     PagerDuty answers 202 `{"status": "success", "message": "Change event processed"}`, with no dedup key.
@@ -72,18 +90,7 @@ class PagerDutyChangeEvents:
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._url = url
-        self._session = session or requests.Session()
-        self._policy = policy
-        self._sleep = sleep
+        super().__init__(url, session, policy, sleep)
 
     def send(self, event: dict[str, Any]) -> None:
-        send_json(
-            self._session,
-            self._url,
-            event,
-            service=SERVICE,
-            policy=self._policy,
-            sleep=self._sleep,
-            is_failure=_event_failure,
-        )
+        self._post(event)
