@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict
 
-from fault_responder.observability import count, logger, metrics, tracer
+from fault_responder.observability import count, logger, tracer
 from fault_responder.resume import (
     Fault,
     Job,
@@ -79,7 +79,6 @@ def _json(model: BaseModel) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=ClaimInput)
 def claim_fault(event: ClaimInput, context: LambdaContext) -> dict[str, Any]:
     claim = resume_steps().claim(event.event, event.execution)
@@ -90,7 +89,6 @@ def claim_fault(event: ClaimInput, context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=FaultInput)
 def check_guards(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
     guards = resume_steps().check_guards(event.fault, event.config)
@@ -100,7 +98,6 @@ def check_guards(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=QuarantineInput)
 def quarantine_instance(event: QuarantineInput, context: LambdaContext) -> dict[str, Any]:
     return _json(resume_steps().quarantine(event.fault))
@@ -108,7 +105,6 @@ def quarantine_instance(event: QuarantineInput, context: LambdaContext) -> dict[
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=FaultInput)
 def find_jobs(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
     found = resume_steps().find_jobs(event.fault, event.config)
@@ -118,7 +114,6 @@ def find_jobs(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=JobInput)
 def plan_job(event: JobInput, context: LambdaContext) -> dict[str, Any]:
     plan = resume_steps().plan(event.fault, event.config, event.job)
@@ -128,7 +123,6 @@ def plan_job(event: JobInput, context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=PlannedJobInput)
 def stop_job(event: PlannedJobInput, context: LambdaContext) -> dict[str, Any]:
     return _json(resume_steps().stop(event.fault, event.job, event.plan))
@@ -136,7 +130,6 @@ def stop_job(event: PlannedJobInput, context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=CheckTasksInput)
 def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any]:
     steps = resume_steps()
@@ -151,7 +144,6 @@ def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=RelaunchInput)
 def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
     launch = resume_steps().relaunch(event.fault, event.job, event.plan, event.execution)
@@ -162,7 +154,6 @@ def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=RetryInput)
 def plan_retry(event: RetryInput, context: LambdaContext) -> dict[str, Any]:
     plan = resume_steps().retry(
@@ -176,7 +167,6 @@ def plan_retry(event: RetryInput, context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 @event_parser(model=NotifyInput)
 def notify(event: NotifyInput, context: LambdaContext) -> dict[str, Any]:
     """Every notice of the workflow, including the approval request (invoked with a task token)."""
