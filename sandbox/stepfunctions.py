@@ -39,7 +39,7 @@ from sandbox.stack import RuleTarget
 
 # Layer modules that cache clients and settings built from a function's environment. In process,
 # functions share them, so they are reset whenever a function with another environment runs next.
-_RESET_HOOK_MODULES = ("fault_responder.bootstrap", "fault_responder.resume_bootstrap")
+_RESET_HOOK_MODULES = ("fault_responder.bootstrap", "fault_responder.resume.bootstrap")
 _POLL_SECONDS = 0.05
 
 

@@ -401,7 +401,8 @@ def _seed_ledger(entries: Sequence[model.LedgerEntry], world: World, aws: AwsCli
         raise SandboxError(f"ledger entries need the stack's {INCIDENTS_TABLE}")
     with _layer_on_path(stack):
         from fault_responder.adapters.resume_store import DynamoDBResumeStore  # noqa: PLC0415
-        from fault_responder.resume import AttemptOutcome, LedgerAttempt, job_key  # noqa: PLC0415
+        from fault_responder.resume.budget import AttemptOutcome, LedgerAttempt  # noqa: PLC0415
+        from fault_responder.resume.jobs import job_key  # noqa: PLC0415
 
         store = DynamoDBResumeStore(str(table.ref), aws.dynamodb)
         now = datetime.now(UTC)

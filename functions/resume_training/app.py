@@ -1,7 +1,7 @@
 """ResumeTraining task functions: one handler per task state of statemachines/resume_training.asl.json.
 
 Thin edges: parse the state's input (Powertools parser, pydantic models), call one step of
-fault_responder.resume_steps.ResumeSteps, return its payload as JSON. Errors propagate: the state machine
+fault_responder.resume.steps.ResumeSteps, return its payload as JSON. Errors propagate: the state machine
 retries the transient ones (IncidentNotReady, NotificationFailedError, Lambda service errors) and turns
 the rest into a page.
 """
@@ -15,17 +15,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict
 
 from fault_responder.observability import count, logger, tracer
-from fault_responder.resume import (
-    Fault,
-    Job,
-    Launch,
-    NoticeRequest,
-    Plan,
-    ResumeConfig,
-    StopRequest,
-    TaskWatch,
-)
-from fault_responder.resume_bootstrap import resume_steps
+from fault_responder.resume.bootstrap import resume_steps
+from fault_responder.resume.budget import Plan
+from fault_responder.resume.config import ResumeConfig
+from fault_responder.resume.fault import Fault
+from fault_responder.resume.jobs import Job
+from fault_responder.resume.notices import NoticeRequest
+from fault_responder.resume.relaunch import Launch
+from fault_responder.resume.watch import StopRequest, TaskWatch
 
 
 class _Input(BaseModel):

@@ -9,50 +9,51 @@ import pytest
 
 from fault_responder.checkpoints import Checkpoint, CheckpointSearch, MarkerKind, SkippedFolder
 from fault_responder.models.events import parse_ecs_event
-from fault_responder.resume import (
+from fault_responder.resume.budget import (
+    AttemptOutcome,
+    GiveUpReason,
+    Ledger,
+    LedgerAttempt,
+    PlanAction,
+    next_attempt,
+    plan_job,
+    plan_retry,
+    retry_backoff,
+)
+from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
+from fault_responder.resume.fault import (
+    Fault,
+    GuardVerdict,
+    NotResumableError,
+    ProviderInfo,
+    fault_from_event,
+    judge_guards,
+    mass_fault_allowance,
+)
+from fault_responder.resume.jobs import (
     ATTEMPT_TAG,
     CHECKPOINT_URI_TAG,
     JOB_ID_TAG,
     MAX_ATTEMPTS_TAG,
-    MAX_EXCLUSION_EXPRESSION,
     MODE_TAG,
     RESUMED_FROM_TAG,
-    AttemptOutcome,
-    Fault,
-    GiveUpReason,
-    GuardVerdict,
     Job,
-    Ledger,
-    LedgerAttempt,
-    Mode,
-    NoCheckpointPolicy,
-    NotResumableError,
-    PlanAction,
-    ProviderInfo,
-    ResumeConfig,
     TaskSpec,
-    TaskState,
-    WatchState,
+    group_jobs,
+    job_from_tasks,
+    tasks_digest,
+)
+from fault_responder.resume.relaunch import (
+    MAX_EXCLUSION_EXPRESSION,
     build_run_task_request,
     chosen_checkpoint,
     client_token,
-    fault_from_event,
-    group_jobs,
-    job_from_tasks,
-    judge_guards,
-    judge_start,
-    judge_stop,
-    mass_fault_allowance,
-    next_attempt,
     placement_exclusion,
-    plan_job,
-    plan_retry,
     relaunch_tags,
-    retry_backoff,
     stop_reason,
-    tasks_digest,
     with_environment,
 )
+from fault_responder.resume.watch import TaskState, WatchState, judge_start, judge_stop
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/gpu-training"
 INSTANCE_ARN = "arn:aws:ecs:us-east-1:123456789012:container-instance/gpu-training/ci-faulty"

@@ -6,33 +6,19 @@ from datetime import timedelta
 
 from fault_responder.checkpoints import SkippedFolder, SkipReason
 from fault_responder.domain import Severity
-from fault_responder.resume import (
-    FoundJobs,
-    Guards,
-    GuardVerdict,
-    Launch,
-    LaunchState,
-    Ledger,
-    Mode,
-    NoticeKind,
-    NoticeRequest,
-    PagerDutyAction,
-    ProviderInfo,
-    Quarantine,
-    ResumeConfig,
-    TaskSummary,
-    TaskWatch,
-    WatchState,
-    build_notice,
-    pagerduty_dedup_key,
-    plan_job,
-)
-from fault_responder.resume_notify import (
+from fault_responder.resume.budget import Ledger, plan_job
+from fault_responder.resume.config import Mode, ResumeConfig
+from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo, Quarantine
+from fault_responder.resume.jobs import FoundJobs, TaskSummary
+from fault_responder.resume.notices import NoticeKind, NoticeRequest, PagerDutyAction, build_notice, pagerduty_dedup_key
+from fault_responder.resume.notify import (
     render_change_event,
     render_resume_reply,
     render_resume_standalone,
     render_resume_trigger,
 )
+from fault_responder.resume.relaunch import Launch, LaunchState
+from fault_responder.resume.watch import TaskWatch, WatchState
 from sandbox.standins import SANDBOX_ROUTING_KEY, block_errors, change_event_errors, event_errors
 from tests.unit.test_resume_domain import NOW, URI, a_fault, a_job, attempt, checkpoint, search
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fault_responder.resume import Mode, NoCheckpointPolicy
-from fault_responder.resume_bootstrap import ResumeSettings
+from fault_responder.resume.bootstrap import ResumeSettings
+from fault_responder.resume.config import Mode, NoCheckpointPolicy
 
 BASE = {"INCIDENTS_TABLE": "incidents", "SLACK_SECRET_NAME": "slack", "PAGERDUTY_SECRET_NAME": "pagerduty"}
 

@@ -10,7 +10,8 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
-from fault_responder.resume import AttemptOutcome, LedgerAttempt, RecordStatus, TaskSpec
+from fault_responder.resume.budget import AttemptOutcome, LedgerAttempt, RecordStatus
+from fault_responder.resume.jobs import TaskSpec
 from tests.unit.test_resume_domain import NOW, a_fault, check, fault_from_event, health_event
 
 TABLE = "incidents"

@@ -31,7 +31,8 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from fault_responder.adapters.dynamodb_store import DynamoDBIncidentStore
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
-from fault_responder.resume import CHECKPOINT_URI_TAG, JOB_ID_TAG, Ledger, job_key
+from fault_responder.resume.budget import Ledger
+from fault_responder.resume.jobs import CHECKPOINT_URI_TAG, JOB_ID_TAG, job_key
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from sandbox.template import Resolver, StackIdentity, Template, load_template, resolve_parameters
@@ -443,14 +444,14 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., World]
 
 
 def _wiring(name: str) -> ModuleType:
-    """fault_responder.bootstrap / resume_bootstrap, imported only once a test has set the environment:
+    """fault_responder.bootstrap / resume.bootstrap, imported only once a test has set the environment:
     Powertools reads POWERTOOLS_* when the package's observability module is first imported."""
     return importlib.import_module(f"fault_responder.{name}")
 
 
 def _reset_wiring() -> None:
     """Forget the cached clients, settings and secrets of both pipelines (each test has its own account)."""
-    for name in ("bootstrap", "resume_bootstrap"):
+    for name in ("bootstrap", "resume.bootstrap"):
         _wiring(name).reset()
 
 

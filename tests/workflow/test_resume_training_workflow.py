@@ -11,14 +11,9 @@ from typing import Any
 import boto3
 
 from fault_responder.models.events import parse_ecs_event
-from fault_responder.resume import (
-    ATTEMPT_TAG,
-    RESUMED_FROM_TAG,
-    AttemptOutcome,
-    LedgerAttempt,
-    fault_from_event,
-    job_key,
-)
+from fault_responder.resume.budget import AttemptOutcome, LedgerAttempt
+from fault_responder.resume.fault import fault_from_event
+from fault_responder.resume.jobs import ATTEMPT_TAG, RESUMED_FROM_TAG, job_key
 from tests.workflow.conftest import CLUSTER, CLUSTER_ARN, REGION, Host, World, environment_of, tags_of
 
 CKPT = "runs/llm-7b"

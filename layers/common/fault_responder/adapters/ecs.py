@@ -12,7 +12,10 @@ from typing import Any, cast
 
 from botocore.client import BaseClient
 
-from fault_responder.resume import ProviderInfo, RunTaskResult, TaskSpec, TaskState
+from fault_responder.resume.fault import ProviderInfo
+from fault_responder.resume.jobs import TaskSpec
+from fault_responder.resume.relaunch import RunTaskResult
+from fault_responder.resume.watch import TaskState
 
 DESCRIBE_BATCH = 100
 DRAIN_BATCH = 10

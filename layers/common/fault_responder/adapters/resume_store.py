@@ -30,16 +30,9 @@ from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 from pydantic import TypeAdapter
 
-from fault_responder.resume import (
-    AttemptOutcome,
-    ClaimResult,
-    Fault,
-    Ledger,
-    LedgerAttempt,
-    RecordResult,
-    RecordStatus,
-    TaskSpec,
-)
+from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt, RecordResult, RecordStatus
+from fault_responder.resume.fault import ClaimResult, Fault
+from fault_responder.resume.jobs import TaskSpec
 
 CLAIM_TTL = timedelta(days=30)
 LEDGER_TTL = timedelta(days=90)

@@ -15,59 +15,64 @@ from typing import Any, Protocol
 
 from fault_responder.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
 from fault_responder.models.events import HealthChangeEvent, parse_ecs_event
-from fault_responder.resume import (
-    EVIDENCE_ITEMS,
-    JOB_ID_TAG,
+from fault_responder.resume.budget import (
     AttemptOutcome,
+    Ledger,
+    LedgerAttempt,
+    Plan,
+    RecordResult,
+    RecordStatus,
+    next_attempt,
+    plan_job,
+    plan_retry,
+)
+from fault_responder.resume.config import EVIDENCE_ITEMS, ResumeConfig
+from fault_responder.resume.fault import (
     Claim,
     ClaimResult,
     ClaimStatus,
     Fault,
-    FoundJobs,
     Guards,
-    Job,
-    Launch,
-    LaunchState,
-    Ledger,
-    LedgerAttempt,
-    Notice,
-    NoticeRequest,
     NotResumableError,
-    Plan,
     ProviderInfo,
     Quarantine,
-    RecordResult,
-    RecordStatus,
-    ResumeConfig,
-    RunTaskResult,
-    StopRequest,
-    TaskSpec,
-    TaskState,
-    TaskWatch,
-    WatchState,
-    build_notice,
-    build_run_task_request,
-    chosen_checkpoint,
-    client_token,
-    describe_failure,
     fault_from_event,
+    judge_guards,
+    quarantine_reason,
+)
+from fault_responder.resume.jobs import (
+    JOB_ID_TAG,
+    FoundJobs,
+    Job,
+    TaskSpec,
     group_jobs,
     is_job_task,
     job_from_tasks,
-    judge_guards,
-    judge_start,
-    judge_stop,
-    next_attempt,
-    placement_exclusion,
-    plan_job,
-    plan_retry,
-    quarantine_reason,
-    stop_reason,
     tasks_digest,
     untouched_summary,
+)
+from fault_responder.resume.notices import Notice, NoticeRequest, build_notice
+from fault_responder.resume.notify import Delivered
+from fault_responder.resume.relaunch import (
+    Launch,
+    LaunchState,
+    RunTaskResult,
+    build_run_task_request,
+    chosen_checkpoint,
+    client_token,
+    placement_exclusion,
+    stop_reason,
+)
+from fault_responder.resume.watch import (
+    StopRequest,
+    TaskState,
+    TaskWatch,
+    WatchState,
+    describe_failure,
+    judge_start,
+    judge_stop,
     watch_result,
 )
-from fault_responder.resume_notify import Delivered
 from fault_responder.store import ConcurrentUpdateError, IncidentStore
 
 MAX_STATE_CONFLICTS = 5

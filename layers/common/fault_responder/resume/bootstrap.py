@@ -27,9 +27,9 @@ from fault_responder.adapters.pagerduty import PagerDutyChangeEvents
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
 from fault_responder.observability import count
-from fault_responder.resume import Mode, NoCheckpointPolicy, ResumeConfig
-from fault_responder.resume_notify import ResumeNotifier
-from fault_responder.resume_steps import ResumeSteps
+from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
+from fault_responder.resume.notify import ResumeNotifier
+from fault_responder.resume.steps import ResumeSteps
 from fault_responder.routing import Router, load_routing
 
 SECRET_CACHE_SECONDS = 300

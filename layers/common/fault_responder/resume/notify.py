@@ -23,7 +23,8 @@ from fault_responder.dispatch import Channels, DeliveryFailure, Ledger, Notifica
 from fault_responder.domain import Incident, TimelineEntry
 from fault_responder.lifecycle import MAX_TIMELINE
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
-from fault_responder.resume import Fault, Notice, PagerDutyAction, pagerduty_dedup_key
+from fault_responder.resume.fault import Fault
+from fault_responder.resume.notices import Notice, PagerDutyAction, pagerduty_dedup_key
 from fault_responder.routing import Receiver, RouteContext, Router
 from fault_responder.store import ConcurrentUpdateError, IncidentStore
 from fault_responder.timefmt import iso_utc

@@ -1,0 +1,63 @@
+"""Training auto-resume: the parameters the workflow runs with, and what every payload shares.
+
+The models of this package are the JSON payloads that travel between the workflow's states. They ignore
+unknown fields, so an execution that started before a deploy (an approval can wait for hours) still parses
+after it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_ATTEMPTS_LIMIT = 20
+MAX_BACKOFF_SECONDS = 900
+EVIDENCE_ITEMS = 10
+"""Skipped folders, attempts and tasks named in a notice: enough to act on, small enough for PagerDuty."""
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Mode(StrEnum):
+    AUTO = "auto"
+    DRY_RUN = "dry-run"
+    APPROVE = "approve"
+
+
+class NoCheckpointPolicy(StrEnum):
+    PAGE = "page"
+    RESTART_FROM_SCRATCH = "restart-from-scratch"
+
+
+Seconds = Annotated[int, Field(ge=1, le=86_400)]
+
+
+class ResumeConfig(_Payload):
+    """The stack parameters the workflow runs with; Claim reads them once and every later state gets them.
+
+    The Wait states read their durations from here (SecondsPath), so the sandbox shortens the waits by
+    parameter and runs the same definition.
+    """
+
+    mode: Mode = Mode.AUTO
+    capacity_providers: tuple[str, ...] = ()
+    """The training capacity providers (the rule matches them too; checked again in code). Empty: any."""
+    check_types: tuple[str, ...] = ("ACCELERATED_COMPUTE",)
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = 3
+    mass_fault_threshold_percent: Annotated[int, Field(ge=1, le=100)] = 20
+    mass_fault_window_minutes: Annotated[int, Field(ge=1, le=1440)] = 30
+    no_checkpoint_policy: NoCheckpointPolicy = NoCheckpointPolicy.PAGE
+    poll_seconds: Seconds = 15
+    stop_timeout_seconds: Seconds = 600
+    start_timeout_seconds: Seconds = 900
+    approval_timeout_seconds: Annotated[int, Field(ge=1, le=604_800)] = 3600
+    relaunch_backoff_seconds: Annotated[int, Field(ge=0, le=MAX_BACKOFF_SECONDS)] = 60
+    job_concurrency: Annotated[int, Field(ge=1, le=40)] = 4
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

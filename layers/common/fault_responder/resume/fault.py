@@ -1,0 +1,198 @@
+"""Training auto-resume: which fault counts, its claim, the guards (ECS auto-repair, mass faults) and the
+quarantine of the faulty host."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from fault_responder.classify import classify_health_check
+from fault_responder.domain import InstanceRef, Severity
+from fault_responder.lifecycle import fingerprint
+from fault_responder.models.events import HealthChangeEvent
+from fault_responder.resume.config import ResumeConfig, _Payload
+from fault_responder.timefmt import iso_utc
+
+MANAGED_INSTANCES = "MANAGED_INSTANCES"
+AUTO_REPAIR_ENABLED = "ENABLED"
+
+
+class NotResumableError(Exception):
+    """The event is not a fault this workflow acts on (the trigger rule is coarse; this is the precise check)."""
+
+
+class Fault(_Payload):
+    event_id: str
+    region: str
+    account: str
+    cluster_arn: str
+    container_instance_arn: str
+    ec2_instance_id: str | None
+    capacity_provider: str
+    check_type: str
+    status_reason: str | None
+    xid: int | None
+    title: str
+    """e.g. "XID 79: GPU has fallen off the bus"."""
+    fault_class: str
+    severity: Severity
+    impaired_at: datetime
+    """The health check's lastStatusChange: with the fingerprint, it names this fault and not a later one."""
+    fingerprint: str
+    """The incident fingerprint (cluster/container-instance/check-type): the alert pipeline's incident."""
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster_arn.rsplit("/", 1)[-1]
+
+    @property
+    def key(self) -> str:
+        return f"{self.fingerprint}#{iso_utc(self.impaired_at)}"
+
+    @property
+    def label(self) -> str:
+        """What the fault is called in texts and stop reasons: "XID 79", or the check type."""
+        return f"XID {self.xid}" if self.xid is not None else self.check_type
+
+    @property
+    def host(self) -> str:
+        return self.ec2_instance_id or self.container_instance_arn.rsplit("/", 1)[-1]
+
+    def instance_ref(self) -> InstanceRef:
+        return InstanceRef(
+            region=self.region,
+            account=self.account,
+            cluster_arn=self.cluster_arn,
+            container_instance_arn=self.container_instance_arn,
+            ec2_instance_id=self.ec2_instance_id,
+            capacity_provider=self.capacity_provider,
+        )
+
+
+def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> Fault:
+    """The fault an IMPAIRED health event reports, or NotResumableError saying why it is not one.
+
+    EventBridge matches `type` and `status` of `healthChecks` independently across the array's elements, so the
+    rule can fire for a DAEMON check that is IMPAIRED next to an ACCELERATED_COMPUTE check that is OK: here both
+    must hold on the same element.
+    """
+    detail = event.detail
+    if detail.overall_status != "IMPAIRED":
+        raise NotResumableError(f"overall status is {detail.overall_status}, not IMPAIRED")
+    if not detail.capacity_provider_name:
+        raise NotResumableError("the instance belongs to no capacity provider")
+    check = next((c for c in detail.health_checks if c.type in check_types and c.status == "IMPAIRED"), None)
+    if check is None:
+        raise NotResumableError(f"no health check of type {', '.join(sorted(check_types))} is IMPAIRED")
+    instance = InstanceRef(
+        region=event.region,
+        account=event.account,
+        cluster_arn=detail.cluster_arn,
+        container_instance_arn=detail.container_instance_arn,
+        ec2_instance_id=detail.ec2_instance_id,
+        capacity_provider=detail.capacity_provider_name,
+    )
+    classification = classify_health_check(check)
+    return Fault(
+        event_id=event.id,
+        region=event.region,
+        account=event.account,
+        cluster_arn=detail.cluster_arn,
+        container_instance_arn=detail.container_instance_arn,
+        ec2_instance_id=detail.ec2_instance_id,
+        capacity_provider=detail.capacity_provider_name,
+        check_type=check.type,
+        status_reason=check.status_reason,
+        xid=classification.xid,
+        title=classification.title,
+        fault_class=classification.fault_class.value,
+        severity=classification.severity,
+        impaired_at=check.last_status_change or event.time,
+        fingerprint=fingerprint(instance, check.type),
+    )
+
+
+class ClaimStatus(StrEnum):
+    CLAIMED = "claimed"
+    DUPLICATE = "duplicate"
+    NOT_APPLICABLE = "not_applicable"
+
+
+class Claim(_Payload):
+    status: ClaimStatus
+    reason: str
+    fault: Fault | None = None
+    config: ResumeConfig
+
+
+class GuardVerdict(StrEnum):
+    PROCEED = "proceed"
+    ECS_OWNS_RECOVERY = "ecs_owns_recovery"
+    MASS_FAULT = "mass_fault"
+
+
+class ProviderInfo(_Payload):
+    name: str
+    type: str | None
+    """EC2_AUTOSCALING, MANAGED_INSTANCES, ... (None when ECS did not say)."""
+    auto_repair: str | None
+    """managedInstancesProvider.autoRepairConfiguration.actionsStatus; None for providers without auto-repair."""
+
+    @property
+    def ecs_owns_recovery(self) -> bool:
+        """ECS auto-repair drains and replaces IMPAIRED instances of this provider itself."""
+        return (self.auto_repair or "").upper() == AUTO_REPAIR_ENABLED
+
+    @property
+    def supports_instance_exclusion(self) -> bool:
+        """Managed Instances accepts no ec2InstanceId in placement constraints (ECS_EVENTS.md §5.3)."""
+        return self.type != MANAGED_INSTANCES
+
+
+class Guards(_Payload):
+    verdict: GuardVerdict
+    provider: ProviderInfo
+    impaired: int
+    """Distinct instances of the provider with a claimed fault within the window, this one included."""
+    instances: int
+    allowed: int
+
+
+def mass_fault_allowance(instances: int, threshold_percent: int) -> int:
+    """How many instances of a provider may be faulty at once before it counts as a mass event.
+
+    The share, rounded down, but never less than one: like ECS's own repair limit (at most 20% at a time,
+    one at a time below 9 instances), a small provider may still have one fault handled.
+    """
+    return max(1, instances * threshold_percent // 100)
+
+
+def judge_guards(provider: ProviderInfo, impaired: int, instances: int, config: ResumeConfig) -> Guards:
+    allowed = mass_fault_allowance(instances, config.mass_fault_threshold_percent)
+    if provider.ecs_owns_recovery:
+        verdict = GuardVerdict.ECS_OWNS_RECOVERY
+    elif impaired > allowed:
+        verdict = GuardVerdict.MASS_FAULT
+    else:
+        verdict = GuardVerdict.PROCEED
+    return Guards(verdict=verdict, provider=provider, impaired=impaired, instances=instances, allowed=allowed)
+
+
+def quarantine_reason(fault: Fault) -> str:
+    """Recorded on the instance state; the alert pipeline quotes it when it attributes the drain."""
+    return f"{fault.label} on {fault.host}; resuming its training jobs"
+
+
+class Quarantine(_Payload):
+    quarantined: bool
+    status: str | None = None
+    """The container instance status after the drain (DRAINING), or MISSING when it already left."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    claimed: bool
+    execution: str
+    """The execution that holds the claim (this one, or the one that got there first)."""

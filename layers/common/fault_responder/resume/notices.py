@@ -1,0 +1,430 @@
+"""Training auto-resume: what people are told, per notice kind (titles, texts, PagerDuty action, evidence)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from fault_responder.checkpoints import Checkpoint
+from fault_responder.domain import Severity
+from fault_responder.resume.budget import GiveUpReason, Plan
+from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
+from fault_responder.resume.fault import Fault, Guards, Quarantine
+from fault_responder.resume.jobs import FoundJobs, Job
+from fault_responder.resume.relaunch import Launch
+from fault_responder.resume.watch import TaskWatch
+from fault_responder.timefmt import format_duration, iso_utc
+
+
+class NoticeKind(StrEnum):
+    ECS_OWNS_RECOVERY = "ecs_owns_recovery"
+    MASS_FAULT = "mass_fault"
+    JOBS_FOUND = "jobs_found"
+    DRY_RUN = "dry_run"
+    APPROVAL_REQUEST = "approval_request"
+    APPROVAL_REJECTED = "approval_rejected"
+    APPROVAL_TIMEOUT = "approval_timeout"
+    ATTEMPT_FAILED = "attempt_failed"
+    RESUMED = "resumed"
+    SUPERSEDED = "superseded"
+    GIVE_UP = "give_up"
+    STOP_TIMEOUT = "stop_timeout"
+    FAILED = "failed"
+
+
+class PagerDutyAction(StrEnum):
+    TRIGGER = "trigger"
+    """A page: Events v2 trigger, severity critical, deduplicated per job."""
+    CHANGE = "change"
+    """Informational: a Change Event, which never pages and needs no resolve."""
+
+
+class Notice(_Payload):
+    kind: NoticeKind
+    key: str
+    """Stable per execution, state, job and attempt: a retried notify sends nothing twice."""
+    title: str
+    """One line: the incident timeline entry and the PagerDuty summary."""
+    text: str
+    """The Slack message body (plain text; the renderer escapes it)."""
+    pagerduty: PagerDutyAction | None
+    severity: Severity
+    job_id: str | None = None
+    commands: tuple[tuple[str, str], ...] = ()
+    """(label, shell command) pairs shown as code blocks: how to approve or reject."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """The evidence, for PagerDuty custom_details and the Slack fields."""
+
+    @property
+    def pages(self) -> bool:
+        return self.pagerduty == PagerDutyAction.TRIGGER
+
+    @property
+    def subject(self) -> str:
+        """What the notice is about, for its PagerDuty dedup key: the job, else the mass event or the run."""
+        if self.job_id:
+            return self.job_id
+        return "mass-fault" if self.kind == NoticeKind.MASS_FAULT else "workflow"
+
+
+class NoticeRequest(_Payload):
+    """What a Notify state passes: the kind, and whatever the state knows so far."""
+
+    kind: NoticeKind
+    execution: str
+    state: str
+    fault: Fault
+    config: ResumeConfig
+    guards: Guards | None = None
+    quarantine: Quarantine | None = None
+    found: FoundJobs | None = None
+    job: Job | None = None
+    plan: Plan | None = None
+    launch: Launch | None = None
+    watch: TaskWatch | None = None
+    approval: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    task_token: str | None = None
+
+
+def build_notice(request: NoticeRequest, now: datetime) -> Notice:
+    builder = _BUILDERS[request.kind]
+    title, text, pagerduty, severity = builder(request, now)
+    job = request.job
+    return Notice(
+        kind=request.kind,
+        key=notice_key(request),
+        title=_clip(title, 300),
+        text=text,
+        pagerduty=pagerduty,
+        severity=severity,
+        job_id=job.job_id if job else None,
+        commands=_approval_commands(request) if request.kind == NoticeKind.APPROVAL_REQUEST else (),
+        details=evidence(request, now),
+    )
+
+
+def notice_key(request: NoticeRequest) -> str:
+    execution = request.execution.rsplit(":", 1)[-1]
+    job = request.job.job_id if request.job else "-"
+    attempt = request.launch.attempt if request.launch else (request.plan.attempt if request.plan else 0)
+    key = f"{execution}/{request.state}/{job}/{attempt}"
+    if request.task_token:
+        # A retried approval request waits on a new token: it needs a message of its own, with that token.
+        key += "/" + hashlib.sha256(request.task_token.encode()).hexdigest()[:12]
+    return key
+
+
+def pagerduty_dedup_key(fault: Fault, subject: str) -> str:
+    """One PagerDuty alert per fault and subject (a job id, mass-fault, workflow); at most 255 characters."""
+    key = f"{fault.fingerprint}/resume/{subject}"
+    if len(key) <= 255:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return f"{key[: 255 - 33]}#{digest}"
+
+
+_Built = tuple[str, str, PagerDutyAction | None, Severity]
+
+
+def _ecs_owns_recovery(r: NoticeRequest, now: datetime) -> _Built:
+    provider = r.guards.provider.name if r.guards else r.fault.capacity_provider
+    title = f"ECS auto-repair owns recovery of {r.fault.host}: no auto-resume"
+    text = (
+        f"ECS auto-repair is ENABLED on capacity provider {provider}, so ECS drains and replaces {r.fault.host} "
+        f"after {r.fault.label}. Training auto-resume takes no action: nothing was drained, stopped or restarted "
+        "by GPU Fault Responder. Turn auto-repair off on training capacity providers to let checkpointed jobs "
+        "be resumed instead of drained."
+    )
+    return title, text, PagerDutyAction.CHANGE, Severity.INFO
+
+
+def _mass_fault(r: NoticeRequest, now: datetime) -> _Built:
+    g = r.guards
+    assert g is not None
+    title = f"Mass GPU fault on {g.provider.name}: auto-resume stopped"
+    text = (
+        f"{g.impaired} of {g.instances} instances of capacity provider {g.provider.name} went IMPAIRED within "
+        f"{r.config.mass_fault_window_minutes} minutes (at most {g.allowed} may be handled at once, "
+        f"{r.config.mass_fault_threshold_percent}%). A mass event needs a human: {r.fault.host} was not drained "
+        "and no job was stopped or restarted."
+    )
+    return title, text, PagerDutyAction.TRIGGER, Severity.CRITICAL
+
+
+def _jobs_found(r: NoticeRequest, now: datetime) -> _Built:
+    found = r.found
+    assert found is not None
+    if r.quarantine is not None and r.quarantine.quarantined:
+        lead = f"Quarantined {r.fault.host} (DRAINING, so nothing new lands there)."
+    elif r.config.mode == Mode.DRY_RUN:
+        lead = f"Dry run: would set {r.fault.host} DRAINING."
+    else:
+        lead = f"{r.fault.host} is not drained."
+    jobs = "; ".join(
+        f"{job.job_id} ({job.task_count} task{'s' if job.task_count != 1 else ''} on {', '.join(job.hosts)}, "
+        f"mode {job.mode.value})"
+        for job in found.jobs
+    )
+    lines = [lead, f"Resumable jobs: {jobs}." if found.jobs else "No resumable job runs on it."]
+    if found.untouched_count:
+        shown = ", ".join(f"{_short_task(t.task_arn)} ({t.group or 'no group'}: {t.note})" for t in found.untouched)
+        hidden = found.untouched_count - len(found.untouched)
+        more = f" and {hidden} more" if hidden > 0 else ""
+        lines.append(f"Not touched: {found.untouched_count} other task(s) on it: {shown}{more}.")
+    title = f"{len(found.jobs)} training job(s) found on {r.fault.host}"
+    return title, "\n".join(lines), None, Severity.INFO
+
+
+def _dry_run(r: NoticeRequest, now: datetime) -> _Built:
+    job, plan = _job_plan(r)
+    title = f"Dry run: would resume {job.job_id} {_from_where(plan)}"
+    text = (
+        f"Dry run for job {job.job_id}: would stop its {job.task_count} task(s) on {', '.join(job.hosts)} and "
+        f"restart them {_from_where(plan)}{_lost(plan.checkpoint, now)} as attempt {plan.in_budget} of "
+        f"{plan.max_attempts}, never on {', '.join(plan.excluded_hosts)}. Nothing was changed."
+        f"{_skipped_text(plan)}"
+    )
+    return title, text, PagerDutyAction.CHANGE, Severity.INFO
+
+
+def _approval_request(r: NoticeRequest, now: datetime) -> _Built:
+    job, plan = _job_plan(r)
+    title = f"Approval needed to resume {job.job_id} {_from_where(plan)}"
+    deadline = format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
+    text = (
+        f"Job {job.job_id} ran on {r.fault.host} ({r.fault.label}). On approval GPU Fault Responder stops its "
+        f"{job.task_count} task(s) and restarts them {_from_where(plan)}{_lost(plan.checkpoint, now)} as "
+        f"attempt {plan.in_budget} of {plan.max_attempts}. Approve or reject within {deadline} with one of the "
+        f"commands below; without an answer it pages.{_skipped_text(plan)}"
+    )
+    return title, text, None, Severity.WARNING
+
+
+def _approval_rejected(r: NoticeRequest, now: datetime) -> _Built:
+    job = _job(r)
+    cause = (r.error or {}).get("Cause") or "no reason given"
+    if r.approval is not None:
+        cause = str(r.approval.get("reason") or "approved was not true")
+    title = f"Resume of {job.job_id} rejected"
+    text = f"Resume of job {job.job_id} was rejected ({cause}). Nothing was stopped or restarted."
+    return title, _clip(text, 1500), PagerDutyAction.CHANGE, Severity.INFO
+
+
+def _approval_timeout(r: NoticeRequest, now: datetime) -> _Built:
+    job, plan = _job_plan(r)
+    waited = format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
+    title = f"No approval to resume {job.job_id} within {waited}"
+    text = (
+        f"Nobody approved resuming job {job.job_id} within {waited}: it was not stopped or restarted and may "
+        f"still be stuck on {r.fault.host} ({r.fault.label}). It would have restarted {_from_where(plan)}."
+    )
+    return title, text, PagerDutyAction.TRIGGER, Severity.CRITICAL
+
+
+def _attempt_failed(r: NoticeRequest, now: datetime) -> _Built:
+    job, plan = _job_plan(r)
+    failed = plan.retry_of or 0
+    wait = f" in {format_duration(timedelta(seconds=plan.backoff_seconds))}" if plan.backoff_seconds else ""
+    title = f"Attempt {failed} of {job.job_id} failed; retrying as attempt {plan.attempt}"
+    text = (
+        f"Attempt {failed} to resume job {job.job_id} failed: {plan.last_failure}. Its tasks are being stopped; "
+        f"retrying{wait} as attempt {plan.in_budget} of {plan.max_attempts}, never on "
+        f"{', '.join(plan.excluded_hosts)}."
+    )
+    return title, text, None, Severity.WARNING
+
+
+def _resumed(r: NoticeRequest, now: datetime) -> _Built:
+    job = _job(r)
+    launch, watch = r.launch, r.watch
+    assert launch is not None
+    hosts = ", ".join(watch.hosts) if watch and watch.hosts else "healthy capacity"
+    where = _from_where_checkpoint(launch.checkpoint)
+    title = f"Resumed {job.job_id} {where}, attempt {launch.in_budget} of {launch.max_attempts}"
+    text = (
+        f"Resumed {job.job_id} {where}{_lost(launch.checkpoint, now)} on {hosts}, attempt {launch.in_budget} "
+        f"of {launch.max_attempts} ({launch.launched} task(s), RESUME_ATTEMPT={launch.attempt})."
+    )
+    if r.plan is not None:
+        # Folders the plan skipped that are still newer than the checkpoint used (a newer complete one may
+        # have appeared while the job stopped).
+        used = launch.checkpoint.step if launch.checkpoint else -1
+        newer = tuple(folder for folder in r.plan.skipped if folder.step > used)
+        text += _skipped_text(r.plan.model_copy(update={"skipped": newer, "skipped_count": len(newer)}))
+    return title, text, PagerDutyAction.CHANGE, Severity.INFO
+
+
+def _superseded(r: NoticeRequest, now: datetime) -> _Built:
+    job = _job(r)
+    launch = r.launch
+    by = launch.superseded_by if launch and launch.superseded_by else "another execution"
+    title = f"{job.job_id} is being resumed by another execution"
+    text = (
+        f"The tasks of job {job.job_id} this execution found were already replaced by {by}; "
+        "it starts nothing more (one copy of a job)."
+    )
+    return title, text, None, Severity.INFO
+
+
+def _give_up(r: NoticeRequest, now: datetime) -> _Built:
+    job, plan = _job_plan(r)
+    headline = {
+        GiveUpReason.INVALID_JOB: "its resume tags are not usable",
+        GiveUpReason.NO_CHECKPOINT: "it has no complete checkpoint",
+        GiveUpReason.BUDGET_EXHAUSTED: "its resume budget is exhausted",
+    }.get(plan.reason or GiveUpReason.INVALID_JOB, "it cannot be resumed")
+    title = f"{job.job_id} NOT resumed: {headline}"
+    text = (
+        f"Job {job.job_id} was not resumed after {r.fault.label} on {r.fault.host}: {plan.detail}. "
+        f"Its tasks were left as they are; a human needs to decide.{_skipped_text(plan)}{_attempts_text(plan)}"
+    )
+    return title, text, PagerDutyAction.TRIGGER, Severity.CRITICAL
+
+
+def _stop_timeout(r: NoticeRequest, now: datetime) -> _Built:
+    job = _job(r)
+    title = f"{job.job_id} NOT resumed: its tasks did not stop"
+    text = (
+        f"The tasks of job {job.job_id} were asked to stop but were not all STOPPED within "
+        f"{r.config.stop_timeout_seconds}s, so nothing was restarted (never two copies of a job). "
+        f"Check the tasks on {', '.join(job.hosts)}."
+    )
+    return title, text, PagerDutyAction.TRIGGER, Severity.CRITICAL
+
+
+def _failed(r: NoticeRequest, now: datetime) -> _Built:
+    error = r.error or {}
+    what = f"job {r.job.job_id}" if r.job else f"the fault on {r.fault.host}"
+    title = f"Auto-resume failed for {what}"
+    text = (
+        f"Training auto-resume failed for {what} ({r.fault.label}): "
+        f"{error.get('Error', 'error')}: {_clip(str(error.get('Cause', '')), 1000)}. "
+        "Check the execution history; the job may be stopped and not restarted."
+    )
+    return title, text, PagerDutyAction.TRIGGER, Severity.CRITICAL
+
+
+_BUILDERS = {
+    NoticeKind.ECS_OWNS_RECOVERY: _ecs_owns_recovery,
+    NoticeKind.MASS_FAULT: _mass_fault,
+    NoticeKind.JOBS_FOUND: _jobs_found,
+    NoticeKind.DRY_RUN: _dry_run,
+    NoticeKind.APPROVAL_REQUEST: _approval_request,
+    NoticeKind.APPROVAL_REJECTED: _approval_rejected,
+    NoticeKind.APPROVAL_TIMEOUT: _approval_timeout,
+    NoticeKind.ATTEMPT_FAILED: _attempt_failed,
+    NoticeKind.RESUMED: _resumed,
+    NoticeKind.SUPERSEDED: _superseded,
+    NoticeKind.GIVE_UP: _give_up,
+    NoticeKind.STOP_TIMEOUT: _stop_timeout,
+    NoticeKind.FAILED: _failed,
+}
+
+
+def _job(r: NoticeRequest) -> Job:
+    if r.job is None:
+        raise ValueError(f"a {r.kind.value} notice needs the job")
+    return r.job
+
+
+def _job_plan(r: NoticeRequest) -> tuple[Job, Plan]:
+    if r.plan is None:
+        raise ValueError(f"a {r.kind.value} notice needs the plan")
+    return _job(r), r.plan
+
+
+def _approval_commands(r: NoticeRequest) -> tuple[tuple[str, str], ...]:
+    if not r.task_token:
+        raise ValueError("an approval request needs the task token")
+    token = _shell_quote(r.task_token)
+    return (
+        ("Approve", f"aws stepfunctions send-task-success --task-token {token} --task-output '{{\"approved\": true}}'"),
+        ("Reject", f"aws stepfunctions send-task-failure --task-token {token} --error Rejected --cause 'why'"),
+    )
+
+
+def _shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _from_where(plan: Plan) -> str:
+    if plan.from_scratch:
+        return "from scratch (no complete checkpoint; policy restart-from-scratch)"
+    return _from_where_checkpoint(plan.checkpoint)
+
+
+def _from_where_checkpoint(checkpoint: Checkpoint | None) -> str:
+    return f"from step {checkpoint.step}" if checkpoint else "from scratch"
+
+
+def _lost(checkpoint: Checkpoint | None, now: datetime) -> str:
+    if checkpoint is None or checkpoint.written_at is None:
+        return ""
+    ago = format_duration(now - checkpoint.written_at)
+    return f" (checkpoint written {ago} ago, so about {ago} of work lost)"
+
+
+def _skipped_text(plan: Plan) -> str:
+    if not plan.skipped_count:
+        return ""
+    shown = "; ".join(f"step {s.step}: {s.reason.value} ({s.detail})" for s in plan.skipped)
+    more = f"; and {plan.skipped_count - len(plan.skipped)} more" if plan.skipped_count > len(plan.skipped) else ""
+    return f"\nSkipped newer incomplete checkpoints: {shown}{more}."
+
+
+def _attempts_text(plan: Plan) -> str:
+    if not plan.recent_attempts:
+        return ""
+    shown = "; ".join(
+        f"#{a.number} from {'step ' + str(a.step) if a.step is not None else 'scratch'}: {a.outcome.value}"
+        + (f" ({a.reason})" if a.reason else "")
+        for a in plan.recent_attempts
+    )
+    return f"\nAttempts since the last progress: {shown}."
+
+
+def evidence(r: NoticeRequest, now: datetime) -> dict[str, Any]:
+    """What an on-call engineer needs without opening the console: fault, job, checkpoint, attempts."""
+    fault = r.fault
+    details: dict[str, Any] = {
+        "fault": {
+            "label": fault.label,
+            "title": fault.title,
+            "status_reason": fault.status_reason,
+            "ec2_instance_id": fault.ec2_instance_id,
+            "container_instance_arn": fault.container_instance_arn,
+            "cluster_arn": fault.cluster_arn,
+            "capacity_provider": fault.capacity_provider,
+            "impaired_at": iso_utc(fault.impaired_at),
+            "incident": fault.fingerprint,
+        },
+        "execution": r.execution,
+    }
+    if r.guards is not None:
+        details["guards"] = r.guards.model_dump(mode="json")
+    if r.job is not None:
+        details["job"] = r.job.model_dump(mode="json")
+    plan = r.plan
+    if plan is not None:
+        details["decision"] = {"action": plan.action.value, "reason": plan.reason, "detail": plan.detail}
+        details["checkpoint"] = plan.checkpoint.model_dump(mode="json") if plan.checkpoint else None
+        details["skipped_checkpoints"] = [s.model_dump(mode="json") for s in plan.skipped]
+        details["attempts"] = [a.model_dump(mode="json") for a in plan.recent_attempts]
+        details["excluded_hosts"] = list(plan.excluded_hosts)
+    if r.launch is not None:
+        details["launch"] = r.launch.model_dump(mode="json")
+    if r.watch is not None:
+        details["tasks"] = r.watch.model_dump(mode="json")
+    if r.error is not None:
+        details["error"] = {"error": r.error.get("Error"), "cause": _clip(str(r.error.get("Cause", "")), 1000)}
+    details["at"] = iso_utc(now)
+    return details
+
+
+def _short_task(task_arn: str) -> str:
+    return task_arn.rsplit("/", 1)[-1][:12]
