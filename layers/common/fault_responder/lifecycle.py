@@ -70,9 +70,10 @@ def fingerprint(instance: InstanceRef, check_type: str) -> str:
 # --- Health changes ------------------------------------------------------------------------------
 
 
-def on_health_change(event: HealthChangeEvent, incidents: dict[str, Incident], state: InstanceState) -> Outcome:
+def health_instance(event: HealthChangeEvent) -> InstanceRef:
+    """The container instance a health change is about."""
     detail = event.detail
-    instance = InstanceRef(
+    return InstanceRef(
         region=event.region,
         account=event.account,
         cluster_arn=detail.cluster_arn,
@@ -80,6 +81,11 @@ def on_health_change(event: HealthChangeEvent, incidents: dict[str, Incident], s
         ec2_instance_id=detail.ec2_instance_id,
         capacity_provider=detail.capacity_provider_name,
     )
+
+
+def on_health_change(event: HealthChangeEvent, incidents: dict[str, Incident], state: InstanceState) -> Outcome:
+    detail = event.detail
+    instance = health_instance(event)
     checks = list(detail.health_checks)
     if not checks and detail.overall_status != "OK":
         # IMPAIRED with no check listed: still alert, labelled unknown.

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from fault_responder.classify import classify_health_check
 from fault_responder.domain import InstanceRef, Severity
-from fault_responder.lifecycle import fingerprint
+from fault_responder.lifecycle import fingerprint, health_instance
 from fault_responder.models.events import HealthChangeEvent
 from fault_responder.resume.config import ResumeConfig, _Payload
 from fault_responder.timefmt import iso_utc
@@ -86,14 +86,7 @@ def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> 
     check = next((c for c in detail.health_checks if c.type in check_types and c.status == "IMPAIRED"), None)
     if check is None:
         raise NotResumableError(f"no health check of type {', '.join(sorted(check_types))} is IMPAIRED")
-    instance = InstanceRef(
-        region=event.region,
-        account=event.account,
-        cluster_arn=detail.cluster_arn,
-        container_instance_arn=detail.container_instance_arn,
-        ec2_instance_id=detail.ec2_instance_id,
-        capacity_provider=detail.capacity_provider_name,
-    )
+    instance = health_instance(event)
     classification = classify_health_check(check)
     return Fault(
         event_id=event.id,
