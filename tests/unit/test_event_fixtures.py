@@ -413,19 +413,24 @@ def _cfn_tag(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
 _CfnLoader.add_multi_constructor("!", _cfn_tag)
 
 
-def test_env_json_sets_every_variable_the_template_gives_the_function() -> None:
+@pytest.mark.parametrize("function", ["AlertRouterFunction", "ClaimFaultFunction"])
+def test_env_json_sets_every_variable_the_template_gives_the_function(function: str) -> None:
     # Given template.yaml and env.json
     template = yaml.load((REPO / "template.yaml").read_text(encoding="utf-8"), Loader=_CfnLoader)
     env = json.loads((REPO / "env.json").read_text(encoding="utf-8"))
 
     # When the function's variables (Globals + its own) are collected
     expected = set(template["Globals"]["Function"]["Environment"]["Variables"])
-    expected |= set(template["Resources"]["AlertRouterFunction"]["Properties"]["Environment"]["Variables"])
+    expected |= set(template["Resources"][function]["Properties"]["Environment"]["Variables"])
 
-    # Then env.json sets exactly those, as strings, for AlertRouterFunction
-    assert set(env) == {"AlertRouterFunction"}
-    assert set(env["AlertRouterFunction"]) == expected
-    assert all(isinstance(v, str) and v for v in env["AlertRouterFunction"].values())
+    # Then env.json sets exactly those, as strings, for the function (and names no other function)
+    assert set(env) == {"AlertRouterFunction", "ClaimFaultFunction"}
+    assert set(env[function]) == expected
+    assert all(isinstance(v, str) and v for v in env[function].values())
+
+
+def test_env_json_names_a_real_dead_letter_queue_url() -> None:
+    env = json.loads((REPO / "env.json").read_text(encoding="utf-8"))
     assert re.fullmatch(
         r"https://sqs\.[a-z0-9-]+\.amazonaws\.com/\d{12}/.+", env["AlertRouterFunction"]["ALERT_DLQ_URL"]
     )
