@@ -16,6 +16,7 @@ from fault_responder.domain import (
     Classification,
     DrainAttribution,
     DrainCause,
+    EntryKind,
     EventKind,
     FaultClass,
     Incident,
@@ -40,7 +41,15 @@ INSTANCE = InstanceRef(
 AUTO_REPAIR = DrainAttribution(DrainCause.ECS_AUTO_REPAIR, "ECS auto-repair (XID 79)", "INSTANCE_HEALTH")
 MANUAL_DRAIN = DrainAttribution(DrainCause.MANUAL_OR_SCHEDULED, "Manual or scheduled drain")
 XID_79_TITLE = "XID 79: GPU has fallen off the bus"
-RECOVERED = TimelineEntry(RESOLVED_AT, "evt-ok", "RECOVERED", "ACCELERATED_COMPUTE is OK again")
+RECOVERED = TimelineEntry(
+    "health:ACCELERATED_COMPUTE:OK", RESOLVED_AT, "evt-ok", "RECOVERED", "ACCELERATED_COMPUTE is OK again",
+    EntryKind.RECOVERED, page=True,
+)  # fmt: skip
+
+
+def step(at: datetime, event_id: str, phase: str, text: str, kind: EntryKind = EntryKind.INSTANCE) -> TimelineEntry:
+    """A timeline step keyed by its event and phase."""
+    return TimelineEntry(f"{phase}:{event_id}", at, event_id, phase, text, kind)
 
 
 def an_incident(
@@ -53,8 +62,10 @@ def an_incident(
     check_type: str = "ACCELERATED_COMPUTE",
 ) -> Incident:
     """An open incident on INSTANCE, IMPAIRED since OPENED; by default XID 79."""
+    fingerprint = f"gpu-training/a1b2c3d4e5f6/{check_type}"
     return Incident(
-        fingerprint=f"gpu-training/a1b2c3d4e5f6/{check_type}",
+        id=f"{fingerprint}@{OPENED.isoformat()}",
+        fingerprint=fingerprint,
         instance=INSTANCE,
         check_type=check_type,
         status="OPEN",
@@ -62,7 +73,7 @@ def an_incident(
         opened_at=OPENED,
         phase="IMPAIRED",
         last_status_change=OPENED,
-        timeline=[TimelineEntry(OPENED, "evt-impaired", "IMPAIRED", f"{check_type} IMPAIRED: {reason}")],
+        timeline=[step(OPENED, "evt-impaired", "IMPAIRED", f"{check_type} IMPAIRED: {reason}", EntryKind.OPENED)],
     )
 
 
@@ -74,28 +85,29 @@ def draining(
     text: str = "ECS set the instance DRAINING",
 ) -> Incident:
     """The incident after ECS set the instance DRAINING at `at`."""
-    step = TimelineEntry(at, "evt-draining", "DRAINING", text)
+    drained = step(at, "evt-draining", "DRAINING", text)
     return dataclasses.replace(
-        incident, phase="DRAINING", last_status_change=at, drain=drain, timeline=[*incident.timeline, step]
+        incident, phase="DRAINING", last_status_change=at, drain=drain, timeline=[*incident.timeline, drained]
     )
 
 
-def resolved(incident: Incident, *, step: TimelineEntry = RECOVERED, reason: str = "health check OK") -> Incident:
-    """The incident closed by `step`, at its time, for `reason`."""
+def resolved(incident: Incident, *, by: TimelineEntry = RECOVERED, reason: str = "health check OK") -> Incident:
+    """The incident closed by the step `by`, at its time, for `reason`."""
     return dataclasses.replace(
         incident,
         status="CLOSED",
         phase="RESOLVED",
-        last_status_change=step.at,
-        closed_at=step.at,
+        last_status_change=by.at,
+        closed_at=by.at,
         close_reason=reason,
-        timeline=[*incident.timeline, step],
+        timeline=[*incident.timeline, by],
     )
 
 
 def an_alert(**changes: Any) -> Alert:
     """A standalone alert on INSTANCE at OPENED: by default a manual drain, with `changes` applied."""
     alert = Alert(
+        key="drain:evt-manual",
         event_id="evt-manual",
         kind=EventKind.INSTANCE_STATE,
         instance=INSTANCE,

@@ -1,16 +1,18 @@
 """AlertRouter: ECS GPU fault events from the alert queue -> incidents -> Slack and PagerDuty.
 
-Thin edge: the batch processor reports partial failures (a failed record is retried by SQS and,
-after the receive limit, dead-lettered; it never blocks its batch neighbours). The work is in
-fault_responder.bootstrap.AlertRouter.
+Thin edge. The records of a batch are processed at once (Powertools' async batch processor, each record
+in a thread), so a record waiting on a slow Slack never holds back the pages of the others; a failed record
+is reported as a partial failure, retried by SQS and, on its last receive, dead-lettered with its reason by
+the router. The work is in fault_responder.bootstrap.AlertRouter.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -18,25 +20,22 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from fault_responder.bootstrap import alert_router
 from fault_responder.observability import logger, metrics, tracer
 
-processor = BatchProcessor(event_type=EventType.SQS)
+processor = AsyncBatchProcessor(event_type=EventType.SQS)
 
 
-@tracer.capture_method
-def record_handler(record: SQSRecord) -> None:
-    try:
-        alert_router().process_body(record.body, record.message_id)
-    except Exception as error:
-        logger.error(
-            "event processing failed; SQS will retry it",
-            extra={"event_id": logger.get_correlation_id(), "reason": str(error)},
-        )
-        raise
+async def record_handler(record: SQSRecord) -> None:
+    receives = int(record.attributes.approximate_receive_count or 1)
+    await asyncio.to_thread(alert_router().process_record, record.body, record.message_id, receives)
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    alert_router().idempotency.register_lambda_context(context)
+    router = alert_router()
+    router.idempotency.register_lambda_context(context)
+    router.start_invocation(context.get_remaining_time_in_millis() / 1000)
     metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return async_process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -14,14 +14,14 @@ import pytest
 from fault_responder.adapters.http import DeliveryError, RetryPolicy
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
-from fault_responder.domain import Notification, NotificationAction
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.render.slack import (
     SlackMessage,
     render_alert,
     render_incident_root,
+    render_superseded_alert,
     render_timeline_reply,
-    render_webhook_message,
+    render_webhook_step,
 )
 from sandbox.errors import SandboxError
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, WEBHOOK_CHANNEL, StandIns
@@ -167,10 +167,8 @@ def test_every_rendered_message_passes_slack_validation(stand_ins: StandIns, sle
     closed = resolved(draining(incident))
     messages += [render_incident_root(closed)]
     messages += [render_timeline_reply(closed, entry) for entry in closed.timeline]
-    messages += [
-        render_webhook_message(Notification(NotificationAction.RESOLVE, entry.event_id, incident=closed, entry=entry))
-        for entry in closed.timeline
-    ]
+    messages += [render_webhook_step(closed, entry) for entry in closed.timeline]
+    messages += [render_superseded_alert(an_alert(), closed)]
 
     # When each is posted, Then Slack's block validation accepts it
     api = slack_api(stand_ins, sleep)
@@ -250,14 +248,14 @@ def test_update_trigger_appends_and_resolve_closes_the_alert(stand_ins: StandIns
 
     events.send(render_trigger(incident, SANDBOX_ROUTING_KEY))
     events.send(render_trigger(incident, SANDBOX_ROUTING_KEY))
-    events.send(render_resolve(incident, SANDBOX_ROUTING_KEY))
+    events.send(render_resolve(incident.dedup_key, SANDBOX_ROUTING_KEY))
 
     assert [request["effect"] for request in stand_ins.requests] == ["opened", "appended", "resolved"]
     assert stand_ins.pagerduty_alerts()[0]["status"] == "resolved"
 
 
 def test_resolve_for_no_open_alert_is_accepted_and_dropped(stand_ins: StandIns, sleep: SleepRecorder) -> None:
-    dedup_key = pagerduty(stand_ins, sleep).send(render_resolve(an_incident(), SANDBOX_ROUTING_KEY))
+    dedup_key = pagerduty(stand_ins, sleep).send(render_resolve(an_incident().dedup_key, SANDBOX_ROUTING_KEY))
 
     assert dedup_key == "gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE"
     assert stand_ins.requests[0]["effect"] == "dropped"
@@ -314,7 +312,7 @@ def test_connection_refused_is_retryable_after_the_last_attempt(sleep: SleepReco
     events = PagerDutyEvents(f"http://127.0.0.1:{closed_port()}/v2/enqueue", policy=FAST, sleep=sleep)
 
     with pytest.raises(DeliveryError) as raised:
-        events.send(render_resolve(an_incident(), SANDBOX_ROUTING_KEY))
+        events.send(render_resolve(an_incident().dedup_key, SANDBOX_ROUTING_KEY))
 
     assert (raised.value.status, raised.value.reason, raised.value.retryable) == (None, "ConnectionError", True)
     assert len(sleep.calls) == FAST.max_attempts - 1

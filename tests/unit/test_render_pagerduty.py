@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from fault_responder.domain import EventKind, FaultClass, Severity, TimelineEntry
+from fault_responder.domain import EventKind, FaultClass, Severity
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from sandbox.standins import event_errors
-from tests.builders import INSTANCE, OPENED, ROUTING_KEY, an_alert, an_incident, draining
+from tests.builders import INSTANCE, OPENED, ROUTING_KEY, an_alert, an_incident, draining, step
 
 CONSOLE_URL = (
     "https://us-west-2.console.aws.amazon.com/ecs/v2/clusters/gpu-training"
@@ -101,7 +101,7 @@ def test_custom_details_carry_the_evidence() -> None:
 
 def test_custom_details_keep_only_the_last_five_steps() -> None:
     incident = an_incident()
-    incident.timeline = [TimelineEntry(OPENED, f"evt-{i}", f"STEP_{i}", "step") for i in range(12)]
+    incident.timeline = [step(OPENED, f"evt-{i}", f"STEP_{i}", "step") for i in range(12)]
 
     timeline = render_trigger(incident, ROUTING_KEY)["payload"]["custom_details"]["timeline"]
 
@@ -119,7 +119,7 @@ def test_trigger_links_to_the_console() -> None:
 
 
 def test_resolve_carries_only_the_key_pair() -> None:
-    assert render_resolve(an_incident(), ROUTING_KEY) == {
+    assert render_resolve(an_incident().dedup_key, ROUTING_KEY) == {
         "routing_key": ROUTING_KEY,
         "event_action": "resolve",
         "dedup_key": "gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE",
@@ -132,7 +132,7 @@ def test_dedup_key_longer_than_255_characters_is_refused() -> None:
     with pytest.raises(ValueError, match="dedup_key"):
         render_trigger(incident, ROUTING_KEY)
     with pytest.raises(ValueError, match="dedup_key"):
-        render_resolve(incident, ROUTING_KEY)
+        render_resolve(incident.dedup_key, ROUTING_KEY)
 
 
 def test_alert_trigger_uses_the_given_key_and_the_alert_severity() -> None:

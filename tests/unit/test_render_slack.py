@@ -9,24 +9,18 @@ from typing import Any
 
 import pytest
 
-from fault_responder.domain import (
-    DrainAttribution,
-    DrainCause,
-    Notification,
-    NotificationAction,
-    Severity,
-    TimelineEntry,
-)
+from fault_responder.domain import DrainAttribution, DrainCause, Severity
 from fault_responder.render.slack import (
     SlackMessage,
     escape_mrkdwn,
     render_alert,
     render_incident_root,
+    render_superseded_alert,
     render_timeline_reply,
-    render_webhook_message,
+    render_webhook_step,
 )
 from sandbox.standins import block_errors
-from tests.builders import INSTANCE, OPENED, an_alert, an_incident, draining, resolved
+from tests.builders import INSTANCE, OPENED, an_alert, an_incident, draining, resolved, step
 
 HOSTILE = "<!channel> & <script>"
 HOSTILE_ESCAPED = "&lt;!channel&gt; &amp; &lt;script&gt;"
@@ -92,7 +86,7 @@ def test_root_escapes_a_hostile_title_in_header_and_fallback() -> None:
 def test_reply_escapes_the_drain_reason_and_step_text() -> None:
     # Given a draining incident whose drain reason and step text are hostile
     incident = draining(an_incident(), DrainAttribution(DrainCause.ECS_REPORTED, "ECS reported", HOSTILE))
-    entry = TimelineEntry(OPENED, "evt-x", "DRAINING", HOSTILE)
+    entry = step(OPENED, "evt-x", "DRAINING", HOSTILE)
 
     # When the thread reply is rendered
     message = render_timeline_reply(incident, entry)
@@ -165,7 +159,7 @@ def test_very_long_title_is_truncated_to_the_header_limit() -> None:
 def test_very_long_step_text_and_drain_reason_fit_the_section_limit() -> None:
     drain = DrainAttribution(DrainCause.ECS_REPORTED, "ECS reported", "r" * 20_000)
     incident = draining(an_incident(), drain)
-    entry = TimelineEntry(OPENED, "evt-long", "DRAINING", "t" * 20_000)
+    entry = step(OPENED, "evt-long", "DRAINING", "t" * 20_000)
 
     assert_within_slack_limits(render_timeline_reply(incident, entry))
 
@@ -173,8 +167,7 @@ def test_very_long_step_text_and_drain_reason_fit_the_section_limit() -> None:
 def test_root_of_a_60_entry_timeline_stays_within_limits() -> None:
     incident = an_incident()
     incident.timeline = [
-        TimelineEntry(OPENED + timedelta(seconds=i), f"evt-{i}", "TASK_STOPPED", "task stopped " * 40)
-        for i in range(60)
+        step(OPENED + timedelta(seconds=i), f"evt-{i}", "TASK_STOPPED", "task stopped " * 40) for i in range(60)
     ]
 
     message = render_incident_root(incident)
@@ -247,24 +240,12 @@ def test_draining_reply_carries_drain_label_and_raw_reason() -> None:
     assert message.text == "DRAINING: ECS set the instance DRAINING"
 
 
-def test_stale_reply_says_the_status_did_not_change() -> None:
-    incident = an_incident()
-    entry = dataclasses.replace(incident.timeline[0], stale=True)
-
-    message = render_timeline_reply(incident, entry)
-
-    assert "Arrived out of order" in json.dumps(message.blocks[-1])
-
-
 def test_webhook_message_carries_current_status_and_the_step() -> None:
     # Given a drain step of an incident, in webhook mode (no thread, no updates)
     incident = draining(an_incident())
-    notification = Notification(
-        NotificationAction.UPDATE, "evt-draining", incident=incident, entry=incident.timeline[-1]
-    )
 
     # When it is rendered
-    message = render_webhook_message(notification)
+    message = render_webhook_step(incident, incident.timeline[-1])
 
     # Then the one message says what the incident is, where it stands and what just happened
     assert header_text(message).startswith(":rotating_light: CRITICAL · XID 79")
@@ -277,17 +258,19 @@ def test_webhook_message_carries_current_status_and_the_step() -> None:
     assert_within_slack_limits(message)
 
 
-def test_webhook_message_for_a_standalone_alert_is_the_alert() -> None:
-    alert = an_alert()
+def test_a_notice_corrected_in_place_points_at_the_incident_that_explains_it() -> None:
+    # Given a drain first announced on its own, and the incident learned later that explains it
+    alert = an_alert(text="Draining: manual or scheduled drain (no health fault)")
+    incident = draining(an_incident())
 
-    message = render_webhook_message(Notification(NotificationAction.STANDALONE, "evt-manual", alert=alert))
+    # When the notice is rendered again
+    message = render_superseded_alert(alert, incident)
 
-    assert message == render_alert(alert)
-
-
-def test_webhook_message_without_incident_or_alert_is_refused() -> None:
-    with pytest.raises(ValueError, match="neither an incident nor an alert"):
-        render_webhook_message(Notification(NotificationAction.UPDATE, "evt-empty"))
+    # Then it says it is part of that incident, naming it, and stays within Slack's limits
+    assert header_text(message) == ":information_source: PART OF AN INCIDENT · Instance draining (manual or scheduled)"
+    assert "Now part of incident `gpu-training/a1b2c3d4e5f6/ACCELERATED_COMPUTE`" in message.blocks[1]["text"]["text"]
+    assert message.text.endswith("i-0abcdef1234567890 (gpu-training)")
+    assert_within_slack_limits(message)
 
 
 def test_alert_shows_severity_instance_and_drain() -> None:

@@ -15,24 +15,17 @@ from typing import Any
 
 import pytest
 
-from fault_responder.domain import (
-    Alert,
-    FaultClass,
-    Incident,
-    Notification,
-    NotificationAction,
-    Severity,
-    TimelineEntry,
-)
+from fault_responder.domain import Alert, FaultClass, Incident, Severity
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.render.slack import (
     SlackMessage,
     render_alert,
     render_incident_root,
+    render_superseded_alert,
     render_timeline_reply,
-    render_webhook_message,
+    render_webhook_step,
 )
-from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved
+from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved, step
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "render"
 
@@ -46,41 +39,39 @@ def xid79_draining() -> Incident:
 
 
 def xid79_resolved() -> Incident:
-    replaced = TimelineEntry(
-        RESOLVED_AT, "evt-inactive", "INACTIVE", "The instance left the cluster; a replacement is running"
-    )
-    return resolved(xid79_draining(), step=replaced, reason="instance replaced by ECS auto-repair")
+    replaced = step(RESOLVED_AT, "evt-inactive", "INACTIVE", "The instance left the cluster; a replacement is running")
+    return resolved(xid79_draining(), by=replaced, reason="instance replaced by ECS auto-repair")
 
 
 def slack(message: SlackMessage) -> dict[str, Any]:
     return {"text": message.text, "blocks": message.blocks}
 
 
-def incident_payloads(incident: Incident, action: NotificationAction) -> dict[str, Any]:
-    step = incident.timeline[-1]
-    notification = Notification(action, step.event_id, incident=incident, entry=step)
-    pagerduty = render_trigger(incident, ROUTING_KEY) if incident.is_open else render_resolve(incident, ROUTING_KEY)
+def incident_payloads(incident: Incident) -> dict[str, Any]:
+    latest = incident.timeline[-1]
+    pagerduty = (
+        render_trigger(incident, ROUTING_KEY) if incident.is_open else render_resolve(incident.dedup_key, ROUTING_KEY)
+    )
     return {
         "slack_root": slack(render_incident_root(incident)),
-        "slack_thread_reply": slack(render_timeline_reply(incident, step)),
-        "slack_webhook": slack(render_webhook_message(notification)),
+        "slack_thread_reply": slack(render_timeline_reply(incident, latest)),
+        "slack_webhook": slack(render_webhook_step(incident, latest)),
         "pagerduty": pagerduty,
     }
 
 
 def alert_payloads(alert: Alert) -> dict[str, Any]:
-    notification = Notification(NotificationAction.STANDALONE, alert.event_id, alert=alert)
     return {
         "slack_alert": slack(render_alert(alert)),
-        "slack_webhook": slack(render_webhook_message(notification)),
+        "slack_corrected_in_place": slack(render_superseded_alert(alert, xid79_draining())),
         "pagerduty": render_alert_trigger(alert, ROUTING_KEY, f"standalone/{alert.event_id}"),
     }
 
 
 CASES: dict[str, Callable[[], dict[str, Any]]] = {
-    "xid79_opened": lambda: incident_payloads(an_incident(), NotificationAction.OPEN),
-    "xid79_draining_auto_repair": lambda: incident_payloads(xid79_draining(), NotificationAction.UPDATE),
-    "xid79_resolved": lambda: incident_payloads(xid79_resolved(), NotificationAction.RESOLVE),
+    "xid79_opened": lambda: incident_payloads(an_incident()),
+    "xid79_draining_auto_repair": lambda: incident_payloads(xid79_draining()),
+    "xid79_resolved": lambda: incident_payloads(xid79_resolved()),
     "manual_drain_alert": lambda: alert_payloads(
         an_alert(event_id="evt-manual-drain", details={"status": "DRAINING", "running tasks": "3"})
     ),
@@ -92,7 +83,6 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
             xid=13,
             reason="XID_13",
         ),
-        NotificationAction.OPEN,
     ),
     "xid999_unknown": lambda: incident_payloads(
         an_incident(
@@ -102,7 +92,6 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
             xid=999,
             reason="XID_999",
         ),
-        NotificationAction.OPEN,
     ),
     "daemon_unhealthy": lambda: incident_payloads(
         an_incident(
@@ -113,7 +102,6 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
             xid=None,
             reason="Daemon task: EXAMPLE-4af2-4b3c-b9c1-EXAMPLEb2bbf is unhealthy",
         ),
-        NotificationAction.OPEN,
     ),
 }
 

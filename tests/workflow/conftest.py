@@ -29,10 +29,13 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
-from fault_responder.adapters.dynamodb_store import DynamoDBIncidentStore
+from fault_responder import lifecycle
+from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
+from fault_responder.domain import Incident
 from fault_responder.resume.budget import Ledger
 from fault_responder.resume.jobs import CHECKPOINT_URI_TAG, JOB_ID_TAG, job_key
+from fault_responder.routing import Router, load_routing
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from sandbox.template import Resolver, StackIdentity, Template, load_template, resolve_parameters
@@ -309,7 +312,7 @@ class World:
 
     def alert_pipeline(self, event: Mapping[str, Any]) -> None:
         """What HealthChangeRule -> AlertQueue -> AlertRouter does with the same event."""
-        _wiring("bootstrap").alert_router().process_body(json.dumps(event), f"msg-{event['id']}")
+        _wiring("bootstrap").alert_router().process_record(json.dumps(event), f"msg-{event['id']}")
 
     def ledger(self, job_id: str) -> Ledger:
         return self.store().load_ledger(job_key(CLUSTER_ARN, job_id))
@@ -317,8 +320,15 @@ class World:
     def store(self) -> DynamoDBResumeStore:
         return DynamoDBResumeStore(self.deploy.environment["INCIDENTS_TABLE"], self.dynamodb)
 
-    def incidents(self) -> DynamoDBIncidentStore:
-        return DynamoDBIncidentStore(self.deploy.environment["INCIDENTS_TABLE"], timedelta(days=30), self.dynamodb)
+    def incidents(self) -> DynamoDBInstanceStore:
+        return DynamoDBInstanceStore(self.deploy.environment["INCIDENTS_TABLE"], timedelta(days=30), self.dynamodb)
+
+    def derived_incidents(self, container_instance_arn: str) -> list[Incident]:
+        """The instance's incidents as the alert pipeline derives them (default routing)."""
+        record = self.incidents().load(container_instance_arn)
+        if record is None:
+            return []
+        return lifecycle.derive(record, lifecycle.Settings(), Router(load_routing("default.yaml")).route).incidents
 
     # --- Running ---------------------------------------------------------------------------------
 

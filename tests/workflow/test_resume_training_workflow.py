@@ -58,8 +58,9 @@ def test_a_single_task_job_is_resumed_from_its_newest_checkpoint_on_another_host
     assert tags_of(new)[ATTEMPT_TAG] == "1" and tags_of(new)[RESUMED_FROM_TAG] == resume_from
     # And the faulty host is DRAINING, the quarantine recorded so the drain is attributed to us
     assert world.instance_status(faulty) == "DRAINING"
-    _, state = world.incidents().load(faulty.container_instance_arn)
-    assert state.quarantined_at is not None and "XID 79" in (state.quarantine_reason or "")
+    record = world.incidents().load(faulty.container_instance_arn)
+    assert record is not None and record.quarantine is not None
+    assert "XID 79" in (record.quarantine.reason or "")
     # And one "Resumed" message in the incident's thread, and a PagerDuty change event (no new page)
     resumed = [text for text in world.thread_texts() if text.startswith("Resumed llm-7b")]
     assert resumed == ["Resumed llm-7b from step 200, attempt 1 of 3"]
@@ -70,8 +71,8 @@ def test_a_single_task_job_is_resumed_from_its_newest_checkpoint_on_another_host
     assert (attempt.number, attempt.step, attempt.outcome) == (1, 200, AttemptOutcome.RUNNING)
     # And when ECS reports the DRAINING that the quarantine caused, the alert pipeline attributes it to us
     world.alert_pipeline(_draining_event(faulty))
-    incidents, _ = world.incidents().load(faulty.container_instance_arn)
-    drain = incidents["ACCELERATED_COMPUTE"].drain
+    [incident] = world.derived_incidents(faulty.container_instance_arn)
+    drain = incident.drain
     assert drain is not None and drain.label.startswith("fault-responder quarantine: XID 79")
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
+import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -16,13 +16,15 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder import lifecycle
-from fault_responder.adapters.dynamodb_store import DynamoDBIncidentStore
-from fault_responder.adapters.http import RetryPolicy
+from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
+from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import PAGERDUTY_EVENTS_URL, SLACK_API_URL, SecretChannels
-from fault_responder.dispatch import Dispatcher
+from fault_responder.delivery import Courier
+from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.models.events import UnsupportedEventError
 from fault_responder.observability import count, logger
 from fault_responder.routing import Router, load_routing
@@ -30,6 +32,11 @@ from fault_responder.service import AlertService
 
 SECRET_CACHE_SECONDS = 300
 IDEMPOTENCY_SECONDS = 24 * 3600
+BUDGET_MARGIN_SECONDS = 3.0
+"""Kept back from the invocation's time for recording outcomes and answering SQS."""
+MAX_REASON = 1000
+LAMBDA_MAX_SECONDS = 900.0
+"""The longest a Lambda invocation runs: the time budget when none was given (a direct call, a test)."""
 
 
 class RouterSettings(BaseModel):
@@ -44,6 +51,7 @@ class RouterSettings(BaseModel):
     routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
     incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
     drain_attribution_window_minutes: int = Field(alias="DRAIN_ATTRIBUTION_WINDOW_MINUTES", default=60, ge=1)
+    max_receive_count: int = Field(alias="ALERT_MAX_RECEIVE_COUNT", default=5, ge=1)
     slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL)
     pagerduty_events_url: str = Field(alias="PAGERDUTY_EVENTS_URL", default=PAGERDUTY_EVENTS_URL)
     http_max_attempts: int = Field(alias="HTTP_MAX_ATTEMPTS", default=4, ge=1, le=10)
@@ -57,17 +65,18 @@ class RouterSettings(BaseModel):
             raise RuntimeError(f"AlertRouter environment is incomplete or invalid: {fields}") from None
 
 
-class MalformedEventError(Exception):
-    """The record is not an event we can ever process: it goes to the DLQ at once, not through retries."""
-
-
 class AlertRouter:
-    """The SQS record handler: malformed input is dead-lettered, everything else processed idempotently."""
+    """One SQS record at a time (several at once, in threads): processed, or dead-lettered with its reason.
+
+    A malformed record is dead-lettered at once. A record that fails for any other reason (a receiver that
+    stays down, a bug) is left to SQS's redelivery, and on its last receive is dead-lettered here with the
+    reason, so that every message in the DLQ says why it is there.
+    """
 
     def __init__(self, settings: RouterSettings) -> None:
         self.settings = settings
         routing = load_routing(settings.routing_file)
-        channels = SecretChannels(
+        self.channels = SecretChannels(
             fetch_secret=_fetch_json_secret,
             slack_secret_name=settings.slack_secret_name,
             pagerduty_secret_name=settings.pagerduty_secret_name,
@@ -75,19 +84,11 @@ class AlertRouter:
             pagerduty_url=settings.pagerduty_events_url,
             policy=RetryPolicy(max_attempts=settings.http_max_attempts),
         )
-        store = DynamoDBIncidentStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
-        dispatcher = Dispatcher(
-            routing.receivers,
-            channels,
-            store,
-            on_delivery=lambda channel, ok: count(
-                "NotificationsSent" if ok else "NotificationsFailed", "Channel", channel
-            ),
-        )
+        store = DynamoDBInstanceStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
         self.service = AlertService(
             store,
             Router(routing),
-            dispatcher,
+            Courier(self.channels, clock=lambda: datetime.now(UTC)),
             lifecycle.Settings(drain_window=timedelta(minutes=settings.drain_attribution_window_minutes)),
             count=count,
         )
@@ -99,52 +100,86 @@ class AlertRouter:
             data_keyword_argument="event", config=self.idempotency, persistence_store=persistence
         )(self._handle)
         self._sqs = boto3.client("sqs")
+        self._ends_at = time.monotonic() + LAMBDA_MAX_SECONDS
+
+    def start_invocation(self, seconds_left: float) -> None:
+        """A new invocation: its time budget, shared by every call its records make."""
+        seconds_left = min(seconds_left, LAMBDA_MAX_SECONDS)
+        self._ends_at = time.monotonic() + seconds_left
+        self.channels.budget = Budget(seconds_left, margin=BUDGET_MARGIN_SECONDS)
 
     def _handle(self, event: dict[str, Any]) -> dict[str, Any]:
-        return self.service.handle(event)
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        return self.service.handle(event, seconds_left=seconds_left)
 
-    def process_body(self, body: str, message_id: str) -> dict[str, Any] | None:
-        """Handle one SQS message body. Returns None when the message was dead-lettered as malformed."""
+    def process_record(self, body: str, message_id: str, receive_count: int = 1) -> dict[str, Any] | None:
+        """Handle one SQS message body. Returns None when the message was dead-lettered; raises to have SQS
+        deliver it again."""
+        last = receive_count >= self.settings.max_receive_count
         try:
-            raw = json.loads(body)
-        except json.JSONDecodeError as error:
-            self._dead_letter(body, message_id, None, f"body is not JSON: {error}")
+            raw = read_envelope(body)
+        except RejectedEvent as rejected:
+            self._dead_letter(body, message_id, rejected.event_id, f"malformed: {rejected.reason}", receive_count)
             return None
-        event_id = raw.get("id") if isinstance(raw, dict) else None
-        logger.set_correlation_id(event_id if isinstance(event_id, str) else message_id)
-        if not isinstance(event_id, str) or not event_id:
-            self._dead_letter(body, message_id, None, "event has no id")
-            return None
+        event_id = str(raw["id"])[:256]
+        logger.thread_safe_append_keys(correlation_id=event_id)
         try:
-            result = self._handle_once(event=raw)
-        except (ValidationError, UnsupportedEventError) as error:
-            self._dead_letter(body, message_id, event_id, _describe(error))
-            return None
-        logger.info("event processed", extra={"event_id": event_id, "result": result})
-        return result
+            try:
+                result = self._handle_once(event=raw)
+            except (ValidationError, UnsupportedEventError) as error:
+                self._dead_letter(body, message_id, event_id, f"malformed: {_describe(error)}", receive_count)
+                return None
+            except IdempotencyAlreadyInProgressError:
+                if last:
+                    logger.warning(
+                        "a copy of this event is being processed; this one is done", extra={"event_id": event_id}
+                    )
+                    return None
+                raise
+            except Exception as error:
+                reason = f"{type(error).__name__}: {error}"
+                if last:
+                    self._dead_letter(body, message_id, event_id, f"failed on every receive: {reason}", receive_count)
+                    return None
+                logger.error(
+                    "event processing failed; SQS will retry it", extra={"event_id": event_id, "reason": reason}
+                )
+                raise
+            logger.info("event processed", extra={"event_id": event_id, "result": result})
+            return result
+        finally:
+            logger.thread_safe_remove_keys(["correlation_id"])
 
-    def _dead_letter(self, body: str, message_id: str, event_id: str | None, reason: str) -> None:
-        logger.error("malformed event dead-lettered", extra={"event_id": event_id or message_id, "reason": reason})
-        count("MalformedEvents", "Queue", "AlertQueue")
+    def _dead_letter(self, body: str, message_id: str, event_id: str | None, reason: str, receive_count: int) -> None:
+        reason = reason[:MAX_REASON]
+        logger.error("event dead-lettered", extra={"event_id": event_id or message_id, "reason": reason})
+        count("DeadLettered", "Queue", "AlertQueue")
+        if reason.startswith("malformed"):
+            count("MalformedEvents", "Queue", "AlertQueue")
+        attributes = {
+            "reason": reason,
+            "event_id": event_id or "(none)",
+            "source_message_id": message_id,
+            "receive_count": str(receive_count),
+        }
         self._sqs.send_message(
             QueueUrl=self.settings.alert_dlq_url,
             MessageBody=body,
             MessageAttributes={
-                "error": {"DataType": "String", "StringValue": reason[:1000]},
-                "source_message_id": {"DataType": "String", "StringValue": message_id},
+                name: {"DataType": "String", "StringValue": value or "(empty)"} for name, value in attributes.items()
             },
         )
 
 
 def _describe(error: Exception) -> str:
     if isinstance(error, ValidationError):
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()[:5]]
+        problems = [f"{'.'.join(str(p) for p in e['loc'])[:100]}: {e['msg'][:200]}" for e in error.errors()[:5]]
         return "invalid event: " + "; ".join(problems)
-    return str(error)
+    return str(error)[:MAX_REASON]
 
 
-def _fetch_json_secret(name: str) -> Any:
-    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS)
+def _fetch_json_secret(name: str, force: bool) -> Any:
+    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
 
 
 @cache

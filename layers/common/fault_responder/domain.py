@@ -54,7 +54,7 @@ class FaultClass(StrEnum):
 
 
 class DrainCause(StrEnum):
-    """Why an instance drains. AWS documents no reason-code enum (ECS_EVENTS.md §2.4)."""
+    """Why an instance drains. AWS documents no reason-code enum (docs/ecs-events.md#drain-reasons)."""
 
     ECS_AUTO_REPAIR = "ecs_auto_repair"
     FAULT_RESPONDER_QUARANTINE = "fault_responder_quarantine"
@@ -109,30 +109,36 @@ class InstanceRef:
         )
 
 
-class NotificationAction(StrEnum):
-    OPEN = "open"
-    """A new (or re-opened) incident: Slack root message, PagerDuty trigger."""
-    UPDATE = "update"
-    """A lifecycle step: Slack thread reply + root update, PagerDuty trigger with the same key."""
-    RESOLVE = "resolve"
-    """Over: Slack thread reply + root update, PagerDuty resolve."""
-    STANDALONE = "standalone"
-    """Something worth saying that belongs to no incident (a manual drain, a spot stop)."""
+class EntryKind(StrEnum):
+    """What a timeline step is, which decides where it goes."""
+
+    OPENED = "opened"
+    """The fault that opened the incident: the root message says it, no thread reply."""
+    CHANGED = "changed"
+    """The check reports another reason or status while still failing."""
+    INSTANCE = "instance"
+    """The container instance changed status (DRAINING, DEREGISTERING, INACTIVE)."""
+    TASK = "task"
+    """A task on the instance stopped."""
+    RECOVERED = "recovered"
+    """The check is OK again."""
+    NOTICE = "notice"
+    """What the training auto-resume workflow did (it posts its own thread replies)."""
 
 
 @dataclass(frozen=True, slots=True)
 class TimelineEntry:
+    key: str
+    """Stable across derivations: which replies went out is recorded by it."""
     at: datetime
     event_id: str
     phase: str
-    """IMPAIRED, DRAINING, DEREGISTERING, INACTIVE, TASK_STOPPED, RECOVERED, ..."""
+    """IMPAIRED, INSUFFICIENT_DATA, DRAINING, DEREGISTERING, INACTIVE, TASK_STOPPED, RECOVERED, RESUME, ..."""
     text: str
     """One line for people; untrusted parts are escaped by the renderers, not here."""
-    stale: bool = False
-    action: NotificationAction | None = None
-    """What this step told people; a retried event re-derives its notifications from it."""
-    page: bool = True
-    """Whether this step went to pagers, or only to chat."""
+    kind: EntryKind
+    page: bool = False
+    """Whether this step is pager news (it changes what the PagerDuty alert says)."""
 
 
 @dataclass(slots=True)
@@ -144,9 +150,12 @@ class SlackThread:
 
 @dataclass(slots=True)
 class Incident:
-    """One fault on one container instance for one health check type."""
+    """One fault episode on one container instance for one health check type, derived from its facts."""
 
+    id: str
+    """Stable for the incident's life: `fingerprint@anchor`."""
     fingerprint: str
+    """cluster/container-instance/check-type: the PagerDuty dedup_key of every episode of this check."""
     instance: InstanceRef
     check_type: str
     status: str
@@ -154,7 +163,8 @@ class Incident:
     classification: Classification
     opened_at: datetime
     phase: str
-    """The current headline state: IMPAIRED, DRAINING, DEREGISTERING, INACTIVE, RESOLVED."""
+    """The headline state: the check's status (IMPAIRED, INSUFFICIENT_DATA, ...), DRAINING, DEREGISTERING, or
+    RESOLVED."""
     last_status_change: datetime | None = None
     closed_at: datetime | None = None
     close_reason: str | None = None
@@ -164,8 +174,7 @@ class Incident:
     slack_threads: list[SlackThread] = field(default_factory=list)
     timeline: list[TimelineEntry] = field(default_factory=list)
     opened_count: int = 1
-    version: int = 0
-    """Optimistic-lock counter for conditional writes."""
+    """This is the n-th episode of its check on this instance that the record still holds."""
 
     @property
     def is_open(self) -> bool:
@@ -178,8 +187,10 @@ class Incident:
 
 @dataclass(frozen=True, slots=True)
 class Alert:
-    """A standalone notification that belongs to no incident."""
+    """A notice that belongs to no incident: a drain or a stopped task with no fault to explain it."""
 
+    key: str
+    """Stable across derivations, e.g. `drain:<event id>`."""
     event_id: str
     kind: EventKind
     instance: InstanceRef
@@ -190,35 +201,7 @@ class Alert:
     fault_class: FaultClass
     drain: DrainAttribution | None = None
     details: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Notification:
-    """One thing to tell people, before routing decides who."""
-
-    action: NotificationAction
-    event_id: str
-    incident: Incident | None = None
-    entry: TimelineEntry | None = None
-    alert: Alert | None = None
-    page: bool = True
-    """False when the step changes nothing a pager cares about (it still goes to Slack)."""
-    retry: bool = False
-    """Re-derived for an event already applied: only deliveries missing from the ledger go out."""
-
-
-@dataclass(slots=True)
-class InstanceState:
-    """What we know about a container instance beyond its incidents."""
-
-    container_instance_arn: str
-    status: str | None = None
-    status_version: int | None = None
-    status_at: datetime | None = None
-    last_impaired_at: datetime | None = None
-    last_impaired_label: str | None = None
-    """e.g. "XID 79" — names the fault in a later drain attribution."""
-    quarantined_at: datetime | None = None
-    """Set by the training auto-resume workflow before it drains the instance."""
-    quarantine_reason: str | None = None
-    version: int = 0
+    receivers: tuple[str, ...] = ()
+    superseded_by: str | None = None
+    """An incident learned later explains it (a DRAINING that arrived before its fault): the message already
+    sent is corrected in place to point at the incident, and nothing new is sent for it."""

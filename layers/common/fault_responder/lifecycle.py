@@ -1,14 +1,28 @@
-"""The incident lifecycle: how each ECS event changes the incidents on its container instance.
+"""The incident lifecycle: ECS events become facts, and incidents are derived from the facts.
 
-Pure functions over the current state. ECS delivers at least once and out of order, so:
-- an event already in an incident's timeline is not applied twice (a retry re-derives what to send);
-- a health transition older than what the incident holds is recorded as stale and changes nothing;
-- an instance state change whose `detail.version` is not newer than the last one seen is ignored.
+Pure functions, no I/O. ECS delivers at least once and out of order, so the rules are stated over the *set* of
+facts an instance has, never over the order they arrived in (docs/reliability.md has them for people):
+
+- A health check's transitions, in time order, form episodes: a non-OK transition opens one when none is open,
+  later non-OK transitions belong to it, an OK closes it. Each episode is an incident.
+- An incident is classified by its most severe report (the latest among equals), so XID 13 then XID 79 is a
+  critical incident whichever arrived first.
+- INACTIVE closes every incident on the instance, including those whose events arrive after it: the instance
+  is gone. A fault learned when it is already over (its OK, or INACTIVE, is known) is an incident that is
+  closed from the start: on-call is told, with its duration, and nothing pages.
+- A drain belongs to the incidents open when it happened and is attributed from everything known (see
+  drain.py); a drain with no incident to belong to is a notice of its own. When a fault that explains an
+  earlier-announced drain arrives late, the drain joins the incident and its notice is marked superseded, so
+  the message already sent is corrected in place.
+- An incident keeps its identity (its Slack root, its PagerDuty alert) while late events move its bounds: the
+  transition that first made it known anchors it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -18,44 +32,54 @@ from fault_responder.domain import (
     Classification,
     DrainAttribution,
     DrainCause,
+    EntryKind,
     EventKind,
     FaultClass,
     Incident,
     InstanceRef,
-    InstanceState,
-    Notification,
-    NotificationAction,
     Severity,
+    SlackThread,
     TimelineEntry,
 )
 from fault_responder.drain import attribute_drain
 from fault_responder.models.events import (
     DRAINING_STOP_REASON,
     INFRASTRUCTURE_STOP_CODES,
+    EcsEvent,
     HealthChangeEvent,
     HealthCheck,
     InstanceStateEvent,
     TaskStateEvent,
 )
+from fault_responder.record import (
+    MAX_INCIDENTS_PER_CHECK,
+    EventFacts,
+    HealthFact,
+    InstanceRecord,
+    KnownIncident,
+    StatusFact,
+    TaskStopFact,
+    bounded_id,
+    clip,
+)
+from fault_responder.routing import RouteContext, RouteDecision, alert_context, incident_context
+from fault_responder.timefmt import iso_utc
 
 MAX_TIMELINE = 100
 MAX_DEDUP_KEY = 255
+MAX_CHECKS_PER_EVENT = 16
+"""ECS sends one to four; an event listing more is broken or hostile, and the rest are not read."""
+MAX_ARN = 1024
+LEFT_CLUSTER = "INACTIVE"
+_DRAIN_PHASES = ("DRAINING", "DEREGISTERING")
+
+Route = Callable[[RouteContext], RouteDecision]
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     drain_window: timedelta = timedelta(minutes=60)
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What one event changes: incidents and instance state to save, and what to tell people."""
-
-    incidents: list[Incident] = field(default_factory=list)
-    instance_state: InstanceState | None = None
-    notifications: list[Notification] = field(default_factory=list)
-    ignored: str | None = None
-    """Why the event changed nothing, for the log and the metrics."""
+    """A drain this soon after a fault ended is still attributed to it."""
 
 
 def fingerprint(instance: InstanceRef, check_type: str) -> str:
@@ -63,381 +87,520 @@ def fingerprint(instance: InstanceRef, check_type: str) -> str:
     value = f"{instance.cluster_name}/{instance.container_instance_id}/{check_type}"
     if len(value) <= MAX_DEDUP_KEY:
         return value
-    digest = hashlib.sha256(value.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{value[: MAX_DEDUP_KEY - 33]}#{digest}"
 
 
-# --- Health changes ------------------------------------------------------------------------------
+# --- Events to facts ---------------------------------------------------------------------------------
 
 
 def health_instance(event: HealthChangeEvent) -> InstanceRef:
     """The container instance a health change is about."""
     detail = event.detail
-    return InstanceRef(
-        region=event.region,
-        account=event.account,
-        cluster_arn=detail.cluster_arn,
-        container_instance_arn=detail.container_instance_arn,
-        ec2_instance_id=detail.ec2_instance_id,
-        capacity_provider=detail.capacity_provider_name,
+    return _instance(
+        event, detail.cluster_arn, detail.container_instance_arn, detail.ec2_instance_id, detail.capacity_provider_name
     )
 
 
-def on_health_change(event: HealthChangeEvent, incidents: dict[str, Incident], state: InstanceState) -> Outcome:
+def _instance(
+    event: EcsEvent, cluster_arn: str, container_instance_arn: str, ec2_instance_id: str | None, provider: str | None
+) -> InstanceRef:
+    """Every part bounded: an absurdly long value keeps its start and a digest of the whole, so two
+    different instances never become one."""
+    return InstanceRef(
+        region=bounded_id(event.region, 64),
+        account=bounded_id(event.account, 64),
+        cluster_arn=bounded_id(cluster_arn, MAX_ARN),
+        container_instance_arn=bounded_id(container_instance_arn, MAX_ARN),
+        ec2_instance_id=bounded_id(ec2_instance_id, 256) if ec2_instance_id else None,
+        capacity_provider=bounded_id(provider, 256) if provider else None,
+    )
+
+
+def facts_from_event(event: EcsEvent) -> EventFacts | None:
+    """What the event says about its container instance, or None if it says nothing we act on."""
+    event_id = bounded_id(event.id)
+    if isinstance(event, HealthChangeEvent):
+        return _health_facts(event, event_id)
+    if isinstance(event, InstanceStateEvent):
+        detail = event.detail
+        status = StatusFact(
+            status=bounded_id(detail.status, 64),
+            at=detail.updated_at or event.time,
+            event_id=event_id,
+            version=detail.version,
+            reason=clip((detail.drain_reason or detail.status_reason or "").strip() or None),
+        )
+        instance = _instance(
+            event,
+            detail.cluster_arn,
+            detail.container_instance_arn,
+            detail.ec2_instance_id,
+            detail.capacity_provider_name,
+        )
+        return EventFacts(event_id, instance, status=status)
+    return _task_facts(event, event_id)
+
+
+def _health_facts(event: HealthChangeEvent, event_id: str) -> EventFacts | None:
     detail = event.detail
-    instance = health_instance(event)
-    checks = list(detail.health_checks)
+    checks = list(detail.health_checks[:MAX_CHECKS_PER_EVENT])
     if not checks and detail.overall_status != "OK":
-        # IMPAIRED with no check listed: still alert, labelled unknown.
+        # IMPAIRED with no check listed: still a fault, labelled unknown.
         checks = [HealthCheck(type="UNKNOWN", status=detail.overall_status)]
-    outcome = Outcome(instance_state=state)
-    for check in checks:
-        step = _HealthStep(event, instance, check, incidents.get(check.type), outcome)
-        step.apply(state)
-    if not outcome.incidents and not outcome.notifications:
-        outcome.ignored = outcome.ignored or "no health transition to act on"
-    return outcome
+    facts = tuple(
+        HealthFact(
+            check_type=bounded_id(check.type, 64),
+            status=bounded_id(check.status, 64),
+            at=check.last_status_change or event.time,
+            event_id=event_id,
+            reason=clip(check.status_reason or None),
+            updated=check.last_updated,
+        )
+        for check in checks
+        if check.status != "INITIALIZING"
+    )
+    if not facts:
+        return None
+    return EventFacts(event_id, health_instance(event), health=facts)
+
+
+def _task_facts(event: TaskStateEvent, event_id: str) -> EventFacts | None:
+    detail = event.detail
+    drained = (detail.stopped_reason or "").startswith(DRAINING_STOP_REASON)
+    stopped_by_infrastructure = detail.stop_code in INFRASTRUCTURE_STOP_CODES or drained
+    if detail.last_status != "STOPPED" or not stopped_by_infrastructure or not detail.container_instance_arn:
+        return None
+    task = TaskStopFact(
+        task_arn=bounded_id(detail.task_arn),
+        at=detail.stopped_at or event.time,
+        event_id=event_id,
+        family=clip((detail.group or "").removeprefix("family:") or "task", 200) or "task",
+        reason=clip(detail.stopped_reason or "no reason given") or "",
+        stop_code=clip(detail.stop_code, 64),
+        drained=drained,
+    )
+    instance = _instance(event, detail.cluster_arn, detail.container_instance_arn, None, detail.capacity_provider_name)
+    return EventFacts(event_id, instance, task=task)
+
+
+# --- Facts to incidents ------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class _HealthStep:
-    """One health check result of one event, applied to the incident of its fingerprint."""
-
-    event: HealthChangeEvent
-    instance: InstanceRef
-    check: HealthCheck
-    current: Incident | None
-    outcome: Outcome
+class _Episode:
+    check_type: str
+    reports: list[HealthFact]
+    """The non-OK transitions, in time order."""
+    closed_at: datetime | None = None
+    close: HealthFact | None = None
+    close_reason: str | None = None
 
     @property
-    def at(self) -> datetime:
-        return self.check.last_status_change or self.event.time
+    def opened_at(self) -> datetime:
+        return self.reports[0].at
 
-    def apply(self, state: InstanceState) -> None:
-        current, check = self.current, self.check
-        if current is not None and _already_applied(current, self.event.id):
-            self.outcome.notifications.extend(_replay_notifications(current, self.event.id))
-            return
-        if check.status == "INITIALIZING":
-            self.outcome.ignored = f"{check.type} is INITIALIZING"
-            return
-        if current is not None and current.last_status_change is not None and self.at < current.last_status_change:
-            text = f"{check.type} {check.status} from {self.at:%H:%M:%S}Z arrived after a newer transition; ignored"
-            _record(self.outcome, current, self._entry("STALE", text, None, stale=True))
-            self.outcome.ignored = "stale health transition"
-            return
-        classification = classify_health_check(check)
-        if check.status == "OK":
-            self._recover(classification)
-            return
-        state.last_impaired_at = self.at
-        state.last_impaired_label = f"XID {classification.xid}" if classification.xid is not None else check.type
-        if current is None or not current.is_open:
-            self._open(classification)
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+    def contains(self, moment: datetime) -> bool:
+        return self.opened_at <= moment and (self.closed_at is None or moment <= self.closed_at)
+
+    def open_at(self, moment: datetime) -> bool:
+        """Whether the fault was ongoing at `moment` (a drain then belongs to it)."""
+        return self.opened_at <= moment and (self.closed_at is None or moment < self.closed_at)
+
+
+def episodes(check_type: str, facts: Iterable[HealthFact], gone: StatusFact | None) -> list[_Episode]:
+    """A check's transitions cut into episodes; an instance that left the cluster closes what is still open."""
+    found: list[_Episode] = []
+    current: _Episode | None = None
+    for fact in sorted(facts, key=lambda f: (f.at, f.status == "OK")):
+        if fact.status == "OK":
+            if current is not None:
+                current.closed_at, current.close = fact.at, fact
+                current.close_reason = f"{check_type} health check OK"
+                found.append(current)
+                current = None
+        elif current is None:
+            current = _Episode(check_type, [fact])
         else:
-            self._reassess(current, classification)
-
-    def _open(self, classification: Classification) -> None:
-        previous = self.current
-        reopened = previous is not None and previous.classification.fault_class != FaultClass.RECOVERY
-        text = f"{self.check.type} {self.check.status}: {classification.title}"
-        incident = Incident(
-            fingerprint=fingerprint(self.instance, self.check.type),
-            instance=self.instance,
-            check_type=self.check.type,
-            status="OPEN",
-            classification=classification,
-            opened_at=self.at,
-            phase="IMPAIRED",
-            last_status_change=self.at,
-            version=previous.version if previous else 0,
-        )
-        if reopened and previous is not None:
-            # Same fingerprint, so the same PagerDuty dedup_key; Slack gets a fresh root message.
-            incident.opened_count = previous.opened_count + 1
-            incident.timeline = previous.timeline
-            text = f"Re-opened: {text}"
-        _record(self.outcome, incident, self._entry("IMPAIRED", text, NotificationAction.OPEN))
-
-    def _reassess(self, current: Incident, classification: Classification) -> None:
-        """A newer IMPAIRED on an open incident: a new reason is news; a higher severity pages again."""
-        current.last_status_change = self.at
-        if classification == current.classification:
-            self.outcome.incidents.append(current)
-            self.outcome.ignored = "incident already open for this fault"
-            return
-        escalated = classification.severity.rank > current.classification.severity.rank
-        text = f"{self.check.type} now reports {classification.title}"
-        if escalated:
-            text += f" (severity {current.classification.severity} → {classification.severity})"
-            current.classification = classification
-        _record(self.outcome, current, self._entry("IMPAIRED", text, NotificationAction.UPDATE, page=escalated))
-
-    def _recover(self, classification: Classification) -> None:
-        current = self.current
-        if current is None or not current.is_open:
-            # Remember the transition, so an IMPAIRED older than it that arrives late is seen as stale.
-            marker = current or Incident(
-                fingerprint=fingerprint(self.instance, self.check.type),
-                instance=self.instance,
-                check_type=self.check.type,
-                status="CLOSED",
-                classification=classification,
-                opened_at=self.at,
-                phase="OK",
-                closed_at=self.at,
-            )
-            marker.last_status_change = self.at
-            self.outcome.incidents.append(marker)
-            self.outcome.ignored = f"{self.check.type} OK with no open incident"
-            return
-        _close(current, self.at, f"{self.check.type} health check OK")
-        current.last_status_change = self.at
-        text = f"{self.check.type} is OK again"
-        _record(self.outcome, current, self._entry("RECOVERED", text, NotificationAction.RESOLVE))
-
-    def _entry(
-        self, phase: str, text: str, action: NotificationAction | None, *, page: bool = True, stale: bool = False
-    ) -> TimelineEntry:
-        return TimelineEntry(self.event.time, self.event.id, phase, text, stale=stale, action=action, page=page)
+            current.reports.append(fact)
+    if current is not None:
+        found.append(current)
+    if gone is not None:
+        for episode in found:
+            if episode.is_open:
+                left_before = gone.at < episode.opened_at
+                episode.closed_at = episode.opened_at if left_before else gone.at
+                episode.close_reason = (
+                    "the instance had already left the cluster" if left_before else "the instance left the cluster"
+                )
+    return found
 
 
-# --- Instance state changes ----------------------------------------------------------------------
-
-
-def on_instance_state(
-    event: InstanceStateEvent,
-    incidents: dict[str, Incident],
-    state: InstanceState,
-    settings: Settings,
-) -> Outcome:
-    detail = event.detail
-    open_incidents = [i for i in incidents.values() if i.is_open]
-    applied = [i for i in incidents.values() if _already_applied(i, event.id)]
-    if applied:
-        return Outcome(notifications=[n for i in applied for n in _replay_notifications(i, event.id)])
-    if _is_stale_state(event, state):
-        return Outcome(ignored=f"stale instance state change (version {detail.version} <= {state.status_version})")
-    instance = _instance_ref(
-        event,
-        cluster_arn=detail.cluster_arn,
-        container_instance_arn=detail.container_instance_arn,
-        ec2_instance_id=detail.ec2_instance_id,
-        capacity_provider=detail.capacity_provider_name,
-        open_incidents=open_incidents,
+def classify_episode(episode: _Episode) -> Classification:
+    """The most severe report; among equally severe ones, the latest."""
+    best = max(
+        episode.reports,
+        key=lambda f: (_classify(f).severity.rank, f.at, f.event_id),
     )
-    state.status = detail.status
-    state.status_version = detail.version
-    state.status_at = detail.updated_at or event.time
-    outcome = Outcome(instance_state=state)
-    reason = detail.drain_reason or detail.status_reason
-    if detail.status == "DRAINING":
-        drain = attribute_drain(
-            at=event.time, reason=reason, state=state, incidents=incidents.values(), window=settings.drain_window
-        )
-        _drain(event, instance, drain, open_incidents, outcome)
-    elif detail.status in ("DEREGISTERING", "INACTIVE"):
-        _leave(event, detail.status, open_incidents, outcome)
-    elif detail.status == "REGISTRATION_FAILED":
-        outcome.notifications.append(
-            _standalone(
-                event,
-                kind=EventKind.INSTANCE_STATE,
-                instance=instance,
-                severity=Severity.WARNING,
-                fault_class=FaultClass.INSTANCE_LIFECYCLE,
-                title="Container instance registration failed",
-                text=reason or "ECS gave no reason",
-            )
-        )
-    else:
-        outcome.ignored = f"instance status {detail.status} needs no action"
-    return outcome
+    return _classify(best)
 
 
-def _drain(
-    event: InstanceStateEvent,
-    instance: InstanceRef,
-    drain: DrainAttribution,
-    open_incidents: list[Incident],
-    outcome: Outcome,
-) -> None:
-    if not open_incidents:
-        severity = Severity.WARNING if drain.cause == DrainCause.ECS_AUTO_REPAIR else Severity.INFO
-        outcome.notifications.append(
-            _standalone(
-                event,
-                kind=EventKind.INSTANCE_STATE,
-                instance=instance,
-                severity=severity,
-                fault_class=FaultClass.INSTANCE_LIFECYCLE,
-                title="Container instance draining",
-                text=f"Draining: {drain.label}",
-                drain=drain,
-            )
-        )
-        return
-    for incident in open_incidents:
-        incident.phase = "DRAINING"
-        incident.drain = drain
-        text = "Instance set to DRAINING"
-        _record(
-            outcome, incident, TimelineEntry(event.time, event.id, "DRAINING", text, action=NotificationAction.UPDATE)
-        )
+def _classify(fact: HealthFact) -> Classification:
+    return classify_health_check(HealthCheck(type=fact.check_type, status=fact.status, statusReason=fact.reason))
 
 
-def _leave(event: InstanceStateEvent, status: str, open_incidents: list[Incident], outcome: Outcome) -> None:
-    if not open_incidents:
-        outcome.ignored = f"{status} with no open incident"
-        return
-    for incident in open_incidents:
-        incident.phase = status
-        if status == "INACTIVE":
-            _close(incident, event.time, "the instance left the cluster")
-            text, action, page = "Instance left the cluster (INACTIVE)", NotificationAction.RESOLVE, True
+@dataclass(slots=True)
+class InstanceView:
+    """Everything derived from one record: incidents, notices outside incidents, and incident identities."""
+
+    incidents: list[Incident] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    known: dict[str, list[KnownIncident]] = field(default_factory=dict)
+
+    def incident(self, incident_id: str) -> Incident | None:
+        return next((incident for incident in self.incidents if incident.id == incident_id), None)
+
+
+def derive(record: InstanceRecord, settings: Settings, route: Route) -> InstanceView:
+    """The incidents and notices the facts make, with their receivers. Same facts, same view, in any order."""
+    gone = _left_cluster(record.statuses)
+    by_check = {check: episodes(check, facts, gone) for check, facts in sorted(record.health.items())}
+    all_episodes = [episode for found in by_check.values() for episode in found]
+    drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}
+    view = InstanceView()
+    for check, found in by_check.items():
+        known = _identify(check, found, record.incidents.get(check, []), record.instance)
+        kept: list[KnownIncident] = []
+        for number, (episode, identity) in enumerate(known.matched, start=1):
+            incident = _incident(record, episode, identity, number, drains)
+            _route(incident, identity, route)
+            _remember(identity, incident)
+            view.incidents.append(incident)
+            kept.append(identity)
+        for orphan in known.orphans:
+            incident = _orphan_incident(record, orphan)
+            view.incidents.append(incident)
+            kept.append(orphan)
+        view.known[check] = _trimmed(kept)
+    view.incidents.sort(key=lambda incident: (incident.opened_at, incident.id))
+    view.alerts = _alerts(record, view.incidents, drains, route)
+    return view
+
+
+@dataclass(slots=True)
+class _Identified:
+    matched: list[tuple[_Episode, KnownIncident]]
+    orphans: list[KnownIncident]
+
+
+def _identify(check: str, found: list[_Episode], known: list[KnownIncident], instance: InstanceRef) -> _Identified:
+    """Each episode is the known incident whose anchor it contains, or a new incident anchored at its start.
+
+    Works on copies: the view's identities are compared with the record's to see whether anything changed.
+    """
+    unclaimed = sorted((copy.deepcopy(k) for k in known), key=lambda k: (k.anchor, k.id))
+    matched: list[tuple[_Episode, KnownIncident]] = []
+    for episode in found:
+        mine = [k for k in unclaimed if episode.contains(k.anchor)]
+        if mine:
+            identity = mine[0]
+            unclaimed = [k for k in unclaimed if k is not identity]
         else:
-            text, action, page = "Instance DEREGISTERING", NotificationAction.UPDATE, False
-        _record(outcome, incident, TimelineEntry(event.time, event.id, status, text, action=action, page=page))
+            anchor = episode.opened_at
+            identity = KnownIncident(f"{fingerprint(instance, check)}@{iso_utc(anchor)}", check, anchor)
+        matched.append((episode, identity))
+    return _Identified(matched, unclaimed)
 
 
-# --- Task state changes --------------------------------------------------------------------------
-
-
-def on_task_stopped(event: TaskStateEvent, incidents: dict[str, Incident]) -> Outcome:
-    detail = event.detail
-    drained = (detail.stopped_reason or "").startswith(DRAINING_STOP_REASON)
-    if detail.last_status != "STOPPED" or not (detail.stop_code in INFRASTRUCTURE_STOP_CODES or drained):
-        return Outcome(ignored="task not stopped by the infrastructure")
-    applied = [i for i in incidents.values() if _already_applied(i, event.id)]
-    if applied:
-        return Outcome(notifications=[n for i in applied for n in _replay_notifications(i, event.id)])
-    open_incidents = [i for i in incidents.values() if i.is_open]
-    task_id = detail.task_arn.rsplit("/", 1)[-1]
-    family = (detail.group or "").removeprefix("family:") or "task"
-    why = detail.stopped_reason or "no reason given"
-    code = f" [{detail.stop_code}]" if detail.stop_code else ""
-    text = f"Task {family} ({task_id}) stopped: {why}{code}"
-    if open_incidents:
-        outcome = Outcome()
-        for incident in open_incidents:
-            entry = TimelineEntry(
-                event.time, event.id, "TASK_STOPPED", text, action=NotificationAction.UPDATE, page=False
-            )
-            _record(outcome, incident, entry)
-        return outcome
-    if drained:
-        # The drain itself was announced; one message per drained task would be noise.
-        return Outcome(ignored="task stopped by a drain with no open incident")
-    instance = _instance_ref(
-        event,
-        cluster_arn=detail.cluster_arn,
-        container_instance_arn=detail.container_instance_arn or "",
-        ec2_instance_id=None,
-        capacity_provider=detail.capacity_provider_name,
-        open_incidents=[],
+def _incident(
+    record: InstanceRecord,
+    episode: _Episode,
+    identity: KnownIncident,
+    number: int,
+    drains: dict[StatusFact, DrainAttribution],
+) -> Incident:
+    classification = classify_episode(episode)
+    within = [fact for fact in record.statuses if episode.contains(fact.at)]
+    drain_facts = [fact for fact in within if _is_drain(fact) and episode.open_at(fact.at)]
+    last_report = episode.close or episode.reports[-1]
+    incident = Incident(
+        id=identity.id,
+        fingerprint=fingerprint(record.instance, episode.check_type),
+        instance=record.instance,
+        check_type=episode.check_type,
+        status="OPEN" if episode.is_open else "CLOSED",
+        classification=classification,
+        opened_at=episode.opened_at,
+        phase=_phase(episode, within),
+        last_status_change=last_report.at,
+        closed_at=episode.closed_at,
+        close_reason=episode.close_reason,
+        drain=drains[drain_facts[-1]] if drain_facts else None,
+        slack_threads=_threads(record, identity.id),
+        opened_count=number,
     )
-    severity = Severity.WARNING if detail.stop_code == "InfrastructureHealth" else Severity.INFO
-    return Outcome(
-        notifications=[
-            _standalone(
-                event,
-                kind=EventKind.TASK_STOPPED,
-                instance=instance,
-                severity=severity,
-                fault_class=FaultClass.TASK_INTERRUPTION,
-                title=f"Task stopped by the infrastructure ({detail.stop_code})",
-                text=text,
-            )
-        ]
+    incident.timeline = _timeline(record, episode, within)
+    return incident
+
+
+def _phase(episode: _Episode, statuses: list[StatusFact]) -> str:
+    if not episode.is_open:
+        return "RESOLVED"
+    latest = max(statuses, key=lambda fact: fact.order, default=None)
+    if latest is not None and latest.status in _DRAIN_PHASES:
+        return latest.status
+    return episode.reports[-1].status
+
+
+def _timeline(record: InstanceRecord, episode: _Episode, statuses: list[StatusFact]) -> list[TimelineEntry]:
+    check = episode.check_type
+    entries: list[TimelineEntry] = []
+    previous: Classification | None = None
+    for fact in episode.reports:
+        classification = _classify(fact)
+        if previous is None:
+            text = f"{check} {fact.status}: {classification.title}"
+            entries.append(_health_entry(fact, text, EntryKind.OPENED, page=True))
+        elif classification != previous:
+            escalated = classification.severity.rank > previous.severity.rank
+            text = f"{check} now reports {fact.status}: {classification.title}"
+            if escalated:
+                text += f" (severity {previous.severity} → {classification.severity})"
+            entries.append(_health_entry(fact, text, EntryKind.CHANGED, page=escalated))
+        previous = classification
+    if episode.close is not None:
+        entries.append(_health_entry(episode.close, f"{check} is OK again", EntryKind.RECOVERED, page=True))
+    for status in statuses:
+        entries.append(_status_entry(status))
+    for task in record.tasks:
+        if episode.contains(task.at):
+            entries.append(_task_entry(task))
+    for notice in record.notices:
+        if notice.check_type == check and episode.contains(notice.fault_at):
+            key = f"notice:{notice.key}"
+            entries.append(TimelineEntry(key, notice.at, key, "RESUME", notice.title, EntryKind.NOTICE, notice.pages))
+    entries.sort(key=lambda entry: (entry.at, _KIND_ORDER[entry.kind], entry.key))
+    if len(entries) > MAX_TIMELINE:
+        entries = [entries[0], *entries[-(MAX_TIMELINE - 1) :]]
+    return entries
+
+
+_KIND_ORDER = {
+    EntryKind.OPENED: 0,
+    EntryKind.CHANGED: 1,
+    EntryKind.INSTANCE: 2,
+    EntryKind.TASK: 3,
+    EntryKind.NOTICE: 4,
+    EntryKind.RECOVERED: 5,
+}
+
+
+def _health_entry(fact: HealthFact, text: str, kind: EntryKind, *, page: bool) -> TimelineEntry:
+    key = f"health:{fact.check_type}:{fact.status}:{iso_utc(fact.at)}"
+    return TimelineEntry(
+        key, fact.at, fact.event_id, "RECOVERED" if fact.status == "OK" else fact.status, text, kind, page
     )
 
 
-# --- Helpers -------------------------------------------------------------------------------------
+def _status_entry(fact: StatusFact) -> TimelineEntry:
+    texts = {
+        "DRAINING": "Instance set to DRAINING",
+        "DEREGISTERING": "Instance DEREGISTERING",
+        LEFT_CLUSTER: "Instance left the cluster (INACTIVE)",
+        "ACTIVE": "Instance ACTIVE again",
+    }
+    text = texts.get(fact.status, f"Instance status {fact.status}")
+    page = fact.status in ("DRAINING", LEFT_CLUSTER)
+    key = f"status:{fact.event_id}"
+    return TimelineEntry(key, fact.at, fact.event_id, fact.status, text, EntryKind.INSTANCE, page)
 
 
-def _instance_ref(
-    event: InstanceStateEvent | TaskStateEvent,
-    *,
-    cluster_arn: str,
-    container_instance_arn: str,
-    ec2_instance_id: str | None,
-    capacity_provider: str | None,
-    open_incidents: list[Incident],
-) -> InstanceRef:
-    known = open_incidents[0].instance if open_incidents else None
-    return InstanceRef(
-        region=event.region,
-        account=event.account,
-        cluster_arn=cluster_arn,
-        container_instance_arn=container_instance_arn,
-        ec2_instance_id=ec2_instance_id or (known.ec2_instance_id if known else None),
-        capacity_provider=capacity_provider or (known.capacity_provider if known else None),
-    )
+def _task_entry(task: TaskStopFact) -> TimelineEntry:
+    code = f" [{task.stop_code}]" if task.stop_code else ""
+    text = f"Task {task.family} ({task.task_id}) stopped: {task.reason}{code}"
+    return TimelineEntry(f"task:{task.task_arn}", task.at, task.event_id, "TASK_STOPPED", text, EntryKind.TASK)
 
 
-def _standalone(
-    event: InstanceStateEvent | TaskStateEvent,
-    *,
-    kind: EventKind,
-    instance: InstanceRef,
-    severity: Severity,
-    fault_class: FaultClass,
-    title: str,
-    text: str,
-    drain: DrainAttribution | None = None,
-) -> Notification:
-    alert = Alert(
-        event_id=event.id,
-        kind=kind,
-        instance=instance,
-        severity=severity,
-        title=title,
-        text=text,
-        at=event.time,
-        fault_class=fault_class,
-        drain=drain,
-    )
-    return Notification(NotificationAction.STANDALONE, event.id, alert=alert)
-
-
-def _is_stale_state(event: InstanceStateEvent, state: InstanceState) -> bool:
-    version = event.detail.version
-    if version is not None and state.status_version is not None:
-        return version <= state.status_version
-    return state.status_at is not None and event.time < state.status_at
-
-
-def _close(incident: Incident, at: datetime, reason: str) -> None:
-    incident.status = "CLOSED"
-    incident.phase = "RESOLVED"
-    incident.closed_at = at
-    incident.close_reason = reason
-
-
-def _record(outcome: Outcome, incident: Incident, entry: TimelineEntry) -> None:
-    """Append a step to the incident's timeline, save it, and notify if the step says so."""
-    incident.timeline = [*incident.timeline, entry][-MAX_TIMELINE:]
-    outcome.incidents.append(incident)
-    if entry.action in _NOTIFYING:
-        outcome.notifications.append(_notification(incident, entry))
-
-
-def _notification(incident: Incident, entry: TimelineEntry) -> Notification:
-    assert entry.action is not None
-    return Notification(entry.action, entry.event_id, incident=incident, entry=entry, page=entry.page)
-
-
-def _already_applied(incident: Incident, event_id: str) -> bool:
-    return any(entry.event_id == event_id for entry in incident.timeline)
-
-
-def _replay_notifications(incident: Incident, event_id: str) -> list[Notification]:
-    """A retried event: send again what it produced (the delivery ledger skips what already went out)."""
+def _threads(record: InstanceRecord, subject: str) -> list[SlackThread]:
     return [
-        replace(_notification(incident, entry), retry=True)
-        for entry in incident.timeline
-        if entry.event_id == event_id and entry.action in _NOTIFYING
+        SlackThread(delivery.receiver, delivery.channel, delivery.ts)
+        for (_, about), delivery in sorted(record.deliveries.items())
+        if about == subject and delivery.channel and delivery.ts
     ]
 
 
-_NOTIFYING = frozenset({NotificationAction.OPEN, NotificationAction.UPDATE, NotificationAction.RESOLVE})
+def _route(incident: Incident, identity: KnownIncident, route: Route) -> None:
+    """Routed by what the incident is now (its most severe report, its drain). A receiver that heard of it
+    and is no longer routed to (a late event showed the critical report belonged to an earlier incident) is
+    brought up to date by delivery: its page resolved, its Slack root kept current."""
+    decision = route(incident_context(incident))
+    identity.route = ",".join(decision.routes) or None
+    identity.receivers = list(decision.receivers)
+    incident.receivers = list(decision.receivers)
+    incident.route = identity.route
+
+
+def _remember(identity: KnownIncident, incident: Incident) -> None:
+    """The derivation's summary on the identity, for readers that do not derive (status, reports)."""
+    identity.status = incident.status
+    identity.opened_at = incident.opened_at
+    identity.closed_at = incident.closed_at
+    identity.phase = incident.phase
+    identity.severity = incident.classification.severity.value
+    identity.title = incident.classification.title
+    identity.fault_class = incident.classification.fault_class.value
+    identity.xid = incident.classification.xid
+
+
+def _orphan_incident(record: InstanceRecord, orphan: KnownIncident) -> Incident:
+    """A known incident no episode contains any more (its facts aged out): closed, so nothing stays open."""
+    opened = orphan.opened_at or orphan.anchor
+    classification = Classification(
+        FaultClass(orphan.fault_class) if orphan.fault_class else FaultClass.UNKNOWN_CHECK,
+        Severity(orphan.severity) if orphan.severity else Severity.ERROR,
+        orphan.title or f"{orphan.check_type} fault",
+        xid=orphan.xid,
+    )
+    orphan.status, orphan.phase = "CLOSED", "RESOLVED"
+    orphan.closed_at = orphan.closed_at or opened
+    return Incident(
+        id=orphan.id,
+        fingerprint=fingerprint(record.instance, orphan.check_type),
+        instance=record.instance,
+        check_type=orphan.check_type,
+        status="CLOSED",
+        classification=classification,
+        opened_at=opened,
+        phase="RESOLVED",
+        closed_at=orphan.closed_at,
+        close_reason="its reports aged out of the record; closed so that nothing stays open",
+        receivers=list(orphan.receivers),
+        route=orphan.route,
+        slack_threads=_threads(record, orphan.id),
+    )
+
+
+def _trimmed(known: list[KnownIncident]) -> list[KnownIncident]:
+    """At most MAX_INCIDENTS_PER_CHECK per check: the oldest closed ones go first."""
+    ordered = sorted(known, key=lambda k: (k.anchor, k.id))
+    while len(ordered) > MAX_INCIDENTS_PER_CHECK:
+        closed = next((k for k in ordered if k.status != "OPEN"), None)
+        if closed is None:
+            break
+        ordered.remove(closed)
+    return ordered
+
+
+# --- Drains and notices outside incidents --------------------------------------------------------------
+
+
+def _left_cluster(statuses: Iterable[StatusFact]) -> StatusFact | None:
+    gone = [fact for fact in statuses if fact.status == LEFT_CLUSTER]
+    return min(gone, key=lambda fact: fact.at) if gone else None
+
+
+def _is_drain(fact: StatusFact) -> bool:
+    return fact.status == "DRAINING"
+
+
+def _attribute(
+    fact: StatusFact, record: InstanceRecord, all_episodes: list[_Episode], settings: Settings
+) -> DrainAttribution:
+    faults = [
+        (episode.opened_at, _fault_label(episode))
+        for episode in all_episodes
+        if classify_episode(episode).severity.rank > 0
+        and episode.opened_at <= fact.at
+        and (episode.closed_at is None or fact.at - episode.closed_at <= settings.drain_window)
+    ]
+    return attribute_drain(
+        at=fact.at,
+        reason=fact.reason,
+        quarantine=record.quarantine,
+        fault=max(faults)[1] if faults else None,
+        window=settings.drain_window,
+    )
+
+
+def _fault_label(episode: _Episode) -> str:
+    xid = classify_episode(episode).xid
+    return f"XID {xid}" if xid is not None else episode.check_type
+
+
+def _alerts(
+    record: InstanceRecord,
+    incidents: list[Incident],
+    drains: dict[StatusFact, DrainAttribution],
+    route: Route,
+) -> list[Alert]:
+    alerts: list[Alert] = []
+    by_id = {incident.id: incident for incident in incidents}
+    for fact in record.statuses:
+        if _is_drain(fact):
+            drain = drains[fact]
+            owner = _owner(by_id, fact.at, open_only=True)
+            severity = Severity.WARNING if drain.cause == DrainCause.ECS_AUTO_REPAIR else Severity.INFO
+            alerts.append(
+                Alert(
+                    key=f"drain:{fact.event_id}",
+                    event_id=fact.event_id,
+                    kind=EventKind.INSTANCE_STATE,
+                    instance=record.instance,
+                    severity=severity,
+                    title="Container instance draining",
+                    text=f"Draining: {drain.label}",
+                    at=fact.at,
+                    fault_class=FaultClass.INSTANCE_LIFECYCLE,
+                    drain=drain,
+                    superseded_by=owner,
+                )
+            )
+        elif fact.status == "REGISTRATION_FAILED":
+            alerts.append(
+                Alert(
+                    key=f"status:{fact.event_id}",
+                    event_id=fact.event_id,
+                    kind=EventKind.INSTANCE_STATE,
+                    instance=record.instance,
+                    severity=Severity.WARNING,
+                    title="Container instance registration failed",
+                    text=fact.reason or "ECS gave no reason",
+                    at=fact.at,
+                    fault_class=FaultClass.INSTANCE_LIFECYCLE,
+                )
+            )
+    for task in record.tasks:
+        owner = _owner(by_id, task.at, open_only=False)
+        if owner is None and task.drained:
+            continue  # the drain itself was announced; one message per drained task would be noise
+        code = f" [{task.stop_code}]" if task.stop_code else ""
+        alerts.append(
+            Alert(
+                key=f"task:{task.task_arn}",
+                event_id=task.event_id,
+                kind=EventKind.TASK_STOPPED,
+                instance=record.instance,
+                severity=Severity.WARNING if task.stop_code == "InfrastructureHealth" else Severity.INFO,
+                title=f"Task stopped by the infrastructure ({task.stop_code})",
+                text=f"Task {task.family} ({task.task_id}) stopped: {task.reason}{code}",
+                at=task.at,
+                fault_class=FaultClass.TASK_INTERRUPTION,
+                superseded_by=owner,
+            )
+        )
+    routed = [replace(alert, receivers=route(alert_context(alert)).receivers) for alert in alerts]
+    return sorted(routed, key=lambda alert: (alert.at, alert.key))
+
+
+def _owner(incidents: dict[str, Incident], moment: datetime, *, open_only: bool) -> str | None:
+    """The incident a drain or a task stop at `moment` belongs to (the earliest opened, for a stable answer)."""
+    for incident in sorted(incidents.values(), key=lambda i: (i.opened_at, i.id)):
+        ends = incident.closed_at
+        inside = incident.opened_at <= moment and (ends is None or moment < ends or (not open_only and moment <= ends))
+        if inside:
+            return incident.id
+    return None

@@ -1,7 +1,8 @@
 """`make route EVENT=<file>`: which route and receivers each event reaches, without sending anything.
 
-Events are applied in order to an in-memory incident store, so a DRAINING after an IMPAIRED is
-attributed the way the deployed router would attribute it.
+Events go through the real service, in order, against an in-memory store and channels that record what
+would be sent instead of sending it, so a DRAINING after an IMPAIRED is attributed the way the deployed
+router would attribute it, and each event shows only what it adds.
 
     python -m fault_responder.routecheck [--routing-file FILE] EVENT_FILE...
 """
@@ -17,24 +18,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from fault_responder import lifecycle
-from fault_responder.dispatch import DeliveryFailure, Dispatcher
-from fault_responder.domain import Notification
+from fault_responder.domain import Alert, Incident
+from fault_responder.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.models.events import UnsupportedEventError
-from fault_responder.routing import Receiver, Router, RoutingConfig, context_for, load_routing
+from fault_responder.routing import Receiver, Router, RoutingConfig, alert_context, incident_context, load_routing
 from fault_responder.service import AlertService
-from fault_responder.store import MemoryIncidentStore
+from fault_responder.store import MemoryInstanceStore
 
-
-class _DryRunDispatcher(Dispatcher):
-    """Records what would be delivered instead of delivering it."""
-
-    def __init__(self, receivers: dict[str, Receiver]) -> None:
-        self.receivers = receivers
-        self.deliveries: list[tuple[Notification, list[str]]] = []
-
-    def deliver(self, notification: Notification, receiver_names: list[str]) -> list[DeliveryFailure]:
-        self.deliveries.append((notification, receiver_names))
-        return []
+_LABELS = ("kind", "fault_class", "severity", "drain_attribution")
 
 
 def describe_receiver(name: str, receiver: Receiver) -> str:
@@ -47,41 +39,66 @@ def describe_receiver(name: str, receiver: Receiver) -> str:
 
 def explain(paths: list[Path], routing: RoutingConfig) -> list[str]:
     router = Router(routing)
-    dispatcher = _DryRunDispatcher(routing.receivers)
-    service = AlertService(MemoryIncidentStore(), router, dispatcher, lifecycle.Settings())
+    channels = RecordingChannels()
+    store = MemoryInstanceStore()
+    service = AlertService(store, router, ReceiverCourier(channels), lifecycle.Settings())
     lines: list[str] = []
     for path in paths:
         for raw in _events_in(path):
             lines.append(f"{path}  (id {raw.get('id')})")
-            dispatcher.deliveries.clear()
+            channels.sent.clear()
             try:
-                result = service.handle(raw)
-            except (ValidationError, UnsupportedEventError) as error:
+                result = service.handle(read_envelope(json.dumps(raw)))
+            except (ValidationError, UnsupportedEventError, RejectedEvent) as error:
                 lines.append(f"  malformed: {error}".splitlines()[0])
                 continue
-            if result["ignored"] and not dispatcher.deliveries:
+            if result["ignored"] and not channels.sent:
                 lines.append(f"  no notification: {result['ignored']}")
-            for notification, receivers in dispatcher.deliveries:
-                lines.extend(_describe(notification, receivers, router, routing))
+            arn = _instance_arn(raw)
+            record = store.load(arn) if arn else None
+            view = service.derive(record) if record is not None else None
+            receivers = {str(sent.receiver) for sent in channels.sent}
+            if view is not None:
+                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, routing))
+            for sent in sorted(channels.sent, key=lambda sent: str(sent.receiver)):
+                text = sent.text.splitlines()[0][:160] if sent.text else sent.target
+                lines.append(f"    -> {sent.receiver}: {sent.service} {sent.action}: {text}")
     return lines
 
 
-def _describe(notification: Notification, receivers: list[str], router: Router, routing: RoutingConfig) -> list[str]:
-    context = context_for(notification)
-    subject = notification.incident.fingerprint if notification.incident else notification.alert.title  # type: ignore[union-attr]
-    labels = ", ".join(
-        f"{key}={context.value(key)}" for key in ("kind", "fault_class", "severity", "drain_attribution")
-    )
-    route = notification.incident.route if notification.incident else ",".join(router.route(context).routes)
-    pager = "" if notification.page else "  (chat only: this step does not page)"
-    if notification.retry:
-        pager += "  (event already applied: only deliveries that did not go out are retried)"
-    named = ", ".join(describe_receiver(name, routing.receivers[name]) for name in receivers) or "nobody"
-    return [
-        f"  {notification.action.value}: {subject}",
-        f"    labels: {labels}",
-        f"    route: {route or 'no route matched'} -> {named}{pager}",
-    ]
+def _subjects(
+    incidents: list[Incident], alerts: list[Alert], receivers: set[str], router: Router, routing: RoutingConfig
+) -> list[str]:
+    lines: list[str] = []
+    for incident in incidents:
+        if not receivers & set(incident.receivers):
+            continue
+        context = incident_context(incident)
+        action = "open" if incident.is_open else "resolve"
+        labels = ", ".join(f"{key}={context.value(key)}" for key in _LABELS)
+        lines.append(f"  {action}: {incident.fingerprint} ({incident.phase})")
+        lines.append(f"    labels: {labels}")
+        lines.append(f"    route: {incident.route or 'no route matched'} -> {_named(incident.receivers, routing)}")
+    for alert in alerts:
+        if alert.superseded_by is not None or not receivers & set(alert.receivers):
+            continue
+        context = alert_context(alert)
+        labels = ", ".join(f"{key}={context.value(key)}" for key in _LABELS)
+        route = ",".join(router.route(context).routes) or "no route matched"
+        lines.append(f"  notice: {alert.title}")
+        lines.append(f"    labels: {labels}")
+        lines.append(f"    route: {route} -> {_named(list(alert.receivers), routing)}")
+    return lines
+
+
+def _named(names: list[str], routing: RoutingConfig) -> str:
+    return ", ".join(describe_receiver(name, routing.receivers[name]) for name in names) or "nobody"
+
+
+def _instance_arn(raw: dict[str, Any]) -> str | None:
+    detail = raw.get("detail")
+    value = detail.get("containerInstanceArn") if isinstance(detail, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _events_in(path: Path) -> list[dict[str, Any]]:

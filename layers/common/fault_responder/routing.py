@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from fault_responder.domain import Alert, Incident, Notification, NotificationAction, Severity
+from fault_responder.domain import Alert, EventKind, Incident, Severity
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 MATCHER_KEYS = ("kind", "cluster", "capacity_provider", "check_type", "fault_class", "severity", "drain_attribution")
@@ -139,17 +139,10 @@ def _matches(route: Route, context: RouteContext) -> bool:
     )
 
 
-def context_for(notification: Notification) -> RouteContext:
-    if notification.alert is not None:
-        return _alert_context(notification.alert)
-    assert notification.incident is not None
-    return _incident_context(notification.incident, notification.action)
-
-
-def _incident_context(incident: Incident, action: NotificationAction) -> RouteContext:
-    kind = "health_recovered" if action == NotificationAction.RESOLVE else "health_impaired"
+def incident_context(incident: Incident) -> RouteContext:
+    """An incident is routed as the fault it is (kind `health_impaired`), from its open to its resolve."""
     return RouteContext(
-        kind=kind,
+        kind=EventKind.HEALTH_IMPAIRED.value,
         cluster=incident.instance.cluster_name,
         capacity_provider=incident.instance.capacity_provider,
         check_type=incident.check_type,
@@ -159,7 +152,7 @@ def _incident_context(incident: Incident, action: NotificationAction) -> RouteCo
     )
 
 
-def _alert_context(alert: Alert) -> RouteContext:
+def alert_context(alert: Alert) -> RouteContext:
     return RouteContext(
         kind=alert.kind.value,
         cluster=alert.instance.cluster_name,

@@ -1,4 +1,8 @@
-"""Incidents and instance state to and from plain JSON-compatible dicts (what the store persists)."""
+"""Instance records to and from plain JSON-compatible dicts (what the store persists).
+
+A record is stored in parts so that writers touch only their own: one part per health check (its facts
+and incidents), one for the instance-level facts, one per receiver's lease, one per delivery.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,18 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from fault_responder.domain import (
-    Classification,
-    DrainAttribution,
-    DrainCause,
-    FaultClass,
-    Incident,
-    InstanceRef,
-    InstanceState,
-    NotificationAction,
-    Severity,
-    SlackThread,
-    TimelineEntry,
+from fault_responder.domain import InstanceRef
+from fault_responder.record import (
+    Delivery,
+    HealthFact,
+    InstanceRecord,
+    KnownIncident,
+    Lease,
+    NoticeFact,
+    Pending,
+    QuarantineFact,
+    StatusFact,
+    TaskStopFact,
 )
 
 
@@ -29,121 +33,206 @@ def _dt(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def incident_to_dict(incident: Incident) -> dict[str, Any]:
-    c = incident.classification
+def _req(value: Any) -> datetime:
+    moment = _dt(value)
+    if moment is None:
+        raise ValueError("a stored fact has no time")
+    return moment
+
+
+def instance_to_dict(instance: InstanceRef) -> dict[str, Any]:
+    return asdict(instance)
+
+
+def instance_from_dict(data: dict[str, Any]) -> InstanceRef:
+    return InstanceRef(**data)
+
+
+# --- Check parts ---------------------------------------------------------------------------------------
+
+
+def check_to_dict(record: InstanceRecord, check: str) -> dict[str, Any]:
     return {
-        "fingerprint": incident.fingerprint,
-        "instance": asdict(incident.instance),
-        "check_type": incident.check_type,
-        "status": incident.status,
-        "classification": {
-            "fault_class": c.fault_class.value,
-            "severity": c.severity.value,
-            "title": c.title,
-            "xid": c.xid,
-            "reason": c.reason,
-        },
-        "opened_at": _ts(incident.opened_at),
-        "phase": incident.phase,
-        "last_status_change": _ts(incident.last_status_change),
-        "closed_at": _ts(incident.closed_at),
-        "close_reason": incident.close_reason,
-        "drain": (
-            {"cause": incident.drain.cause.value, "label": incident.drain.label, "reason": incident.drain.reason}
-            if incident.drain
-            else None
-        ),
-        "receivers": list(incident.receivers),
-        "route": incident.route,
-        "slack_threads": [asdict(thread) for thread in incident.slack_threads],
-        "timeline": [_entry_to_dict(entry) for entry in incident.timeline],
-        "opened_count": incident.opened_count,
-        "version": incident.version,
+        "type": check,
+        "facts": [
+            {
+                "status": f.status,
+                "at": _ts(f.at),
+                "event_id": f.event_id,
+                "reason": f.reason,
+                "updated": _ts(f.updated),
+            }
+            for f in record.health.get(check, [])
+        ],
+        "incidents": [_known_to_dict(k) for k in record.incidents.get(check, [])],
     }
 
 
-def incident_from_dict(data: dict[str, Any]) -> Incident:
-    c = data["classification"]
-    drain = data.get("drain")
-    opened_at = _dt(data["opened_at"])
-    assert opened_at is not None
-    return Incident(
-        fingerprint=data["fingerprint"],
-        instance=InstanceRef(**data["instance"]),
+def check_from_dict(data: dict[str, Any]) -> tuple[str, list[HealthFact], list[KnownIncident]]:
+    check = str(data["type"])
+    facts = [
+        HealthFact(
+            check_type=check,
+            status=f["status"],
+            at=_req(f["at"]),
+            event_id=f["event_id"],
+            reason=f.get("reason"),
+            updated=_dt(f.get("updated")),
+        )
+        for f in data.get("facts") or []
+    ]
+    return check, facts, [_known_from_dict(k) for k in data.get("incidents") or []]
+
+
+def _known_to_dict(known: KnownIncident) -> dict[str, Any]:
+    return {
+        "id": known.id,
+        "check_type": known.check_type,
+        "anchor": _ts(known.anchor),
+        "receivers": list(known.receivers),
+        "route": known.route,
+        "status": known.status,
+        "opened_at": _ts(known.opened_at),
+        "closed_at": _ts(known.closed_at),
+        "phase": known.phase,
+        "severity": known.severity,
+        "title": known.title,
+        "fault_class": known.fault_class,
+        "xid": known.xid,
+    }
+
+
+def _known_from_dict(data: dict[str, Any]) -> KnownIncident:
+    return KnownIncident(
+        id=data["id"],
         check_type=data["check_type"],
-        status=data["status"],
-        classification=Classification(
-            fault_class=FaultClass(c["fault_class"]),
-            severity=Severity(c["severity"]),
-            title=c["title"],
-            xid=int(c["xid"]) if c.get("xid") is not None else None,
-            reason=c.get("reason"),
-        ),
-        opened_at=opened_at,
-        phase=data["phase"],
-        last_status_change=_dt(data.get("last_status_change")),
-        closed_at=_dt(data.get("closed_at")),
-        close_reason=data.get("close_reason"),
-        drain=DrainAttribution(DrainCause(drain["cause"]), drain["label"], drain.get("reason")) if drain else None,
+        anchor=_req(data["anchor"]),
         receivers=list(data.get("receivers") or []),
         route=data.get("route"),
-        slack_threads=[SlackThread(**thread) for thread in data.get("slack_threads") or []],
-        timeline=[_entry_from_dict(entry) for entry in data.get("timeline") or []],
-        opened_count=int(data.get("opened_count", 1)),
-        version=int(data.get("version", 0)),
+        status=data.get("status") or "OPEN",
+        opened_at=_dt(data.get("opened_at")),
+        closed_at=_dt(data.get("closed_at")),
+        phase=data.get("phase"),
+        severity=data.get("severity"),
+        title=data.get("title"),
+        fault_class=data.get("fault_class"),
+        xid=int(data["xid"]) if data.get("xid") is not None else None,
     )
 
 
-def _entry_to_dict(entry: TimelineEntry) -> dict[str, Any]:
+# --- Instance-level facts -----------------------------------------------------------------------------
+
+
+def has_instance_facts(record: InstanceRecord) -> bool:
+    return bool(record.statuses or record.tasks or record.quarantine or record.notices)
+
+
+def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
+    quarantine = record.quarantine
     return {
-        "at": _ts(entry.at),
-        "event_id": entry.event_id,
-        "phase": entry.phase,
-        "text": entry.text,
-        "stale": entry.stale,
-        "action": entry.action.value if entry.action else None,
-        "page": entry.page,
+        "statuses": [
+            {"status": f.status, "at": _ts(f.at), "event_id": f.event_id, "version": f.version, "reason": f.reason}
+            for f in record.statuses
+        ],
+        "tasks": [
+            {
+                "task_arn": f.task_arn,
+                "at": _ts(f.at),
+                "event_id": f.event_id,
+                "family": f.family,
+                "reason": f.reason,
+                "stop_code": f.stop_code,
+                "drained": f.drained,
+            }
+            for f in record.tasks
+        ],
+        "quarantine": {"at": _ts(quarantine.at), "reason": quarantine.reason} if quarantine else None,
+        "notices": [
+            {
+                "key": f.key,
+                "check_type": f.check_type,
+                "fault_at": _ts(f.fault_at),
+                "at": _ts(f.at),
+                "title": f.title,
+                "pages": f.pages,
+            }
+            for f in record.notices
+        ],
     }
 
 
-def _entry_from_dict(data: dict[str, Any]) -> TimelineEntry:
-    at = _dt(data["at"])
-    assert at is not None
-    return TimelineEntry(
-        at=at,
-        event_id=data["event_id"],
-        phase=data["phase"],
-        text=data["text"],
-        stale=bool(data.get("stale", False)),
-        action=NotificationAction(data["action"]) if data.get("action") else None,
-        page=bool(data.get("page", True)),
-    )
+def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
+    record.statuses = [
+        StatusFact(
+            status=f["status"],
+            at=_req(f["at"]),
+            event_id=f["event_id"],
+            version=int(f["version"]) if f.get("version") is not None else None,
+            reason=f.get("reason"),
+        )
+        for f in data.get("statuses") or []
+    ]
+    record.tasks = [
+        TaskStopFact(
+            task_arn=f["task_arn"],
+            at=_req(f["at"]),
+            event_id=f["event_id"],
+            family=f["family"],
+            reason=f["reason"],
+            stop_code=f.get("stop_code"),
+            drained=bool(f.get("drained")),
+        )
+        for f in data.get("tasks") or []
+    ]
+    quarantine = data.get("quarantine")
+    record.quarantine = QuarantineFact(_req(quarantine["at"]), quarantine.get("reason")) if quarantine else None
+    record.notices = [
+        NoticeFact(
+            key=f["key"],
+            check_type=f["check_type"],
+            fault_at=_req(f["fault_at"]),
+            at=_req(f["at"]),
+            title=f["title"],
+            pages=bool(f.get("pages")),
+        )
+        for f in data.get("notices") or []
+    ]
 
 
-def state_to_dict(state: InstanceState) -> dict[str, Any]:
+# --- Deliveries and leases ------------------------------------------------------------------------------
+
+
+def delivery_to_dict(delivery: Delivery) -> dict[str, Any]:
     return {
-        "container_instance_arn": state.container_instance_arn,
-        "status": state.status,
-        "status_version": state.status_version,
-        "status_at": _ts(state.status_at),
-        "last_impaired_at": _ts(state.last_impaired_at),
-        "last_impaired_label": state.last_impaired_label,
-        "quarantined_at": _ts(state.quarantined_at),
-        "quarantine_reason": state.quarantine_reason,
-        "version": state.version,
+        "receiver": delivery.receiver,
+        "subject": delivery.subject,
+        "channel": delivery.channel,
+        "ts": delivery.ts,
+        "pending": [{"marker": p.marker, "at": _ts(p.at), "owner": p.owner} for p in delivery.pending],
+        "digest": delivery.digest,
+        "steps": list(delivery.steps),
+        "alert": delivery.alert,
+        "incident": delivery.incident,
     }
 
 
-def state_from_dict(data: dict[str, Any]) -> InstanceState:
-    version = data.get("status_version")
-    return InstanceState(
-        container_instance_arn=data["container_instance_arn"],
-        status=data.get("status"),
-        status_version=int(version) if version is not None else None,
-        status_at=_dt(data.get("status_at")),
-        last_impaired_at=_dt(data.get("last_impaired_at")),
-        last_impaired_label=data.get("last_impaired_label"),
-        quarantined_at=_dt(data.get("quarantined_at")),
-        quarantine_reason=data.get("quarantine_reason"),
-        version=int(data.get("version", 0)),
+def delivery_from_dict(data: dict[str, Any]) -> Delivery:
+    return Delivery(
+        receiver=data["receiver"],
+        subject=data["subject"],
+        channel=data.get("channel"),
+        ts=data.get("ts"),
+        pending=[Pending(p["marker"], _req(p["at"]), p["owner"]) for p in data.get("pending") or []],
+        digest=data.get("digest"),
+        steps=list(data.get("steps") or []),
+        alert=data.get("alert"),
+        incident=data.get("incident"),
     )
+
+
+def lease_to_dict(lease: Lease) -> dict[str, Any]:
+    return {"receiver": lease.receiver, "owner": lease.owner, "until": lease.until}
+
+
+def lease_from_dict(data: dict[str, Any]) -> Lease:
+    return Lease(receiver=data["receiver"], owner=data["owner"], until=float(data["until"]))

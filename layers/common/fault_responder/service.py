@@ -1,125 +1,270 @@
-"""The alert router's use case: one ECS event in, incidents updated, the right people told."""
+"""The alert router's use case: one ECS event in, its facts recorded, every receiver brought up to date.
+
+1. The event's facts are added to its instance's record, and the incidents derived again, in one conditional
+   write: a new fault on an instance with no other history is written without a read first (the fast path:
+   its Slack root and PagerDuty trigger go out after this one write); otherwise read, derive, write if the
+   version is unchanged, and on a conflict read again and re-apply (facts are idempotent, so re-applying is
+   always right).
+2. Each receiver with something to send is drained by whoever holds its lease, one thread per receiver, so
+   a slow Slack never holds back PagerDuty. The lease holder sends until nothing is left, then releases the
+   lease only if no new facts arrived meanwhile; a worker that finds the lease held leaves its work to the
+   holder. A failed receiver fails the event, which SQS redelivers: the retry finds the facts already
+   recorded and only delivers what is still missing.
+"""
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from fault_responder import lifecycle
-from fault_responder.dispatch import Dispatcher, NotificationFailedError
-from fault_responder.domain import Incident, InstanceState, Notification, NotificationAction
+from fault_responder.adapters.http import DeliveryError
+from fault_responder.delivery import (
+    Courier,
+    Step,
+    StepKind,
+    as_seen_by,
+    pagerduty_subject,
+    pending_since,
+    plan,
+    with_pending,
+    without_pending,
+)
+from fault_responder.lifecycle import InstanceView, derive, facts_from_event
 from fault_responder.models.events import EcsEvent, HealthChangeEvent, InstanceStateEvent, parse_ecs_event
-from fault_responder.routing import Router, context_for
-from fault_responder.store import IncidentStore
+from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease
+from fault_responder.routing import Receiver, Router
+from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
 
 Counter = Callable[[str, str, str], None]
 """count(metric, dimension name, dimension value)."""
 
+MAX_WRITE_CONFLICTS = 10
+MAX_STEPS_PER_DRAIN = 200
+"""A bound on one worker's loop; far above what one instance ever needs."""
 
-@dataclass(frozen=True, slots=True)
-class EventResult:
-    event_id: str
-    kind: str
-    ignored: str | None
-    notifications: list[dict[str, Any]]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "event_id": self.event_id,
-            "kind": self.kind,
-            "ignored": self.ignored,
-            "notifications": self.notifications,
-        }
+class DeliveryPendingError(Exception):
+    """Some receivers could not be brought up to date; the event must be retried (SQS redelivers it)."""
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        self.failures = failures
+        summary = "; ".join(f"{receiver}: {reason}" for receiver, reason in sorted(failures.items()))
+        super().__init__(f"{len(failures)} receiver(s) not up to date: {summary}")
+
+
+@dataclass(slots=True)
+class _Drained:
+    sent: list[str] = field(default_factory=list)
+    failure: str | None = None
 
 
 class AlertService:
     def __init__(
         self,
-        store: IncidentStore,
+        store: InstanceStore,
         router: Router,
-        dispatcher: Dispatcher,
+        courier: Courier,
         settings: lifecycle.Settings,
+        *,
         count: Counter = lambda metric, dimension, value: None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        epoch: Callable[[], float] = time.time,
+        workers: int = 8,
     ) -> None:
         self.store = store
         self.router = router
-        self.dispatcher = dispatcher
+        self.receivers: dict[str, Receiver] = dict(router.config.receivers)
+        self.courier = courier
         self.settings = settings
         self.count = count
+        self.clock = clock
+        self.epoch = epoch
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver")
 
-    def handle(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """Process one EventBridge envelope. Raises on malformed input and on failed deliveries."""
+    def handle(self, raw: dict[str, Any], *, seconds_left: float = 60.0) -> dict[str, Any]:
+        """Process one EventBridge envelope. Raises on malformed input (pydantic ValidationError,
+        UnsupportedEventError) and DeliveryPendingError when a receiver could not be brought up to date."""
         event = parse_ecs_event(raw)
         kind = _kind(event)
         self.count("EventsReceived", "Kind", kind)
-        outcome = self._apply(event)
-        if outcome.ignored:
+        facts = facts_from_event(event)
+        if facts is None:
             self.count("EventsIgnored", "Kind", kind)
-        drain = _drain_cause(outcome)
-        if drain is not None:
-            self.count("DrainAttributions", "Attribution", drain)
-        for notification in outcome.notifications:
-            self._route(notification)
-        self._save(outcome)
-        threads = {id(n.incident): len(n.incident.slack_threads) for n in outcome.notifications if n.incident}
-        failures = []
-        sent: list[dict[str, Any]] = []
-        for notification in outcome.notifications:
-            receivers = self._receivers(notification)
-            failed = self.dispatcher.deliver(notification, receivers)
-            failures.extend(failed)
-            sent.append(
-                {"action": notification.action.value, "receivers": receivers, "failed": [f.receiver for f in failed]}
-            )
-        # Slack root messages posted just now are remembered even when another receiver failed.
-        for notification in outcome.notifications:
-            incident = notification.incident
-            if incident is not None and len(incident.slack_threads) != threads.get(id(incident)):
-                self.store.save_incident(incident)
-                threads[id(incident)] = len(incident.slack_threads)
+            return {"event_id": event.id, "kind": kind, "ignored": "nothing in this event to act on", "receivers": {}}
+        owner = uuid.uuid4().hex
+        until = self.epoch() + seconds_left
+        record, held, changed = self._apply(facts, owner, until)
+        if not changed:
+            self.count("EventsIgnored", "Kind", kind)
+        view = self.derive(record)
+        self._count_drain(facts, view, changed)
+        outcomes = self._deliver(record, view, held, owner, until)
+        failures = {name: outcome.failure for name, outcome in outcomes.items() if outcome.failure}
         if failures:
-            raise NotificationFailedError(failures)
-        return EventResult(event.id, kind, outcome.ignored, sent).as_dict()
+            raise DeliveryPendingError(failures)
+        return {
+            "event_id": event.id,
+            "kind": kind,
+            "ignored": None if changed else "already known",
+            "receivers": {name: outcome.sent for name, outcome in outcomes.items()},
+        }
 
-    def _apply(self, event: EcsEvent) -> lifecycle.Outcome:
-        arn = _container_instance_arn(event)
-        if arn is None:
-            incidents: dict[str, Incident] = {}
-            state = InstanceState("")
+    def derive(self, record: InstanceRecord) -> InstanceView:
+        return derive(record, self.settings, self.router.route)
+
+    # --- 1. Facts ---------------------------------------------------------------------------------------
+
+    def _apply(self, facts: EventFacts, owner: str, until: float) -> tuple[InstanceRecord, dict[str, Lease], bool]:
+        arn = facts.instance.container_instance_arn
+        stored: InstanceRecord | None
+        if facts.health and facts.status is None and facts.task is None:
+            fresh = InstanceRecord(arn, facts.instance)
+            fresh.add(facts)
+            view = self.derive(fresh)
+            fresh.incidents = view.known
+            leases, intents = self._claims(fresh, view, owner, until)
+            try:
+                committed = self.store.commit_checks(fresh, list(fresh.health), leases=leases, deliveries=intents)
+                return committed.record, committed.leases, True
+            except ConcurrentUpdateError as conflict:
+                stored = conflict.stored
         else:
-            incidents, state = self.store.load(arn)
-        if isinstance(event, HealthChangeEvent):
-            return lifecycle.on_health_change(event, incidents, state)
-        if isinstance(event, InstanceStateEvent):
-            return lifecycle.on_instance_state(event, incidents, state, self.settings)
-        return lifecycle.on_task_stopped(event, incidents)
+            stored = self.store.load(arn)
+        for _ in range(MAX_WRITE_CONFLICTS):
+            record = stored or InstanceRecord(arn, facts.instance)
+            changed = record.add(facts)
+            view = self.derive(record)
+            changed = _identities_changed(record.incidents, view.known) or changed
+            if not changed:
+                return record, {}, False
+            record.incidents = view.known
+            leases, intents = self._claims(record, view, owner, until)
+            forget = _forgotten(record, view)
+            try:
+                committed = self.store.commit(record, leases=leases, deliveries=intents, forget=forget)
+                return committed.record, committed.leases, True
+            except ConcurrentUpdateError as conflict:
+                stored = conflict.stored if conflict.stored is not None else self.store.load(arn)
+        raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
 
-    def _route(self, notification: Notification) -> None:
-        """Incidents are routed when they open (and re-routed when they escalate); notices every time."""
-        incident = notification.incident
-        if incident is None:
+    def _claims(
+        self, record: InstanceRecord, view: InstanceView, owner: str, until: float
+    ) -> tuple[list[Lease], list[Delivery]]:
+        """The leases to take with the write (receivers with work), and the intents of first root posts, so
+        that the first page needs no further write."""
+        leases: list[Lease] = []
+        intents: list[Delivery] = []
+        now = self.clock()
+        for name, receiver in self.receivers.items():
+            steps = plan(name, receiver, view, record)
+            if not steps:
+                continue
+            leases.append(Lease(name, owner, until))
+            for step in steps:
+                marker = step.marker(receiver)
+                sent = record.delivery(name, step.subject)
+                if step.kind == StepKind.POST_ROOT and marker and pending_since(sent, marker) is None:
+                    intents.append(with_pending(sent, marker, now, owner))
+        return leases, intents
+
+    # --- 2. Deliveries ------------------------------------------------------------------------------------
+
+    def _deliver(
+        self, record: InstanceRecord, view: InstanceView, held: dict[str, Lease], owner: str, until: float
+    ) -> dict[str, _Drained]:
+        arn = record.arn
+        jobs = {}
+        for name, receiver in self.receivers.items():
+            lease = held.get(name)
+            if lease is None:
+                if not plan(name, receiver, view, record):
+                    continue
+                candidate = Lease(name, owner, until)
+                if not self.store.take_lease(arn, candidate, self.epoch()):
+                    continue  # its holder delivers this event's facts before it lets go
+                lease = candidate
+            jobs[name] = self._pool.submit(self._drain, name, receiver, lease, record)
+        return {name: job.result() for name, job in jobs.items()}
+
+    def _drain(self, name: str, receiver: Receiver, lease: Lease, record: InstanceRecord) -> _Drained:
+        """Send what `name` is missing until nothing is, then let go of its lease."""
+        drained = _Drained()
+        local = record
+        channel = "pagerduty" if receiver.pagerduty is not None else "slack"
+        try:
+            while True:
+                view = self.derive(local)
+                steps = plan(name, receiver, view, local)
+                if not steps:
+                    if self.store.release(local.arn, lease, local.version):
+                        return drained
+                    reloaded = self.store.load(local.arn)
+                    if reloaded is None:
+                        raise LeaseLostError(f"{local.arn} is gone")
+                    local = reloaded
+                    continue
+                if len(drained.sent) >= MAX_STEPS_PER_DRAIN:
+                    raise RuntimeError(f"more than {MAX_STEPS_PER_DRAIN} steps for one receiver")
+                self._perform(name, receiver, lease, local=local, view=view, step=steps[0])
+                drained.sent.append(steps[0].describe())
+                self.count("NotificationsSent", "Channel", channel)
+        except LeaseLostError as error:
+            drained.failure = f"lease lost: {error}"
+        except DeliveryError as error:
+            self.count("NotificationsFailed", "Channel", channel)
+            drained.failure = str(error)
+        except Exception as error:  # a bug must fail the event (and reach the DLQ with its reason), not vanish
+            self.count("NotificationsFailed", "Channel", channel)
+            drained.failure = f"{type(error).__name__}: {error}"
+        self.store.drop_lease(local.arn, lease)
+        return drained
+
+    def _perform(
+        self, name: str, receiver: Receiver, lease: Lease, *, local: InstanceRecord, view: InstanceView, step: Step
+    ) -> None:
+        arn = local.arn
+        before = as_seen_by(local.delivery(name, step.subject), lease.owner)
+        marker = step.marker(receiver)
+        if marker is not None and pending_since(local.delivery(name, step.subject), marker) is None:
+            intent = with_pending(before, marker, self.clock(), lease.owner)
+            self.store.record_delivery(arn, lease, intent)
+            local.deliveries[(name, step.subject)] = intent
+        try:
+            after = self.courier.perform(name, receiver, step, view, before)
+        except DeliveryError as error:
+            if marker is not None and not error.unknown_outcome:
+                # Known not to have landed: no need to look for it next time.
+                cleared = without_pending(local.delivery(name, step.subject), marker)
+                self.store.record_delivery(arn, lease, cleared)
+            raise
+        self.store.record_delivery(arn, lease, after)
+        local.deliveries[(name, step.subject)] = after
+
+    # --- Metrics ------------------------------------------------------------------------------------------
+
+    def _count_drain(self, facts: EventFacts, view: InstanceView, changed: bool) -> None:
+        if not changed or facts.status is None or facts.status.status != "DRAINING":
             return
-        first = notification.action == NotificationAction.OPEN or not incident.receivers
-        if first or notification.page:
-            decision = self.router.route(context_for(notification))
-            if first:
-                incident.route = ",".join(decision.routes) or None
-            incident.receivers = [*incident.receivers, *(r for r in decision.receivers if r not in incident.receivers)]
+        alert = next((a for a in view.alerts if a.key == f"drain:{facts.status.event_id}"), None)
+        if alert is not None and alert.drain is not None:
+            self.count("DrainAttributions", "Attribution", alert.drain.cause.value)
 
-    def _receivers(self, notification: Notification) -> list[str]:
-        if notification.incident is not None:
-            return list(notification.incident.receivers)
-        return list(self.router.route(context_for(notification)).receivers)
 
-    def _save(self, outcome: lifecycle.Outcome) -> None:
-        seen: set[int] = set()
-        for incident in outcome.incidents:
-            if id(incident) not in seen:
-                seen.add(id(incident))
-                self.store.save_incident(incident)
-        if outcome.instance_state is not None and outcome.instance_state.container_instance_arn:
-            self.store.save_instance_state(outcome.instance_state)
+def _identities_changed(known: dict[str, list[KnownIncident]], derived: dict[str, list[KnownIncident]]) -> bool:
+    return known != derived
+
+
+def _forgotten(record: InstanceRecord, view: InstanceView) -> list[tuple[str, str]]:
+    """Deliveries about incidents the record no longer keeps (trimmed): their state goes with them."""
+    subjects = {incident.id for incident in view.incidents} | {alert.key for alert in view.alerts}
+    subjects |= {pagerduty_subject(incident.fingerprint) for incident in view.incidents}
+    return [key for key in record.deliveries if key[1] not in subjects]
 
 
 def _kind(event: EcsEvent) -> str:
@@ -128,17 +273,3 @@ def _kind(event: EcsEvent) -> str:
     if isinstance(event, InstanceStateEvent):
         return "instance_state"
     return "task_state"
-
-
-def _drain_cause(outcome: lifecycle.Outcome) -> str | None:
-    for notification in outcome.notifications:
-        drain = notification.alert.drain if notification.alert else None
-        if notification.entry is not None and notification.entry.phase == "DRAINING" and notification.incident:
-            drain = notification.incident.drain
-        if drain is not None:
-            return drain.cause.value
-    return None
-
-
-def _container_instance_arn(event: EcsEvent) -> str | None:
-    return event.detail.container_instance_arn or None

@@ -1,67 +1,207 @@
-"""The incident store: what the lifecycle needs from persistence, and an in-memory implementation.
+"""The instance store: what the service needs from persistence, and an in-memory implementation.
 
 The DynamoDB implementation is fault_responder.adapters.dynamodb_store; the in-memory one serves the
-routing CLI (`make route`) and unit tests. Both keep the same contract: writes are conditional on the
-version read, so two concurrent writers cannot both win.
+routing CLI (`make route`) and unit tests. Both keep the same contract:
+- facts and incidents are written only if the record is still at the version read (`commit`), or, for the
+  first facts of checks on an instance with no instance-level facts, without reading first
+  (`commit_checks`, the fast path of a new fault);
+- a receiver's lease is taken only if it is free or its owner's invocation is over, and a delivery is
+  recorded only by the lease's owner;
+- a lease is released only if no facts arrived since the owner last looked (otherwise the owner looks again).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from fault_responder.domain import Incident, InstanceState
+from fault_responder.record import Delivery, InstanceRecord, Lease
 
 
 class ConcurrentUpdateError(Exception):
-    """Someone else changed the item since we read it; the event is retried from a fresh read."""
+    """Someone else changed the record since it was read; `stored` is what is there now, if known."""
+
+    def __init__(self, message: str, stored: InstanceRecord | None = None) -> None:
+        super().__init__(message)
+        self.stored = stored
 
 
-class IncidentStore(Protocol):
-    def load(self, container_instance_arn: str) -> tuple[dict[str, Incident], InstanceState]:
-        """The incidents on a container instance keyed by health check type, and its state."""
+class LeaseLostError(Exception):
+    """The lease expired and another worker took it: this worker must stop delivering."""
+
+
+class RecordTooLargeError(Exception):
+    """The record would not fit DynamoDB's item limit even after dropping what can be dropped."""
+
+
+@dataclass(slots=True)
+class Committed:
+    record: InstanceRecord
+    """The record as stored after the write."""
+    leases: dict[str, Lease] = field(default_factory=dict)
+    """The leases the caller now holds, by receiver."""
+
+
+class InstanceStore(Protocol):
+    def load(self, arn: str) -> InstanceRecord | None: ...
+
+    def commit(
+        self,
+        record: InstanceRecord,
+        *,
+        leases: Sequence[Lease] = (),
+        deliveries: Sequence[Delivery] = (),
+        forget: Sequence[tuple[str, str]] = (),
+    ) -> Committed:
+        """Write facts and incidents if the stored version is still record.version (0: nothing stored yet),
+        record the given deliveries (intents to post), drop the forgotten ones, take the leases that are free.
+        Raises ConcurrentUpdateError."""
         ...
 
-    def save_incident(self, incident: Incident) -> None:
-        """Write if the stored version is still incident.version, then bump the version."""
+    def commit_checks(
+        self,
+        record: InstanceRecord,
+        checks: Sequence[str],
+        *,
+        leases: Sequence[Lease] = (),
+        deliveries: Sequence[Delivery] = (),
+    ) -> Committed:
+        """The fast path for a new fault: write these checks' facts and incidents without having read the
+        record. Refused (ConcurrentUpdateError with the stored record) when any of these checks already has
+        facts, or the instance has instance-level facts (statuses, tasks, quarantine, notices)."""
         ...
 
-    def save_instance_state(self, state: InstanceState) -> None:
-        """Write if the stored version is still state.version, then bump the version."""
+    def take_lease(self, arn: str, lease: Lease, now: float) -> bool:
+        """Take the receiver's lease if it is free or expired (its `until` before `now`)."""
+        ...
+
+    def record_delivery(self, arn: str, lease: Lease, delivery: Delivery) -> None:
+        """Record what the receiver was told; raises LeaseLostError unless `lease` is still held."""
+        ...
+
+    def release(self, arn: str, lease: Lease, version: int) -> bool:
+        """Release the lease if the record is still at `version`; False (lease kept) if facts arrived
+        meanwhile. Raises LeaseLostError if the lease is not held any more."""
+        ...
+
+    def drop_lease(self, arn: str, lease: Lease) -> None:
+        """Release the lease whatever the version (after a failure: someone else may try at once)."""
         ...
 
     def delivered(self, key: str) -> bool:
-        """Whether a delivery (event, receiver, step) already went out."""
+        """Whether a delivery step of the training auto-resume notifier (by key) already went out."""
         ...
 
     def mark_delivered(self, key: str) -> None: ...
 
 
-class MemoryIncidentStore:
+class MemoryInstanceStore:
+    """InstanceStore in a dict, with the same conditional semantics (one lock makes each call atomic)."""
+
     def __init__(self) -> None:
-        self._incidents: dict[str, dict[str, Incident]] = {}
-        self._states: dict[str, InstanceState] = {}
+        self._records: dict[str, InstanceRecord] = {}
         self._delivered: set[str] = set()
+        self._lock = threading.Lock()
 
-    def load(self, container_instance_arn: str) -> tuple[dict[str, Incident], InstanceState]:
-        incidents = copy.deepcopy(self._incidents.get(container_instance_arn, {}))
-        state = copy.deepcopy(self._states.get(container_instance_arn)) or InstanceState(container_instance_arn)
-        return incidents, state
+    def load(self, arn: str) -> InstanceRecord | None:
+        with self._lock:
+            stored = self._records.get(arn)
+            return copy.deepcopy(stored)
 
-    def save_incident(self, incident: Incident) -> None:
-        arn = incident.instance.container_instance_arn
-        stored = self._incidents.get(arn, {}).get(incident.check_type)
-        if (stored.version if stored else 0) != incident.version:
-            raise ConcurrentUpdateError(incident.fingerprint)
-        incident.version += 1
-        self._incidents.setdefault(arn, {})[incident.check_type] = copy.deepcopy(incident)
+    def commit(
+        self,
+        record: InstanceRecord,
+        *,
+        leases: Sequence[Lease] = (),
+        deliveries: Sequence[Delivery] = (),
+        forget: Sequence[tuple[str, str]] = (),
+    ) -> Committed:
+        with self._lock:
+            stored = self._records.get(record.arn)
+            if (stored.version if stored else 0) != record.version:
+                raise ConcurrentUpdateError(
+                    f"{record.arn} changed since version {record.version}", copy.deepcopy(stored)
+                )
+            written = copy.deepcopy(record)
+            written.version = record.version + 1
+            written.leases = dict(stored.leases) if stored else {}
+            written.deliveries = dict(stored.deliveries) if stored else {}
+            for key in forget:
+                written.deliveries.pop(key, None)
+            return self._finish(written, leases, deliveries)
 
-    def save_instance_state(self, state: InstanceState) -> None:
-        stored = self._states.get(state.container_instance_arn)
-        if (stored.version if stored else 0) != state.version:
-            raise ConcurrentUpdateError(state.container_instance_arn)
-        state.version += 1
-        self._states[state.container_instance_arn] = copy.deepcopy(state)
+    def commit_checks(
+        self,
+        record: InstanceRecord,
+        checks: Sequence[str],
+        *,
+        leases: Sequence[Lease] = (),
+        deliveries: Sequence[Delivery] = (),
+    ) -> Committed:
+        with self._lock:
+            stored = self._records.get(record.arn)
+            if stored is not None:
+                instance_facts = stored.statuses or stored.tasks or stored.quarantine or stored.notices
+                if instance_facts or any(check in stored.health for check in checks):
+                    raise ConcurrentUpdateError(f"{record.arn} has facts already", copy.deepcopy(stored))
+                written = copy.deepcopy(stored)
+                written.version += 1
+            else:
+                written = InstanceRecord(record.arn, record.instance, version=1)
+            for check in checks:
+                written.health[check] = list(record.health[check])
+                written.incidents[check] = copy.deepcopy(record.incidents.get(check, []))
+            return self._finish(written, leases, deliveries)
+
+    def _finish(self, written: InstanceRecord, leases: Sequence[Lease], deliveries: Sequence[Delivery]) -> Committed:
+        for delivery in deliveries:
+            written.deliveries[(delivery.receiver, delivery.subject)] = copy.deepcopy(delivery)
+        held: dict[str, Lease] = {}
+        for lease in leases:
+            if lease.receiver not in written.leases:
+                written.leases[lease.receiver] = lease
+                held[lease.receiver] = lease
+        self._records[written.arn] = written
+        return Committed(copy.deepcopy(written), held)
+
+    def take_lease(self, arn: str, lease: Lease, now: float) -> bool:
+        with self._lock:
+            stored = self._records.get(arn)
+            if stored is None:
+                return False
+            current = stored.leases.get(lease.receiver)
+            if current is not None and current.until >= now:
+                return False
+            stored.leases[lease.receiver] = lease
+            return True
+
+    def record_delivery(self, arn: str, lease: Lease, delivery: Delivery) -> None:
+        with self._lock:
+            stored = self._held(arn, lease)
+            stored.deliveries[(delivery.receiver, delivery.subject)] = copy.deepcopy(delivery)
+
+    def release(self, arn: str, lease: Lease, version: int) -> bool:
+        with self._lock:
+            stored = self._held(arn, lease)
+            if stored.version != version:
+                return False
+            del stored.leases[lease.receiver]
+            return True
+
+    def drop_lease(self, arn: str, lease: Lease) -> None:
+        with self._lock:
+            stored = self._records.get(arn)
+            if stored is not None and stored.leases.get(lease.receiver) == lease:
+                del stored.leases[lease.receiver]
+
+    def _held(self, arn: str, lease: Lease) -> InstanceRecord:
+        stored = self._records.get(arn)
+        if stored is None or stored.leases.get(lease.receiver) != lease:
+            raise LeaseLostError(f"lease of {lease.receiver} on {arn} is not held by {lease.owner}")
+        return stored
 
     def delivered(self, key: str) -> bool:
         return key in self._delivered

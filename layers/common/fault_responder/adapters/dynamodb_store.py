@@ -1,13 +1,23 @@
-"""IncidentStore on DynamoDB (single table, see template.yaml IncidentsTable).
+"""InstanceStore on DynamoDB (single table, see template.yaml IncidentsTable).
 
-Keys: pk = INSTANCE#<container instance ARN>, sk = INCIDENT#<check type> | STATE;
-the delivery ledger uses pk = DELIVERY#<key>, sk = DELIVERY. Every write is conditional on the
-version read, and closed incidents, states and ledger entries expire through TTL (`expires_at`).
+One item per container instance: pk = INSTANCE#<container instance ARN>, sk = RECORD. Its parts are
+attributes, so each writer sets only its own with UpdateItem:
+- `ver`: bumped by every write of facts or incidents (the optimistic lock);
+- `ref`: the instance; `inst`: the instance-level facts (statuses, tasks, quarantine, notices);
+- `c_<digest>`: one health check's facts and incidents;
+- `l_<digest>`: one receiver's lease; `d_<digest>`: what one receiver was told about one subject.
+The training auto-resume notifier's delivery ledger uses pk = DELIVERY#<key>, sk = DELIVERY.
+
+Keys are hashed when too long for DynamoDB (partition key 2,048 bytes), and a record is compacted (oldest
+facts first) before it could pass the 400 KB item limit. Every item expires through TTL (`expires_at`): a
+record with an open incident after OPEN_RECORD_TTL without news, any other after the retention period.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,56 +26,227 @@ import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from fault_responder.domain import Incident, InstanceState
-from fault_responder.serialization import incident_from_dict, incident_to_dict, state_from_dict, state_to_dict
-from fault_responder.store import ConcurrentUpdateError
+from fault_responder.record import Delivery, InstanceRecord, Lease, compact, digest
+from fault_responder.serialization import (
+    apply_instance_facts,
+    check_from_dict,
+    check_to_dict,
+    delivery_from_dict,
+    delivery_to_dict,
+    has_instance_facts,
+    instance_facts_to_dict,
+    instance_from_dict,
+    instance_to_dict,
+    lease_from_dict,
+    lease_to_dict,
+)
+from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 DELIVERY_TTL = timedelta(days=14)
-STATE_TTL = timedelta(days=30)
+OPEN_RECORD_TTL = timedelta(days=90)
+SK = "RECORD"
+MAX_ITEM_BYTES = 380_000
+"""Below DynamoDB's 400 KB with room for attribute names and the few parts written separately."""
+MAX_KEY_BYTES = 1_900
+_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
-class DynamoDBIncidentStore:
+def instance_pk(container_instance_arn: str) -> str:
+    encoded = container_instance_arn.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_KEY_BYTES:
+        return f"INSTANCE#{container_instance_arn}"
+    return f"INSTANCE#sha256:{digest(container_instance_arn, 64)}"
+
+
+def check_attribute(check: str) -> str:
+    return f"c_{digest(check)}"
+
+
+def lease_attribute(receiver: str) -> str:
+    return f"l_{digest(receiver)}"
+
+
+def delivery_attribute(receiver: str, subject: str) -> str:
+    return f"d_{digest(receiver + chr(0) + subject, 24)}"
+
+
+class DynamoDBInstanceStore:
     def __init__(self, table_name: str, retention: timedelta, client: Any | None = None) -> None:
         self.table_name = table_name
         self.retention = retention
         self._client = client or boto3.client("dynamodb")
 
-    def load(self, container_instance_arn: str) -> tuple[dict[str, Incident], InstanceState]:
-        incidents: dict[str, Incident] = {}
-        state = InstanceState(container_instance_arn)
-        paginator = self._client.get_paginator("query")
-        pages = paginator.paginate(
-            TableName=self.table_name,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": _instance_pk(container_instance_arn)}},
-            ConsistentRead=True,
-        )
-        for page in pages:
-            for raw in page.get("Items", []):
-                item = _plain(raw)
-                if item["sk"] == "STATE":
-                    state = state_from_dict(item)
-                elif item["sk"].startswith("INCIDENT#"):
-                    incident = incident_from_dict(item)
-                    incidents[incident.check_type] = incident
-        return incidents, state
+    # --- Reading -----------------------------------------------------------------------------------------
 
-    def save_incident(self, incident: Incident) -> None:
-        data = incident_to_dict(incident)
-        data["severity"] = incident.classification.severity.value
-        if not incident.is_open:
-            data["expires_at"] = int(time.time() + self.retention.total_seconds())
-        sk = f"INCIDENT#{incident.check_type}"
-        self._put(_instance_pk(incident.instance.container_instance_arn), sk, data, incident.version)
-        incident.version += 1
+    def load(self, arn: str) -> InstanceRecord | None:
+        response = self._client.get_item(TableName=self.table_name, Key=_key(arn), ConsistentRead=True)
+        item = response.get("Item")
+        return decode(arn, item) if item else None
 
-    def save_instance_state(self, state: InstanceState) -> None:
-        data = state_to_dict(state)
-        data["expires_at"] = int(time.time() + STATE_TTL.total_seconds())
-        self._put(_instance_pk(state.container_instance_arn), "STATE", data, state.version)
-        state.version += 1
+    # --- Writing facts and incidents ---------------------------------------------------------------------
+
+    def commit(
+        self,
+        record: InstanceRecord,
+        *,
+        leases: Sequence[Lease] = (),
+        deliveries: Sequence[Delivery] = (),
+        forget: Sequence[tuple[str, str]] = (),
+    ) -> Committed:
+        update = _Update()
+        parts = self._fitting_parts(record)
+        update.set("ver", record.version + 1)
+        update.set("expires_at", self._expiry(record))
+        update.set("ref", instance_to_dict(record.instance))
+        if "inst" in parts:
+            update.set("inst", parts["inst"])
+        for name, value in parts.items():
+            if name.startswith("c_"):
+                update.set(name, value)
+        for receiver, subject in forget:
+            update.remove(delivery_attribute(receiver, subject))
+        self._claims(update, leases, deliveries)
+        if record.version == 0:
+            condition = "attribute_not_exists(pk)"
+        else:
+            condition = f"{update.name('ver')} = {update.value(record.version)}"
+        return self._write(record.arn, update, condition, leases)
+
+    def commit_checks(
+        self,
+        record: InstanceRecord,
+        checks: Sequence[str],
+        *,
+        leases: Sequence[Lease] = (),
+        deliveries: Sequence[Delivery] = (),
+    ) -> Committed:
+        update = _Update()
+        version, ref = update.name("ver"), update.name("ref")
+        update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(1)}")
+        update.set_expression(f"{ref} = if_not_exists({ref}, {update.value(instance_to_dict(record.instance))})")
+        update.set("expires_at", self._expiry(record))
+        conditions = [f"attribute_not_exists({update.name('inst')})"]
+        for check in checks:
+            attribute = check_attribute(check)
+            update.set(attribute, check_to_dict(record, check))
+            conditions.append(f"attribute_not_exists({update.name(attribute)})")
+        self._claims(update, leases, deliveries)
+        return self._write(record.arn, update, " AND ".join(conditions), leases)
+
+    def _claims(self, update: _Update, leases: Sequence[Lease], deliveries: Sequence[Delivery]) -> None:
+        for lease in leases:
+            name = update.name(lease_attribute(lease.receiver))
+            update.set_expression(f"{name} = if_not_exists({name}, {update.value(lease_to_dict(lease))})")
+        for delivery in deliveries:
+            update.set(delivery_attribute(delivery.receiver, delivery.subject), delivery_to_dict(delivery))
+
+    def _write(self, arn: str, update: _Update, condition: str, leases: Sequence[Lease]) -> Committed:
+        try:
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(arn),
+                ConditionExpression=condition,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+                stored = decode(arn, old) if old else None
+                raise ConcurrentUpdateError(f"{arn} changed since it was read", stored) from error
+            raise
+        record = decode(arn, response["Attributes"])
+        held = {lease.receiver: lease for lease in leases if record.leases.get(lease.receiver) == lease}
+        return Committed(record, held)
+
+    def _fitting_parts(self, record: InstanceRecord) -> dict[str, Any]:
+        """The record's parts, compacted (oldest facts first) until the item fits."""
+        for _ in range(8):
+            parts: dict[str, Any] = {
+                check_attribute(check): check_to_dict(record, check)
+                for check in sorted(set(record.health) | set(record.incidents))
+            }
+            if has_instance_facts(record):
+                parts["inst"] = instance_facts_to_dict(record)
+            deliveries = [delivery_to_dict(d) for d in record.deliveries.values()]
+            size = len(json.dumps([parts, deliveries], default=str))
+            if size <= MAX_ITEM_BYTES:
+                return parts
+            compact(record)
+        raise RecordTooLargeError(f"the record of {record.arn} does not fit in a DynamoDB item even compacted")
+
+    def _expiry(self, record: InstanceRecord) -> int:
+        open_incident = any(k.status == "OPEN" for known in record.incidents.values() for k in known)
+        keep = max(self.retention, OPEN_RECORD_TTL) if open_incident else self.retention
+        return int(time.time() + keep.total_seconds())
+
+    # --- Leases and deliveries -------------------------------------------------------------------------
+
+    def take_lease(self, arn: str, lease: Lease, now: float) -> bool:
+        update = _Update()
+        name = update.name(lease_attribute(lease.receiver))
+        update.set(lease_attribute(lease.receiver), lease_to_dict(lease))
+        until = update.name("until")
+        condition = f"attribute_exists(pk) AND (attribute_not_exists({name}) OR {name}.{until} < {update.value(now)})"
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=_key(arn), ConditionExpression=condition, **update.arguments()
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def record_delivery(self, arn: str, lease: Lease, delivery: Delivery) -> None:
+        update = _Update()
+        update.set(delivery_attribute(delivery.receiver, delivery.subject), delivery_to_dict(delivery))
+        self._as_holder(arn, lease, update, extra=None)
+
+    def release(self, arn: str, lease: Lease, version: int) -> bool:
+        update = _Update()
+        update.remove(lease_attribute(lease.receiver))
+        try:
+            self._as_holder(arn, lease, update, extra=f"{update.name('ver')} = {update.value(version)}")
+        except _VersionMoved:
+            return False
+        return True
+
+    def drop_lease(self, arn: str, lease: Lease) -> None:
+        update = _Update()
+        update.remove(lease_attribute(lease.receiver))
+        try:
+            self._as_holder(arn, lease, update, extra=None)
+        except LeaseLostError:
+            return
+
+    def _as_holder(self, arn: str, lease: Lease, update: _Update, extra: str | None) -> None:
+        name = update.name(lease_attribute(lease.receiver))
+        owner = update.name("owner")
+        condition = f"{name}.{owner} = {update.value(lease.owner)}"
+        if extra:
+            condition = f"{condition} AND {extra}"
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(arn),
+                ConditionExpression=condition,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            old: dict[str, Any] = error.response.get("Item") or {}  # type: ignore[assignment]
+            current = _plain(old).get(lease_attribute(lease.receiver)) if old else None
+            if not current or current.get("owner") != lease.owner:
+                raise LeaseLostError(f"lease of {lease.receiver} on {arn} is not held by {lease.owner}") from None
+            raise _VersionMoved from None
+
+    # --- The resume notifier's ledger ---------------------------------------------------------------------
 
     def delivered(self, key: str) -> bool:
         response = self._client.get_item(
@@ -83,30 +264,100 @@ class DynamoDBIncidentStore:
         }
         self._client.put_item(TableName=self.table_name, Item=_typed(item))
 
-    def _put(self, pk: str, sk: str, data: dict[str, Any], expected_version: int) -> None:
-        item = {**data, "pk": pk, "sk": sk, "version": expected_version + 1}
-        condition: dict[str, Any] = (
-            {"ConditionExpression": "attribute_not_exists(pk)"}
-            if expected_version == 0
-            else {
-                "ConditionExpression": "version = :expected",
-                "ExpressionAttributeValues": {":expected": {"N": str(expected_version)}},
-            }
-        )
-        try:
-            self._client.put_item(TableName=self.table_name, Item=_typed(item), **condition)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                raise ConcurrentUpdateError(f"{pk} {sk} changed since version {expected_version}") from error
-            raise
+
+class _VersionMoved(Exception):
+    """The lease is still held, but facts arrived since the holder looked."""
 
 
-def _instance_pk(container_instance_arn: str) -> str:
-    return f"INSTANCE#{container_instance_arn}"
+class _Update:
+    """An UpdateExpression with its placeholders."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, str] = {}
+        self._values: dict[str, Any] = {}
+        self._sets: list[str] = []
+        self._removes: list[str] = []
+
+    def name(self, attribute: str) -> str:
+        for placeholder, known in self._names.items():
+            if known == attribute:
+                return placeholder
+        placeholder = f"#n{len(self._names)}"
+        self._names[placeholder] = attribute
+        return placeholder
+
+    def value(self, value: Any) -> str:
+        placeholder = f":v{len(self._values)}"
+        self._values[placeholder] = _serializer.serialize(_dynamo(value))
+        return placeholder
+
+    def set(self, attribute: str, value: Any) -> None:
+        self._sets.append(f"{self.name(attribute)} = {self.value(value)}")
+
+    def set_expression(self, expression: str) -> None:
+        self._sets.append(expression)
+
+    def remove(self, attribute: str) -> None:
+        self._removes.append(self.name(attribute))
+
+    def arguments(self) -> dict[str, Any]:
+        clauses = []
+        if self._sets:
+            clauses.append("SET " + ", ".join(self._sets))
+        if self._removes:
+            clauses.append("REMOVE " + ", ".join(self._removes))
+        arguments: dict[str, Any] = {
+            "UpdateExpression": " ".join(clauses),
+            "ExpressionAttributeNames": dict(self._names),
+        }
+        if self._values:
+            arguments["ExpressionAttributeValues"] = dict(self._values)
+        return arguments
+
+
+def decode(arn: str, item: dict[str, Any]) -> InstanceRecord:
+    """A stored item back into a record."""
+    data = _plain(item)
+    record = InstanceRecord(arn, instance_from_dict(data["ref"]), version=int(data.get("ver", 0)))
+    for name, value in data.items():
+        if name.startswith("c_"):
+            check, facts, incidents = check_from_dict(value)
+            if facts:
+                record.health[check] = facts
+            if incidents:
+                record.incidents[check] = incidents
+        elif name.startswith("d_"):
+            delivery = delivery_from_dict(value)
+            record.deliveries[(delivery.receiver, delivery.subject)] = delivery
+        elif name.startswith("l_"):
+            lease = lease_from_dict(value)
+            record.leases[lease.receiver] = lease
+    if data.get("inst"):
+        apply_instance_facts(record, data["inst"])
+    return record
+
+
+def _key(arn: str) -> dict[str, Any]:
+    return {"pk": {"S": instance_pk(arn)}, "sk": {"S": SK}}
+
+
+def _condition_failed(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == _CONDITION_FAILED)
+
+
+def _dynamo(value: Any) -> Any:
+    """DynamoDB numbers are Decimals (TypeSerializer refuses floats)."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {key: _dynamo(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_dynamo(item) for item in value]
+    return value
 
 
 def _typed(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: _serializer.serialize(value) for key, value in item.items()}
+    return {key: _serializer.serialize(_dynamo(value)) for key, value in item.items()}
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:

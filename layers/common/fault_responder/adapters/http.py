@@ -6,6 +6,15 @@ Slack and PagerDuty both ask clients to retry 429, 5xx and network errors and no
 long-term retry, so a destination that stays down should fail the message (and keep the Lambda
 short) rather than sleep for minutes.
 
+Every call fits in the invocation: a `Budget` (the Lambda's remaining time, and which services already timed
+out in this invocation) caps each timeout and each backoff, refuses a call that cannot finish in time, and
+fails fast a service that already kept a call waiting for its whole read timeout, so a slow Slack costs one
+timeout per invocation, not one per record, and never holds back PagerDuty.
+
+A read timeout leaves the outcome unknown (the request may have been acted on): a call that is not
+idempotent (a Slack post) is then not retried here; the error says `unknown_outcome` and the caller looks
+for the message before posting it again.
+
 Webhook URLs, tokens and routing keys are secrets: nothing here logs a URL, a header or a payload,
 `requests` exception messages (which quote the URL) are reduced to their class name, and urllib3's
 DEBUG request lines are dropped. A Retry-After longer than the policy allows is not shortened: the
@@ -43,21 +52,27 @@ logging.getLogger("urllib3.connectionpool").addFilter(_DropRequestLines())
 FailureCheck = Callable[[requests.Response], tuple[bool, bool, str]]
 """Classifies a 2xx response: (failed, retryable, reason)."""
 
-# Network failures. After a read timeout Slack may already have posted, so a retry can duplicate a
-# message; a duplicate is the lesser harm than a lost page.
+# Network failures: retried. A read timeout (or a response cut short) means the request may have been acted on.
 _TRANSIENT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+_UNKNOWN_OUTCOME_ERRORS = (requests.ReadTimeout, requests.exceptions.ChunkedEncodingError)
 _MAX_REASON = 200
+_MIN_CALL_SECONDS = 0.5
+"""Less time than this left for a call: it is not made."""
 
 
 class DeliveryError(Exception):
     """A notification could not be delivered. Its text names the service and the cause, never a secret."""
 
-    def __init__(self, service: str, status: int | None, reason: str, retryable: bool) -> None:
+    def __init__(
+        self, service: str, status: int | None, reason: str, retryable: bool, *, unknown_outcome: bool = False
+    ) -> None:
         super().__init__(service, status, reason, retryable)
         self.service = service
         self.status = status
         self.reason = reason
         self.retryable = retryable
+        self.unknown_outcome = unknown_outcome
+        """The request may have been acted on (a read timeout): do not simply send it again."""
 
     def __str__(self) -> str:
         status = f"HTTP {self.status}" if self.status is not None else "no response"
@@ -86,6 +101,40 @@ class RetryPolicy:
 DEFAULT_RETRY_POLICY = RetryPolicy()
 
 
+class Budget:
+    """The time an invocation has left for calls, and the services that already timed out in it.
+
+    Shared by every call of one invocation (threads included); a new invocation gets a new one.
+    """
+
+    def __init__(self, seconds: float, *, margin: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._end = clock() + seconds - margin
+        self._timed_out: set[str] = set()
+
+    @classmethod
+    def unlimited(cls) -> Budget:
+        return cls(float("inf"), margin=0.0)
+
+    def remaining(self) -> float:
+        return self._end - self._clock()
+
+    def timed_out(self, service: str) -> bool:
+        return service in self._timed_out
+
+    def note_timeout(self, service: str) -> None:
+        self._timed_out.add(service)
+
+    def refusal(self, service: str, *, retrying: bool = False) -> DeliveryError | None:
+        """Why a call to `service` is not made now, if it is not."""
+        if service in self._timed_out and not retrying:
+            reason = f"{service} timed out earlier in this invocation; left for the redelivery"
+            return DeliveryError(service, None, reason, retryable=True)
+        if self.remaining() < _MIN_CALL_SECONDS:
+            return DeliveryError(service, None, "no time left in this invocation", retryable=True)
+        return None
+
+
 def send_json(
     session: requests.Session,
     url: str,
@@ -96,19 +145,40 @@ def send_json(
     policy: RetryPolicy,
     sleep: Callable[[float], None] = time.sleep,
     is_failure: FailureCheck | None = None,
+    budget: Budget | None = None,
+    idempotent: bool = True,
+    form: bool = False,
 ) -> requests.Response:
-    """POST `payload` as JSON and return the accepted response, or raise `DeliveryError`."""
+    """POST `payload` (JSON, or form-encoded when `form`) and return the accepted response, or raise
+    `DeliveryError`."""
+    budget = budget or Budget.unlimited()
     attempt = 0
     while True:
         attempt += 1
+        # A service that kept another call waiting is not called again in this invocation; a call that is
+        # retrying its own timeout is (when it is idempotent), within the budget.
+        refusal = budget.refusal(service, retrying=attempt > 1)
+        if refusal is not None:
+            raise refusal
         outcome = _post_once(
-            session, url, payload, headers=headers, policy=policy, service=service, is_failure=is_failure
+            session,
+            url,
+            payload,
+            headers=headers,
+            timeout=(min(policy.connect_timeout, budget.remaining()), min(policy.read_timeout, budget.remaining())),
+            service=service,
+            is_failure=is_failure,
+            form=form,
         )
         if isinstance(outcome, requests.Response):
             return outcome
         # Raised here, away from the `except` that caught a requests error, so that error (whose
         # message quotes the URL) is not chained into the traceback.
         error = outcome.error
+        if error.unknown_outcome:
+            budget.note_timeout(service)
+            if not idempotent:
+                raise error
         if not error.retryable or attempt >= policy.max_attempts:
             raise error
         if outcome.retry_after is not None and outcome.retry_after > policy.max_retry_after:
@@ -117,6 +187,8 @@ def send_json(
             reason = f"{error.reason}; Retry-After {outcome.retry_after:g}s exceeds {policy.max_retry_after:g}s"
             raise DeliveryError(service, error.status, reason, retryable=True)
         delay = outcome.retry_after if outcome.retry_after is not None else _backoff(attempt, policy)
+        if delay > budget.remaining() - _MIN_CALL_SECONDS:
+            raise DeliveryError(service, error.status, f"{error.reason}; no time left to retry", retryable=True)
         log.warning(
             "%s delivery attempt %d/%d failed (%s); retrying in %.2fs",
             service,
@@ -140,19 +212,23 @@ def _post_once(
     payload: dict[str, Any],
     *,
     headers: dict[str, str] | None,
-    policy: RetryPolicy,
+    timeout: tuple[float, float],
     service: str,
     is_failure: FailureCheck | None,
+    form: bool,
 ) -> requests.Response | _Failed:
+    body: dict[str, Any] = {"data": payload} if form else {"json": payload}
     try:
         response = session.post(
             url,
-            json=payload,
             headers=headers,
-            timeout=(policy.connect_timeout, policy.read_timeout),
+            timeout=timeout,
             # A redirect would re-send the payload (and its credentials) somewhere we did not choose.
             allow_redirects=False,
+            **body,
         )
+    except _UNKNOWN_OUTCOME_ERRORS as exc:
+        return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=True, unknown_outcome=True))
     except _TRANSIENT_ERRORS as exc:
         return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=True))
     except requests.RequestException as exc:

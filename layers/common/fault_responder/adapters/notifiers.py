@@ -1,24 +1,27 @@
 """Notifier clients built from secrets in Secrets Manager (fetched by name with Powertools, cached).
 
 Secret values are wrapped in SecretStr as soon as they are parsed, so they cannot reach a log line or
-an exception message by accident.
+an exception message by accident. A secret is read again when a call says it may have been rotated
+(`refresh`), and at the latest when Powertools' cache expires.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable
-from functools import cached_property
 from typing import Any, TypeVar
 
 import requests
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from fault_responder.adapters.http import DeliveryError, RetryPolicy
+from fault_responder.adapters.http import Budget, DeliveryError, RetryPolicy
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
 
 SLACK_API_URL = "https://slack.com/api"
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+_ROUTING_KEY = re.compile(r"^[A-Za-z0-9]{32}$")
 
 
 class SecretFormatError(DeliveryError):
@@ -38,15 +41,30 @@ class PagerDutySecret(BaseModel):
     model_config = ConfigDict(extra="ignore")
     routing_keys: dict[str, SecretStr] = Field(default_factory=dict)
 
+    @field_validator("routing_keys")
+    @classmethod
+    def _integration_keys(cls, keys: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        wrong = sorted(name for name, key in keys.items() if not _ROUTING_KEY.match(key.get_secret_value()))
+        if wrong:
+            raise ValueError(
+                f"routing_keys {wrong}: an Events API v2 integration key is 32 letters and digits (check for "
+                "spaces, quotes, or a REST API key pasted instead)"
+            )
+        return keys
+
 
 _Secret = TypeVar("_Secret", SlackSecret, PagerDutySecret)
 
-SecretFetcher = Callable[[str], Any]
-"""Returns the secret's parsed JSON by name (Powertools `get_secret(name, transform="json")`)."""
+SecretFetcher = Callable[[str, bool], Any]
+"""Returns the secret's parsed JSON by name; the flag forces a fresh read past the cache."""
 
 
 class SecretChannels:
-    """The dispatcher's Channels, backed by two secrets named in the stack parameters."""
+    """The delivery Channels, backed by two secrets named in the stack parameters.
+
+    One instance per execution environment; `budget` is set for each invocation, and every client built
+    after that spends from it.
+    """
 
     def __init__(
         self,
@@ -59,44 +77,72 @@ class SecretChannels:
         policy: RetryPolicy | None = None,
     ) -> None:
         self._fetch = fetch_secret
-        self._slack_name = slack_secret_name
-        self._pagerduty_name = pagerduty_secret_name
+        self._names = {"slack": slack_secret_name, "pagerduty": pagerduty_secret_name}
         self._slack_api_url = slack_api_url
         self._pagerduty_url = pagerduty_url
         self._policy = policy or RetryPolicy()
-        self._session = requests.Session()
+        self._secrets: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._channel_ids: dict[str, str] = {}
+        self.budget = Budget.unlimited()
 
-    @cached_property
-    def _slack(self) -> SlackSecret:
-        return _parse(SlackSecret, self._read(self._slack_name, "slack"), "slack")
+    def refresh(self, service: str) -> None:
+        """Forget the cached secret and read it again now (once per rotation suspicion, by the caller)."""
+        with self._lock:
+            self._secrets.pop(service, None)
+            self._secrets[service] = self._load(service, force=True)
 
-    @cached_property
-    def _pagerduty_secret(self) -> PagerDutySecret:
-        return _parse(PagerDutySecret, self._read(self._pagerduty_name, "pagerduty"), "pagerduty")
+    def _secret(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._secrets:
+                self._secrets[service] = self._load(service, force=False)
+            return self._secrets[service]
 
-    def _read(self, name: str, service: str) -> Any:
+    def _load(self, service: str, *, force: bool) -> SlackSecret | PagerDutySecret:
+        name = self._names[service]
         try:
-            return self._fetch(name)
+            value = self._fetch(name, force)
         except Exception as error:  # any failure to read a secret fails the delivery, retryably
             raise DeliveryError(service, None, f"cannot read secret {name!r} ({type(error).__name__})", True) from None
+        if service == "slack":
+            return _parse(SlackSecret, value, service)
+        return _parse(PagerDutySecret, value, service)
+
+    @property
+    def _session(self) -> requests.Session:
+        """One HTTP session per thread: channels are delivered to in parallel."""
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        return session
 
     def slack_api(self) -> SlackWebApi:
-        token = self._slack.bot_token
-        if token is None:
+        secret: SlackSecret = self._secret("slack")
+        if secret.bot_token is None:
             raise SecretFormatError("slack", "the Slack secret has no bot_token, which a channel receiver needs")
-        return SlackWebApi(token.get_secret_value(), self._slack_api_url, self._session, self._policy)
+        return SlackWebApi(
+            secret.bot_token.get_secret_value(),
+            self._slack_api_url,
+            self._session,
+            self._policy,
+            budget=self.budget,
+            channel_ids=self._channel_ids,
+        )
 
     def slack_webhook(self, name: str) -> SlackWebhook:
-        url = self._slack.webhook_urls.get(name)
+        secret: SlackSecret = self._secret("slack")
+        url = secret.webhook_urls.get(name)
         if url is None:
             raise SecretFormatError("slack", f"the Slack secret has no webhook_urls entry named {name!r}")
-        return SlackWebhook(url.get_secret_value(), self._session, self._policy)
+        return SlackWebhook(url.get_secret_value(), self._session, self._policy, budget=self.budget)
 
     def pagerduty(self) -> PagerDutyEvents:
-        return PagerDutyEvents(self._pagerduty_url, self._session, self._policy)
+        return PagerDutyEvents(self._pagerduty_url, self._session, self._policy, budget=self.budget)
 
     def routing_key(self, service: str) -> str:
-        key = self._pagerduty_secret.routing_keys.get(service)
+        secret: PagerDutySecret = self._secret("pagerduty")
+        key = secret.routing_keys.get(service)
         if key is None:
             raise SecretFormatError("pagerduty", f"the PagerDuty secret has no routing_keys entry named {service!r}")
         return key.get_secret_value()
@@ -107,5 +153,8 @@ def _parse(model: type[_Secret], value: Any, service: str) -> _Secret:
         return model.model_validate(value)
     except ValidationError as error:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in error.errors()})
+        problems = "; ".join(
+            str(e["msg"]).removeprefix("Value error, ") for e in error.errors() if e["type"] == "value_error"
+        )
         reason = f"the {service} secret is not in the documented format (fields: {fields})"
-        raise SecretFormatError(service, reason) from None
+        raise SecretFormatError(service, f"{reason}: {problems}" if problems else reason) from None

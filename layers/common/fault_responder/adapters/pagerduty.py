@@ -13,7 +13,14 @@ from typing import Any
 
 import requests
 
-from fault_responder.adapters.http import DEFAULT_RETRY_POLICY, DeliveryError, RetryPolicy, json_object, send_json
+from fault_responder.adapters.http import (
+    DEFAULT_RETRY_POLICY,
+    Budget,
+    DeliveryError,
+    RetryPolicy,
+    json_object,
+    send_json,
+)
 
 SERVICE = "pagerduty"
 EVENTS_V2_URL = "https://events.pagerduty.com/v2/enqueue"
@@ -28,11 +35,13 @@ class _PagerDutyEndpoint:
         session: requests.Session | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
+        budget: Budget | None = None,
     ) -> None:
         self._url = url
         self._session = session or requests.Session()
         self._policy = policy
         self._sleep = sleep
+        self._budget = budget
 
     def _post(self, event: dict[str, Any]) -> requests.Response:
         return send_json(
@@ -43,6 +52,7 @@ class _PagerDutyEndpoint:
             policy=self._policy,
             sleep=self._sleep,
             is_failure=_event_failure,
+            budget=self._budget,
         )
 
 
@@ -55,8 +65,9 @@ class PagerDutyEvents(_PagerDutyEndpoint):
         session: requests.Session | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
+        budget: Budget | None = None,
     ) -> None:
-        super().__init__(url, session, policy, sleep)
+        super().__init__(url, session, policy, sleep, budget)
 
     def send(self, event: dict[str, Any]) -> str:
         """Send one event; returns the dedup key PagerDuty filed it under (generated if we sent none)."""
@@ -89,8 +100,9 @@ class PagerDutyChangeEvents(_PagerDutyEndpoint):
         session: requests.Session | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
+        budget: Budget | None = None,
     ) -> None:
-        super().__init__(url, session, policy, sleep)
+        super().__init__(url, session, policy, sleep, budget)
 
     def send(self, event: dict[str, Any]) -> None:
         self._post(event)

@@ -7,12 +7,12 @@ value is classified as unknown downstream, never rejected here.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 HEALTH_CHANGE = "ECS Container Instance Health Change"
 STATE_CHANGE = "ECS Container Instance State Change"
@@ -28,6 +28,15 @@ def _none_to_empty_list(value: Any) -> Any:
     return [] if value is None else value
 
 
+def _as_utc(value: datetime) -> datetime:
+    # A timestamp without a zone (seen in hand-written and forwarded events) is read as UTC, so it can be
+    # compared with every other time; one with a zone is converted to UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+
+
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 Arn = Annotated[str, Field(min_length=20, pattern=r"^arn:aws[a-z-]*:ecs:")]
 
@@ -39,8 +48,8 @@ class _Tolerant(BaseModel):
 class HealthCheck(_Tolerant):
     type: NonEmptyStr
     status: NonEmptyStr
-    last_status_change: datetime | None = Field(default=None, alias="lastStatusChange")
-    last_updated: datetime | None = Field(default=None, alias="lastUpdated")
+    last_status_change: UtcDatetime | None = Field(default=None, alias="lastStatusChange")
+    last_updated: UtcDatetime | None = Field(default=None, alias="lastUpdated")
     status_reason: str | None = Field(default=None, alias="statusReason")
 
 
@@ -67,7 +76,7 @@ class InstanceStateDetail(_Tolerant):
     version: int | None = None
     agent_connected: bool | None = Field(default=None, alias="agentConnected")
     running_tasks_count: int | None = Field(default=None, alias="runningTasksCount")
-    updated_at: datetime | None = Field(default=None, alias="updatedAt")
+    updated_at: UtcDatetime | None = Field(default=None, alias="updatedAt")
 
 
 class Container(_Tolerant):
@@ -88,7 +97,7 @@ class TaskStateDetail(_Tolerant):
     desired_status: str | None = Field(default=None, alias="desiredStatus")
     stop_code: str | None = Field(default=None, alias="stopCode")
     stopped_reason: str | None = Field(default=None, alias="stoppedReason")
-    stopped_at: datetime | None = Field(default=None, alias="stoppedAt")
+    stopped_at: UtcDatetime | None = Field(default=None, alias="stoppedAt")
     version: int | None = None
     containers: Annotated[list[Container], BeforeValidator(_none_to_empty_list)] = Field(default_factory=list)
 
@@ -96,6 +105,7 @@ class TaskStateDetail(_Tolerant):
 class _EcsEvent(EventBridgeModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     source: Literal["aws.ecs"]
+    time: UtcDatetime
 
 
 class HealthChangeEvent(_EcsEvent):

@@ -48,13 +48,9 @@ def render_trigger(incident: Incident, routing_key: str) -> dict[str, Any]:
     }
 
 
-def render_resolve(incident: Incident, routing_key: str) -> dict[str, Any]:
-    """Resolve the incident's alert; PagerDuty needs only the key pair, it ignores any payload."""
-    return {
-        "routing_key": routing_key,
-        "event_action": "resolve",
-        "dedup_key": _checked_dedup_key(incident.dedup_key),
-    }
+def render_resolve(dedup_key: str, routing_key: str) -> dict[str, Any]:
+    """Resolve an alert; PagerDuty needs only the key pair, it ignores any payload."""
+    return {"routing_key": routing_key, "event_action": "resolve", "dedup_key": _checked_dedup_key(dedup_key)}
 
 
 def render_alert_trigger(alert: Alert, routing_key: str, dedup_key: str) -> dict[str, Any]:
@@ -91,6 +87,7 @@ def _incident_summary(incident: Incident) -> str:
 def _incident_details(incident: Incident) -> dict[str, Any]:
     classification = incident.classification
     details: dict[str, Any] = {
+        "incident": incident.id,
         "fingerprint": incident.fingerprint,
         "xid": classification.xid,
         "reason": classification.reason,
@@ -140,10 +137,7 @@ def _drain_details(drain: DrainAttribution | None) -> dict[str, Any]:
 
 
 def _timeline_item(entry: TimelineEntry) -> dict[str, Any]:
-    item: dict[str, Any] = {"at": iso_utc(entry.at), "phase": entry.phase, "text": entry.text}
-    if entry.stale:
-        item["stale"] = True
-    return item
+    return {"at": iso_utc(entry.at), "phase": entry.phase, "text": entry.text}
 
 
 def _context(instance: InstanceRef) -> dict[str, Any]:

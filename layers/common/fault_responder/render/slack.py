@@ -18,7 +18,6 @@ from fault_responder.domain import (
     DrainAttribution,
     Incident,
     InstanceRef,
-    Notification,
     Severity,
     TimelineEntry,
 )
@@ -68,7 +67,7 @@ def render_incident_root(incident: Incident) -> SlackMessage:
     blocks = [_incident_header(incident), *_field_sections(_incident_fields(incident))]
     if not incident.is_open:
         blocks.append(_section(_resolution_line(incident)))
-    recent = [entry for entry in incident.timeline if not entry.stale][-_RECENT_STEPS:]
+    recent = incident.timeline[-_RECENT_STEPS:]
     if recent:
         blocks.append(_section("\n".join(["*Latest*", *(_step_line(entry) for entry in recent)])))
     blocks.append(_incident_context(incident))
@@ -97,28 +96,39 @@ def render_alert(alert: Alert) -> SlackMessage:
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
-def render_webhook_message(notification: Notification) -> SlackMessage:
+def render_superseded_alert(alert: Alert, incident: Incident) -> SlackMessage:
+    """A notice corrected in place: an incident learned after it was sent explains it (its thread has it)."""
+    where = _thread_pointer(incident)
+    text = f"{escape_mrkdwn(alert.text)}\nNow part of {where}: see its thread."
+    blocks = [
+        _header(SEVERITY_EMOJI[Severity.INFO], "PART OF AN INCIDENT", alert.title),
+        _section(text),
+        *_field_sections(_alert_fields(alert)),
+        _context([f"{escape_mrkdwn(alert.kind.value)} · ECS event `{escape_mrkdwn(alert.event_id)}`"]),
+    ]
+    fallback = f"{escape_mrkdwn(alert.title)} · now part of {_incident_subject(incident)}"
+    return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
+
+
+def render_webhook_step(incident: Incident, entry: TimelineEntry) -> SlackMessage:
     """A self-contained message for incoming-webhook mode, where there is no thread to update.
 
-    It carries the incident's current status and the step that caused it, so each message can be
-    read on its own in the channel.
+    It carries the incident's current status and the step it announces, so each message can be read on its
+    own in the channel.
     """
-    if notification.alert is not None:
-        return render_alert(notification.alert)
-    incident = notification.incident
-    if incident is None:
-        raise ValueError(f"notification {notification.event_id} has neither an incident nor an alert")
-    blocks = [_incident_header(incident)]
-    fallback = _incident_fallback(incident)
-    if notification.entry is not None:
-        blocks.append(_section(_step_text(incident, notification.entry)))
-        step = f"{escape_mrkdwn(notification.entry.phase)}: {escape_mrkdwn(notification.entry.text)}"
-        fallback = f"{_incident_subject(incident)} · {step}"
+    blocks = [_incident_header(incident), _section(_step_text(incident, entry))]
+    step = f"{escape_mrkdwn(entry.phase)}: {escape_mrkdwn(entry.text)}"
+    fallback = f"{_incident_subject(incident)} · {step}"
     blocks.extend(_field_sections(_incident_fields(incident)))
     if not incident.is_open:
         blocks.append(_section(_resolution_line(incident)))
     blocks.append(_incident_context(incident))
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
+
+
+def _thread_pointer(incident: Incident) -> str:
+    subject = f"incident `{escape_mrkdwn(incident.fingerprint)}` ({escape_mrkdwn(incident.classification.title)})"
+    return subject
 
 
 def _incident_header(incident: Incident) -> dict[str, Any]:
@@ -207,10 +217,7 @@ def _step_line(entry: TimelineEntry) -> str:
 
 
 def _step_context(entry: TimelineEntry) -> dict[str, Any]:
-    elements = [f"ECS event `{escape_mrkdwn(entry.event_id)}`"]
-    if entry.stale:
-        elements.append("Arrived out of order: recorded, the incident status is unchanged.")
-    return _context(elements)
+    return _context([f"ECS event `{escape_mrkdwn(entry.event_id)}`"])
 
 
 def _incident_context(incident: Incident) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from aws_lambda_powertools.utilities import parameters
 from botocore.config import Config
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from fault_responder.adapters.dynamodb_store import DynamoDBIncidentStore
+from fault_responder import lifecycle
+from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.http import RetryPolicy
 from fault_responder.adapters.notifiers import PAGERDUTY_EVENTS_URL, SLACK_API_URL, SecretChannels
@@ -56,6 +57,7 @@ class ResumeSettings(BaseModel):
     pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
     routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
     incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
+    drain_attribution_window_minutes: int = Field(alias="DRAIN_ATTRIBUTION_WINDOW_MINUTES", default=60, ge=1)
     slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL)
     pagerduty_events_url: str = Field(alias="PAGERDUTY_EVENTS_URL", default=PAGERDUTY_EVENTS_URL)
     pagerduty_change_events_url: str = Field(alias="PAGERDUTY_CHANGE_EVENTS_URL", default="")
@@ -103,10 +105,10 @@ def settings() -> ResumeSettings:
 
 
 @cache
-def _incident_store() -> DynamoDBIncidentStore:
+def _incident_store() -> DynamoDBInstanceStore:
     current = settings()
     retention = timedelta(days=current.incident_retention_days)
-    return DynamoDBIncidentStore(current.incidents_table, retention, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
+    return DynamoDBInstanceStore(current.incidents_table, retention, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
 
 
 @cache
@@ -126,6 +128,7 @@ def _notifier() -> ResumeNotifier:
         channels,
         PagerDutyChangeEvents(current.change_events_url, policy=policy),
         _incident_store(),
+        settings=lifecycle.Settings(drain_window=timedelta(minutes=current.drain_attribution_window_minutes)),
         on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
     )
 
@@ -149,8 +152,8 @@ def resume_steps() -> ResumeSteps:
     )
 
 
-def _fetch_json_secret(name: str) -> Any:
-    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS)
+def _fetch_json_secret(name: str, force: bool) -> Any:
+    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
 
 
 def reset() -> None:

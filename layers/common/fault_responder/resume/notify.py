@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from fault_responder import lifecycle
 from fault_responder.adapters.http import DeliveryError
-from fault_responder.dispatch import Channels, DeliveryFailure, Ledger, NotificationFailedError
-from fault_responder.domain import Incident, TimelineEntry
-from fault_responder.lifecycle import MAX_TIMELINE
+from fault_responder.delivery import Channels
+from fault_responder.domain import Incident
+from fault_responder.record import NoticeFact
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.notices import Notice, PagerDutyAction, pagerduty_dedup_key
 from fault_responder.routing import Receiver, RouteContext, Router
-from fault_responder.store import ConcurrentUpdateError, IncidentStore
+from fault_responder.store import ConcurrentUpdateError, InstanceStore
 from fault_responder.timefmt import iso_utc
 
 KIND = "training_resume"
@@ -49,8 +50,20 @@ class ChangeEvents(Protocol):
     def send(self, event: dict[str, Any]) -> None: ...
 
 
-class IncidentLedgerStore(IncidentStore, Ledger, Protocol):
-    """The incident store doubles as the delivery ledger (DynamoDBIncidentStore is both)."""
+@dataclass(frozen=True, slots=True)
+class DeliveryFailure:
+    receiver: str
+    channel: str
+    error: DeliveryError
+
+
+class NotificationFailedError(Exception):
+    """Some receivers could not be reached after retries; the step fails and the workflow retries it."""
+
+    def __init__(self, failures: list[DeliveryFailure]) -> None:
+        self.failures = failures
+        summary = "; ".join(f"{f.receiver} ({f.channel}): {f.error}" for f in failures)
+        super().__init__(f"{len(failures)} delivery failure(s): {summary}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +79,9 @@ class ResumeNotifier:
         router: Router,
         channels: Channels,
         change_events: ChangeEvents,
-        store: IncidentLedgerStore,
+        store: InstanceStore,
         *,
+        settings: lifecycle.Settings | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_delivery: Callable[[str, bool], None] = lambda channel, ok: None,
     ) -> None:
@@ -76,6 +90,7 @@ class ResumeNotifier:
         self.channels = channels
         self.change_events = change_events
         self.store = store
+        self.settings = settings or lifecycle.Settings()
         self.clock = clock
         self.on_delivery = on_delivery
 
@@ -88,7 +103,7 @@ class ResumeNotifier:
         if not_ready is not None and not allow_standalone:
             raise IncidentNotReady(not_ready)
         if incident is not None:
-            incident = self._record(incident, fault, notice)
+            incident = self._record(fault, notice) or incident
         failures: list[DeliveryFailure] = []
         for name in names:
             receiver = self.receivers.get(name)
@@ -105,8 +120,10 @@ class ResumeNotifier:
         return Delivered(tuple(names), threaded=not_ready is None)
 
     def _incident(self, fault: Fault) -> Incident | None:
-        incidents, _ = self.store.load(fault.container_instance_arn)
-        return incidents.get(fault.check_type)
+        record = self.store.load(fault.container_instance_arn)
+        if record is None:
+            return None
+        return _fault_incident(lifecycle.derive(record, self.settings, self.router.route).incidents, fault)
 
     def _not_ready(self, fault: Fault, incident: Incident | None, names: list[str]) -> str | None:
         """Why the notice cannot go into the incident yet: no incident, or a bot-token Slack receiver of the
@@ -125,24 +142,30 @@ class ResumeNotifier:
         ]
         return f"incident {fault.fingerprint} has no Slack thread yet in {', '.join(pending)}" if pending else None
 
-    def _record(self, incident: Incident, fault: Fault, notice: Notice) -> Incident:
-        """Append the notice to the incident's timeline (once), re-reading when the alert pipeline wrote."""
-        entry = TimelineEntry(
-            at=self.clock(), event_id=f"resume:{notice.key}", phase=PHASE, text=notice.title, page=notice.pages
+    def _record(self, fault: Fault, notice: Notice) -> Incident | None:
+        """Add the notice to the incident's facts (once), re-reading when the alert pipeline wrote meanwhile."""
+        fact = NoticeFact(
+            key=notice.key,
+            check_type=fault.check_type,
+            fault_at=fault.impaired_at,
+            at=self.clock(),
+            title=notice.title,
+            pages=notice.pages,
         )
-        current: Incident | None = incident
         for _ in range(MAX_SAVE_CONFLICTS):
-            if current is None:
-                break
-            if any(item.event_id == entry.event_id for item in current.timeline):
-                return current
-            current.timeline = [*current.timeline, entry][-MAX_TIMELINE:]
+            record = self.store.load(fault.container_instance_arn)
+            if record is None:
+                return None
+            added = record.add_notice(fact)
+            view = lifecycle.derive(record, self.settings, self.router.route)
+            if not added:
+                return _fault_incident(view.incidents, fault)
+            record.incidents = view.known
             try:
-                self.store.save_incident(current)
+                self.store.commit(record)
             except ConcurrentUpdateError:
-                current = self._incident(fault)
                 continue
-            return current
+            return _fault_incident(view.incidents, fault)
         raise ConcurrentUpdateError(f"incident {fault.fingerprint} kept changing")
 
     def _deliver_to(
@@ -189,6 +212,16 @@ class ResumeNotifier:
         send()
         self.store.mark_delivered(key)
         self.on_delivery(channel, True)
+
+
+def _fault_incident(incidents: list[Incident], fault: Fault) -> Incident | None:
+    """The incident of the fault's check that contains the fault's time (else the latest of that check)."""
+    mine = [incident for incident in incidents if incident.check_type == fault.check_type]
+    for incident in mine:
+        ends = incident.closed_at
+        if incident.opened_at <= fault.impaired_at and (ends is None or fault.impaired_at <= ends):
+            return incident
+    return mine[-1] if mine else None
 
 
 def route_context(fault: Fault, incident: Incident | None) -> RouteContext:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from fault_responder.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
 from fault_responder.models.events import HealthChangeEvent, parse_ecs_event
+from fault_responder.record import InstanceRecord, QuarantineFact
 from fault_responder.resume.budget import (
     AttemptOutcome,
     Ledger,
@@ -73,7 +74,7 @@ from fault_responder.resume.watch import (
     judge_stop,
     watch_result,
 )
-from fault_responder.store import ConcurrentUpdateError, IncidentStore
+from fault_responder.store import ConcurrentUpdateError, InstanceStore
 
 MAX_STATE_CONFLICTS = 5
 
@@ -133,7 +134,7 @@ class Notifier(Protocol):
 class ResumeSteps:
     ecs: EcsPort
     store: ResumeStore
-    incidents: IncidentStore
+    incidents: InstanceStore
     checkpoints: Callable[[], CheckpointStore]
     """A fresh store per search, so its S3 request count is the search's own."""
     notifier: Callable[[], Notifier]
@@ -178,14 +179,15 @@ class ResumeSteps:
         """Record the quarantine FIRST, so the DRAINING event the drain causes is attributed to us."""
         reason = quarantine_reason(fault)
         for _ in range(MAX_STATE_CONFLICTS):
-            _, state = self.incidents.load(fault.container_instance_arn)
-            state.quarantined_at = self.clock()
-            state.quarantine_reason = reason
+            record = self.incidents.load(fault.container_instance_arn)
+            record = record or InstanceRecord(fault.container_instance_arn, fault.instance_ref())
+            if not record.add_quarantine(QuarantineFact(self.clock(), reason)):
+                break
             try:
-                self.incidents.save_instance_state(state)
+                self.incidents.commit(record)
                 break
             except ConcurrentUpdateError:
-                continue  # the alert pipeline wrote the same instance's state meanwhile
+                continue  # the alert pipeline wrote the same instance's record meanwhile
         else:
             raise ConcurrentUpdateError(f"instance state of {fault.container_instance_arn} kept changing")
         statuses = self.ecs.drain(fault.cluster_arn, [fault.container_instance_arn])

@@ -1,0 +1,421 @@
+"""What each receiver still needs to be told, and telling it: where a page is sent.
+
+Delivery is a reconciliation, not a reaction to one event. For one receiver of one instance, `plan` compares
+what the derived incidents and notices say now with what that receiver was already told (the record's
+deliveries) and lists the steps that close the gap: post a root, reply in its thread, update it, trigger or
+resolve a PagerDuty alert, correct a notice in place. A `Courier` performs one step and returns what the
+receiver now knows; the service records it after every step, under the receiver's lease, so a retried or
+concurrent worker continues where the last one stopped instead of starting over.
+
+Never twice: a Slack post whose outcome is unknown (a read timeout, a worker that died) is marked pending and
+looked for, by the metadata every message carries, before anything is posted again. PagerDuty events are
+idempotent per dedup key, and per receiver they go out in order (resolves of past episodes before the trigger
+of a new one), because one worker at a time holds the receiver's lease.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol
+
+from fault_responder.adapters.http import DeliveryError
+from fault_responder.adapters.slack import SlackPostRef
+from fault_responder.domain import Alert, EntryKind, Incident, TimelineEntry
+from fault_responder.lifecycle import InstanceView
+from fault_responder.record import Delivery, InstanceRecord, Pending
+from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
+from fault_responder.render.slack import (
+    SlackMessage,
+    render_alert,
+    render_incident_root,
+    render_superseded_alert,
+    render_timeline_reply,
+    render_webhook_step,
+)
+from fault_responder.routing import Receiver
+
+METADATA_INCIDENT = "gpu_fault_incident"
+METADATA_STEP = "gpu_fault_incident_step"
+METADATA_NOTICE = "gpu_fault_notice"
+WEBHOOK_POSTED = "posted"
+LOOKBACK = timedelta(minutes=2)
+"""A message whose post outcome is unknown is looked for from this long before the post started."""
+
+
+class StepKind(StrEnum):
+    POST_ROOT = "post_root"
+    REPLY = "reply"
+    UPDATE_ROOT = "update_root"
+    POST_STEP = "post_step"
+    """Webhook mode: one self-contained message per timeline step (webhooks cannot thread or edit)."""
+    TRIGGER = "trigger"
+    RESOLVE = "resolve"
+    POST_NOTICE = "post_notice"
+    UPDATE_NOTICE = "update_notice"
+    TRIGGER_NOTICE = "trigger_notice"
+    RESOLVE_NOTICE = "resolve_notice"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kind: StepKind
+    subject: str
+    """What the receiver's delivery record is about: the incident id or the notice key; for PagerDuty, the
+    check's alert (`pd:<fingerprint>`), since every episode of a check shares its dedup key."""
+    entry: TimelineEntry | None = None
+    incident: str | None = None
+    """The incident to render, when it is not the subject (a PagerDuty trigger)."""
+
+    def marker(self, receiver: Receiver) -> str | None:
+        """For a Slack post that must never happen twice, what its metadata names (its intent is recorded
+        before it is made); None for every other step."""
+        bot = receiver.slack is not None and receiver.slack.channel is not None
+        if bot and self.kind in (StepKind.POST_ROOT, StepKind.POST_NOTICE, StepKind.REPLY):
+            return step_marker(self.subject, self.entry)
+        return None
+
+    def describe(self) -> str:
+        what = f" {self.entry.phase}" if self.entry is not None else ""
+        return f"{self.kind.value}{what} ({self.subject})"
+
+
+# --- Planning (pure) ----------------------------------------------------------------------------------
+
+
+def plan(name: str, receiver: Receiver, view: InstanceView, record: InstanceRecord) -> list[Step]:
+    """The steps that bring receiver `name` up to date with the view, in the order they must go out."""
+    incidents = [
+        incident
+        for incident in view.incidents
+        if name in incident.receivers or (name, incident.id) in record.deliveries
+    ]
+    alerts = [alert for alert in view.alerts if name in alert.receivers or (name, alert.key) in record.deliveries]
+    if receiver.pagerduty is not None:
+        return _pagerduty_plan(name, incidents, alerts, record)
+    if receiver.slack is not None and receiver.slack.channel is not None:
+        return _slack_plan(name, incidents, alerts, record, view)
+    return _webhook_plan(name, incidents, alerts, record)
+
+
+def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: InstanceRecord) -> list[Step]:
+    """One PagerDuty alert per check at a time (its dedup key is the fingerprint): open while an incident of
+    the check is open and pages here, showing that incident; resolved when none is."""
+    resolves: list[Step] = []
+    triggers: list[Step] = []
+    by_check: dict[str, list[Incident]] = {}
+    for incident in incidents:
+        by_check.setdefault(incident.fingerprint, []).append(incident)
+    for fingerprint, episodes in by_check.items():
+        subject = pagerduty_subject(fingerprint)
+        sent = record.delivery(name, subject)
+        current = next((i for i in episodes if i.is_open and name in i.receivers), None)
+        paged = next((i for i in episodes if i.id == sent.incident), None)
+        if current is None:
+            if sent.alert == "trigger":
+                resolves.append(Step(StepKind.RESOLVE, subject, incident=sent.incident))
+            continue
+        if sent.alert == "trigger" and paged is not current and paged is not None and name in paged.receivers:
+            # The alert was for an earlier fault of the check that is over: it is resolved, and the new fault
+            # is a new alert. (If that fault no longer pages here, a late event showed that what paged belongs
+            # to the open one: the open alert carries on with it.)
+            resolves.append(Step(StepKind.RESOLVE, subject, incident=sent.incident))
+            triggers.append(Step(StepKind.TRIGGER, subject, incident=current.id))
+        elif sent.alert != "trigger" or sent.digest != page_digest(current) or sent.incident != current.id:
+            # A fault learned when already over never pages; an open one pages, and again when its page changes.
+            triggers.append(Step(StepKind.TRIGGER, subject, incident=current.id))
+    for alert in alerts:
+        sent = record.delivery(name, alert.key)
+        if alert.superseded_by is not None:
+            if sent.alert == "trigger":
+                resolves.append(Step(StepKind.RESOLVE_NOTICE, alert.key))
+        elif sent.alert is None and name in alert.receivers:
+            triggers.append(Step(StepKind.TRIGGER_NOTICE, alert.key))
+    # Resolves first: a new alert on the same dedup key opens only once the old one is closed.
+    return resolves + triggers
+
+
+def pagerduty_subject(fingerprint: str) -> str:
+    return f"pd:{fingerprint}"
+
+
+def _slack_plan(
+    name: str, incidents: list[Incident], alerts: list[Alert], record: InstanceRecord, view: InstanceView
+) -> list[Step]:
+    steps: list[Step] = []
+    for incident in incidents:
+        sent = record.delivery(name, incident.id)
+        if sent.ts is None:
+            if name in incident.receivers:
+                steps.append(Step(StepKind.POST_ROOT, incident.id))
+            continue
+        for entry in replies(incident):
+            if entry.key not in sent.steps:
+                steps.append(Step(StepKind.REPLY, incident.id, entry))
+        if sent.digest != message_digest(render_incident_root(incident)):
+            steps.append(Step(StepKind.UPDATE_ROOT, incident.id))
+    for alert in alerts:
+        sent = record.delivery(name, alert.key)
+        if sent.ts is None:
+            if alert.superseded_by is None and name in alert.receivers:
+                steps.append(Step(StepKind.POST_NOTICE, alert.key))
+        elif sent.digest != message_digest(notice_message(alert, view)):
+            steps.append(Step(StepKind.UPDATE_NOTICE, alert.key))
+    return steps
+
+
+def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: InstanceRecord) -> list[Step]:
+    steps: list[Step] = []
+    for incident in incidents:
+        sent = record.delivery(name, incident.id)
+        if name not in incident.receivers and not sent.steps:
+            continue
+        for entry in incident.timeline:
+            if entry.kind != EntryKind.NOTICE and entry.key not in sent.steps:
+                steps.append(Step(StepKind.POST_STEP, incident.id, entry))
+    for alert in alerts:
+        sent = record.delivery(name, alert.key)
+        if alert.superseded_by is None and name in alert.receivers and WEBHOOK_POSTED not in sent.steps:
+            steps.append(Step(StepKind.POST_NOTICE, alert.key))
+    return steps
+
+
+def replies(incident: Incident) -> list[TimelineEntry]:
+    """The steps that go into the incident's thread: all but the first (the root shows it) and the notices
+    (the resume workflow posts those itself)."""
+    return [entry for entry in incident.timeline[1:] if entry.kind != EntryKind.NOTICE]
+
+
+def page_digest(incident: Incident) -> str:
+    """What a PagerDuty trigger says that matters to a pager: a change sends the trigger again."""
+    drain = incident.drain.label if incident.drain is not None else None
+    classification = incident.classification
+    return _digest([classification.severity.value, classification.title, drain])
+
+
+def message_digest(message: SlackMessage) -> str:
+    return _digest([message.text, message.blocks])
+
+
+def notice_message(alert: Alert, view: InstanceView) -> SlackMessage:
+    owner = view.incident(alert.superseded_by) if alert.superseded_by else None
+    return render_superseded_alert(alert, owner) if owner is not None else render_alert(alert)
+
+
+def _digest(value: Any) -> str:
+    encoded = json.dumps(value, sort_keys=True, default=str, ensure_ascii=True)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:20]
+
+
+def step_marker(subject: str, entry: TimelineEntry | None) -> str:
+    """What a post's metadata names, to find it again when its outcome is unknown."""
+    return subject if entry is None else f"{subject}|{entry.key}"
+
+
+# --- Performing a step ----------------------------------------------------------------------------------
+
+
+class SlackApi(Protocol):
+    def post_message(
+        self, channel: str, message: SlackMessage, thread_ts: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> SlackPostRef: ...
+
+    def update_message(self, channel: str, ts: str, message: SlackMessage) -> None: ...
+
+    def find_message(
+        self, channel: str, event_type: str, marker: str, oldest: datetime, thread_ts: str | None = None
+    ) -> SlackPostRef | None: ...
+
+
+class SlackHook(Protocol):
+    def post(self, message: SlackMessage) -> None: ...
+
+
+class PagerDuty(Protocol):
+    def send(self, event: dict[str, object]) -> str: ...
+
+
+class Channels(Protocol):
+    """Clients with their secrets resolved; fetched lazily so an unused channel needs no secret."""
+
+    def slack_api(self) -> SlackApi: ...
+
+    def slack_webhook(self, name: str) -> SlackHook: ...
+
+    def pagerduty(self) -> PagerDuty: ...
+
+    def routing_key(self, service: str) -> str: ...
+
+    def refresh(self, service: str) -> None:
+        """Read the service's secret again (it may have been rotated since it was cached)."""
+        ...
+
+
+AUTH_FAILURES = frozenset({"invalid_auth", "token_revoked", "token_expired", "account_inactive", "not_authed"})
+
+
+class Courier:
+    """Performs one step for one receiver and returns the receiver's delivery record afterwards."""
+
+    def __init__(self, channels: Channels, clock: Callable[[], datetime]) -> None:
+        self.channels = channels
+        self.clock = clock
+
+    def perform(self, name: str, receiver: Receiver, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+        if receiver.pagerduty is not None:
+            service = receiver.pagerduty.service
+            return self._once_more_if_rotated("pagerduty", lambda: self._pagerduty(service, step, view, sent))
+        assert receiver.slack is not None
+        slack = receiver.slack
+        if slack.channel is not None:
+            channel = slack.channel
+            return self._once_more_if_rotated("slack", lambda: self._slack(channel, step, view, sent))
+        webhook = slack.webhook
+        assert webhook is not None
+        return self._once_more_if_rotated("slack", lambda: self._webhook(webhook, step, view, sent))
+
+    def _once_more_if_rotated(self, service: str, attempt: Callable[[], Delivery]) -> Delivery:
+        """A revoked token or an unknown routing key may be a secret rotated since it was cached: read the
+        secret again and try once more before failing."""
+        try:
+            return attempt()
+        except DeliveryError as error:
+            if not _is_auth_failure(error):
+                raise
+        self.channels.refresh(service)
+        return attempt()
+
+    # --- Slack (bot token) ---
+
+    def _slack(self, channel: str, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+        api = self.channels.slack_api()
+        if step.kind == StepKind.POST_ROOT:
+            incident = _incident(view, step.subject)
+            return self._post(api, channel, render_incident_root(incident), step, sent, thread_ts=None)
+        if step.kind == StepKind.REPLY:
+            incident = _incident(view, step.subject)
+            assert step.entry is not None and sent.ts is not None and sent.channel is not None
+            message = render_timeline_reply(incident, step.entry)
+            return self._post(api, sent.channel, message, step, sent, thread_ts=sent.ts)
+        if step.kind == StepKind.UPDATE_ROOT:
+            message = render_incident_root(_incident(view, step.subject))
+            assert sent.channel is not None and sent.ts is not None
+            api.update_message(sent.channel, sent.ts, message)
+            return replace(sent, digest=message_digest(message))
+        alert = _alert(view, step.subject)
+        message = notice_message(alert, view)
+        if step.kind == StepKind.UPDATE_NOTICE:
+            assert sent.channel is not None and sent.ts is not None
+            api.update_message(sent.channel, sent.ts, message)
+            return replace(sent, digest=message_digest(message))
+        return self._post(api, channel, message, step, sent, thread_ts=None)
+
+    def _post(
+        self, api: SlackApi, channel: str, message: SlackMessage, step: Step, sent: Delivery, *, thread_ts: str | None
+    ) -> Delivery:
+        """Post, unless an earlier post of the same message whose outcome was unknown is found first."""
+        marker = step_marker(step.subject, step.entry)
+        event_type = _event_type(step)
+        since = pending_since(sent, marker)
+        if since is not None:
+            found = api.find_message(sent.channel or channel, event_type, marker, since - LOOKBACK, thread_ts)
+            if found is not None:
+                return _posted(sent, step, found, message, marker)
+        metadata = {"event_type": event_type, "event_payload": {"id": marker}}
+        ref = api.post_message(channel, message, thread_ts, metadata=metadata)
+        return _posted(sent, step, ref, message, marker)
+
+    # --- Slack (incoming webhook) ---
+
+    def _webhook(self, webhook: str, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+        hook = self.channels.slack_webhook(webhook)
+        if step.kind == StepKind.POST_STEP:
+            incident = _incident(view, step.subject)
+            assert step.entry is not None
+            hook.post(render_webhook_step(incident, step.entry))
+            return replace(sent, steps=[*sent.steps, step.entry.key])
+        hook.post(render_alert(_alert(view, step.subject)))
+        return replace(sent, steps=[*sent.steps, WEBHOOK_POSTED])
+
+    # --- PagerDuty ---
+
+    def _pagerduty(self, service: str, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+        key = self.channels.routing_key(service)
+        events = self.channels.pagerduty()
+        if step.kind == StepKind.RESOLVE:
+            events.send(render_resolve(step.subject.removeprefix("pd:"), key))
+            return replace(sent, alert="resolve", incident=None)
+        if step.kind == StepKind.TRIGGER:
+            incident = _incident(view, step.incident or "")
+            events.send(render_trigger(incident, key))
+            return replace(sent, alert="trigger", digest=page_digest(incident), incident=incident.id)
+        alert = _alert(view, step.subject)
+        if step.kind == StepKind.RESOLVE_NOTICE:
+            events.send(render_resolve(alert_dedup_key(alert), key))
+            return replace(sent, alert="resolve")
+        events.send(render_alert_trigger(alert, key, alert_dedup_key(alert)))
+        return replace(sent, alert="trigger")
+
+
+def alert_dedup_key(alert: Alert) -> str:
+    return f"{alert.kind.value}/{alert.instance.cluster_name}/{alert.event_id}"[:255]
+
+
+def _posted(sent: Delivery, step: Step, ref: SlackPostRef, message: SlackMessage, marker: str) -> Delivery:
+    pending = _without(sent.pending, marker)
+    if step.entry is not None:
+        return replace(sent, steps=[*sent.steps, step.entry.key], pending=pending)
+    return replace(sent, channel=ref.channel, ts=ref.ts, digest=message_digest(message), pending=pending)
+
+
+def pending_since(sent: Delivery, marker: str) -> datetime | None:
+    """When a post of this message started whose outcome is unknown, if one did."""
+    return next((pending.at for pending in sent.pending if pending.marker == marker), None)
+
+
+def with_pending(sent: Delivery, marker: str, started: datetime, owner: str) -> Delivery:
+    """The intent to post, recorded before posting: if the outcome is never learned, the next worker looks."""
+    return replace(sent, pending=[*_without(sent.pending, marker), Pending(marker, started, owner)])
+
+
+def without_pending(sent: Delivery, marker: str) -> Delivery:
+    return replace(sent, pending=_without(sent.pending, marker))
+
+
+def as_seen_by(sent: Delivery, owner: str) -> Delivery:
+    """The delivery as a worker sees it: its own intents are not unknown outcomes to look for."""
+    return replace(sent, pending=[pending for pending in sent.pending if pending.owner != owner])
+
+
+def _without(pending: list[Pending], marker: str) -> list[Pending]:
+    return [item for item in pending if item.marker != marker]
+
+
+def _event_type(step: Step) -> str:
+    if step.entry is not None:
+        return METADATA_STEP
+    return METADATA_NOTICE if step.kind == StepKind.POST_NOTICE else METADATA_INCIDENT
+
+
+def _is_auth_failure(error: DeliveryError) -> bool:
+    if error.service == "slack":
+        return error.reason in AUTH_FAILURES
+    return error.status == 400 and "routing key" in error.reason.lower()
+
+
+def _incident(view: InstanceView, incident_id: str) -> Incident:
+    incident = view.incident(incident_id)
+    if incident is None:
+        raise LookupError(f"incident {incident_id} is not in the view")
+    return incident
+
+
+def _alert(view: InstanceView, key: str) -> Alert:
+    alert = next((alert for alert in view.alerts if alert.key == key), None)
+    if alert is None:
+        raise LookupError(f"notice {key} is not in the view")
+    return alert
