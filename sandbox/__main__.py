@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox import invoke as invoke_command
 from sandbox.errors import SandboxError
+from sandbox.fuzz import run_fuzz
 from sandbox.replay import load_event_file, read_json_file, replay
 from sandbox.report import Timeline, write_report
 from sandbox.run import run_scenario
@@ -131,6 +133,26 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--report", type=Path, metavar="REPORT.json", help="write the JSON report here")
     run_parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     run_parser.set_defaults(run=_run_scenario)
+
+    fuzz_parser = commands.add_parser(
+        "fuzz",
+        help="mutated envelopes through the real AlertRouter: processed, rejected with a reason, or crashed",
+        description=(
+            "Mutate the sample events in events/ (keys dropped, values of other types, huge or unencodable "
+            "text, naive timestamps, deep nesting, repeated arrays, bodies that are not JSON) and send them to "
+            "the AlertRouterFunction in process, in SQS batches, against moto and healthy stand-ins. Prints "
+            "how many were processed, rejected (dead-lettered at once, with a reason) and crashed (would be "
+            "retried), crashes by signature, and whether every dead letter has a reason."
+        ),
+        epilog="exit status: 0 when nothing crashed and every dead letter has a reason, 1 otherwise",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fuzz_parser.add_argument("--count", type=int, default=1000, help="envelopes to send (default: %(default)s)")
+    fuzz_parser.add_argument("--seed", type=int, default=1, help="the mutations' random seed (default: %(default)s)")
+    fuzz_parser.add_argument("--template", type=Path, default=Path("template.yaml"), help="default: %(default)s")
+    fuzz_parser.set_defaults(
+        run=_run_fuzz, parameter_overrides=[], stack_name=DEFAULT_STACK_NAME, region=DEFAULT_REGION
+    )
     return parser
 
 
@@ -178,6 +200,22 @@ def _run_scenario(args: argparse.Namespace) -> int:
     result = run_scenario(loaded, timeline)
     _write(result.report, args.report, timeline)
     return 0 if result.passed else 1
+
+
+def _run_fuzz(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        raise SandboxError("--count must be at least 1")
+    started = time.monotonic()
+
+    def progress(done: int) -> None:
+        if done % 500 == 0 or done == args.count:
+            print(f"  {done}/{args.count} sent ({time.monotonic() - started:.0f} s)", flush=True)
+
+    with _sandbox(args, load_template(args.template)) as sandbox:
+        tally = run_fuzz(sandbox, args.count, args.seed, progress)
+    print("\n".join(tally.lines()))
+    print(f"({time.monotonic() - started:.0f} s, seed {args.seed})")
+    return 0 if not tally.crashed and not tally.without_reason else 1
 
 
 def _write(report: dict[str, object], path: Path | None, timeline: Timeline) -> None:

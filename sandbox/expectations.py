@@ -19,6 +19,8 @@ from sandbox.errors import SandboxError
 from sandbox.scenario import Count, Expectation
 
 _MISSING = object()
+INCIDENT_METADATA = "gpu_fault_incident"
+"""The metadata event type of an incident's root message (fault_responder.delivery)."""
 _SHOWN_PROBLEMS = 3
 
 
@@ -37,7 +39,7 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "tasks": list(ecs.get("tasks", [])),
         "instances": list(ecs.get("instances", [])),
         "run_task_requests": list(ecs.get("run_task_requests", [])),
-        "slack": slack_messages(report.get("slack", {}), report.get("incidents", []), instance_names),
+        "slack": slack_messages(report.get("slack", {}), instance_names),
         "pagerduty": pagerduty_requests(report.get("requests", [])),
         "workflow_invocations": list(report.get("workflow_invocations", [])),
         "invocations": list(report.get("invocations", [])),
@@ -49,24 +51,27 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
 
 
 def slack_messages(
-    channels: Mapping[str, Sequence[Mapping[str, Any]]],
-    incidents: Iterable[Mapping[str, Any]],
-    instance_names: Mapping[str, str],
+    channels: Mapping[str, Sequence[Mapping[str, Any]]], instance_names: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """One item per Slack message: channel, ts, thread_ts, reply, text (with every text of its blocks), and
-    `incident`: the instance (by scenario name) whose incident thread the message is in, or starts."""
-    threads: dict[str, tuple[str, str]] = {}
-    for incident in incidents:
-        if not str(incident.get("sk", "")).startswith("INCIDENT#"):
-            continue
-        arn = str((incident.get("instance") or {}).get("container_instance_arn", ""))
-        for thread in incident.get("slack_threads") or []:
-            threads[str(thread.get("ts"))] = (instance_names.get(arn, arn), str(incident.get("check_type")))
+    `incident`: the instance (by scenario name) whose incident thread the message is in, or starts. A root
+    names its incident in its metadata (`cluster/container-instance-id/check-type@opened`)."""
+    by_instance_id = {arn.rsplit("/", 1)[-1]: name for arn, name in instance_names.items()}
+    threads: dict[str, tuple[str | None, str | None]] = {}
+    for posted in channels.values():
+        for message in posted:
+            metadata = message.get("metadata") or {}
+            incident = str((metadata.get("event_payload") or {}).get("id", ""))
+            if metadata.get("event_type") != INCIDENT_METADATA or not incident or message.get("thread_ts"):
+                continue
+            fingerprint = incident.split("@", 1)[0]
+            _, instance_id, check = [*fingerprint.split("/"), "", "", ""][:3]
+            threads[str(message["ts"])] = (by_instance_id.get(instance_id, instance_id), check)
     messages = []
     for channel, posted in channels.items():
         for message in posted:
             root = message.get("thread_ts") or message["ts"]
-            owner, check_type = threads.get(str(root), (None, None))
+            thread_owner, check_type = threads.get(str(root), (None, None))
             texts = [message.get("text") or "", *block_texts(message.get("blocks") or [])]
             messages.append(
                 {
@@ -75,7 +80,7 @@ def slack_messages(
                     "thread_ts": message.get("thread_ts"),
                     "reply": bool(message.get("thread_ts")),
                     "text": "\n".join(text for text in texts if text),
-                    "incident": owner,
+                    "incident": thread_owner,
                     "check_type": check_type,
                     "edits": len(message.get("edits") or []),
                 }

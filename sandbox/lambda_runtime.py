@@ -46,6 +46,8 @@ class Invocation:
     logs: list[str]
     errors: list[dict[str, Any]]
     duration_ms: float
+    ended_at: float = 0.0
+    """Epoch seconds when the handler returned (to tell what happened within the invocation)."""
 
 
 # --- Environment -----------------------------------------------------------------------------------
@@ -237,6 +239,7 @@ class InProcessFunction:
             logs=FUNCTION_OUTPUT.take(),
             errors=self._errors.errors[logged_before:],
             duration_ms=round(duration * 1000, 1),
+            ended_at=time.time(),
         )
 
 

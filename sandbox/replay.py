@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,14 @@ def load_event_file(path: Path) -> EventFile:
     return EventFile(path, events)
 
 
-def replay(sandbox: Sandbox, files: Sequence[EventFile], timeline: Timeline) -> dict[str, Any]:
-    """Run the files through the started sandbox; returns the report."""
+def replay(
+    sandbox: Sandbox,
+    files: Sequence[EventFile],
+    timeline: Timeline,
+    after_file: Mapping[int, Callable[[], None]] | None = None,
+) -> dict[str, Any]:
+    """Run the files through the started sandbox; returns the report. `after_file` (by file number) changes
+    the world between files, once their events were handled (a test rotating a secret, say)."""
     report = ReportBuilder()
     bus = EventBus.default(sandbox.stack, sandbox.aws)
     timeline.header(sandbox)
@@ -64,6 +70,8 @@ def replay(sandbox: Sandbox, files: Sequence[EventFile], timeline: Timeline) -> 
                 timeline.event(event, delivery.matched_rules, targets)
             for mapping in mappings:
                 _drain(mapping, report, timeline)
+            if after_file and number in after_file:
+                after_file[number]()
     result = report.finish(sandbox)
     timeline.on_call_view(result)
     return result

@@ -9,18 +9,24 @@ scenario run (`python -m sandbox run`) adds the sections `sandbox.run` describes
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
+from boto3.dynamodb.types import TypeSerializer
+
 from sandbox.aws import AwsClients
 from sandbox.errors import SandboxError
 from sandbox.session import Sandbox
-from sandbox.stack import SqsEventSource, Stack
+from sandbox.stack import SqsEventSource, Stack, layer_on_path
 from sandbox.standins import WEBHOOK_CHANNEL
+
+_serializer = TypeSerializer()
 
 INCIDENTS_TABLE = "IncidentsTable"
 # Receiving 10 at a time, this reads up to 1,000 dead letters; more means something else is wrong.
@@ -63,9 +69,10 @@ def _dead_letter(queue: str, message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _parsed(body: str) -> Any:
+    """The body as JSON when it is JSON a report can hold; as text otherwise (not JSON, or nested too deep)."""
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return body
 
 
@@ -106,6 +113,48 @@ def _plain(attribute: Mapping[str, Any]) -> Any:
 def _number(text: str) -> int | float:
     number = Decimal(text)
     return int(number) if number == number.to_integral_value() else float(number)
+
+
+def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The incidents of every instance record, derived with the layer's own code and the stack's routing."""
+    records = [item for item in items if item.get("sk") == "RECORD"]
+    if not records:
+        return []
+    with layer_on_path(sandbox.stack):
+        from fault_responder import lifecycle  # noqa: PLC0415
+        from fault_responder.adapters.dynamodb_store import decode  # noqa: PLC0415
+        from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+
+        parameters = sandbox.stack.parameters
+        router = Router(load_routing(str(parameters.get("RoutingFile", "default.yaml"))))
+        window = timedelta(minutes=int(str(parameters.get("DrainAttributionWindowMinutes", 60))))
+        incidents: list[dict[str, Any]] = []
+        for item in records:
+            typed = {name: _serializer.serialize(_decimals(value)) for name, value in item.items()}
+            record = decode(str(item["ref"]["container_instance_arn"]), typed)
+            view = lifecycle.derive(record, lifecycle.Settings(drain_window=window), router.route)
+            incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in view.incidents)
+        return incidents
+
+
+def _decimals(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {key: _decimals(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decimals(item) for item in value]
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    return value
 
 
 _DESCRIBE_BATCH = 100
@@ -231,12 +280,15 @@ class ReportBuilder:
         - requests: every request to the Slack/PagerDuty stand-ins, in order (secrets redacted)
         - dlq: [{queue: logical id, message_id, body (parsed JSON if it is JSON), attributes, message_attributes}]
         - errors: [{event_id, reason}] the handlers logged at ERROR
-        - incidents: every item of the IncidentsTable at the end
+        - incidents: every incident derived from the IncidentsTable's instance records at the end (as the
+          router derives them: status, phase, classification, drain, receivers, Slack threads, timeline)
+        - table: every item of the IncidentsTable at the end, as stored
         - slack: channel -> messages (with thread_ts and edits); pagerduty: alerts with their event logs
         - skipped_resources: [{logical_id, type, reason}]; warnings: [text]
         """
         stack, aws, standins = sandbox.stack, sandbox.aws, sandbox.standins
-        incidents = stack.resources.get(INCIDENTS_TABLE)
+        table = stack.resources.get(INCIDENTS_TABLE)
+        items = table_items(aws, table.ref) if table is not None else []
         return {
             "stack": {
                 "name": stack.identity.name,
@@ -249,7 +301,8 @@ class ReportBuilder:
             "requests": standins.requests,
             "dlq": collect_dead_letters(stack, aws),
             "errors": self.errors,
-            "incidents": table_items(aws, incidents.ref) if incidents is not None else [],
+            "incidents": derived_incidents(sandbox, items),
+            "table": items,
             "slack": standins.slack_channels(),
             "pagerduty": standins.pagerduty_alerts(),
             "skipped_resources": [skipped.to_json() for skipped in stack.skipped],
@@ -292,7 +345,8 @@ def detail_summary(event: Mapping[str, Any]) -> list[str]:
         return []
     names = _DETAIL_FIELDS.get(str(event.get("detail-type")), ())
     lines = [" ".join(f"{name}={_short(detail[name])}" for name in names if detail.get(name) not in (None, ""))]
-    for check in detail.get("healthChecks") or []:
+    checks = detail.get("healthChecks")
+    for check in checks if isinstance(checks, list) else []:
         if isinstance(check, dict):
             reason = f" ({check['statusReason']})" if check.get("statusReason") else ""
             lines.append(f"healthCheck {check.get('type')}={check.get('status')}{reason}")
@@ -306,10 +360,13 @@ class Timeline:
         self._stream = stream
         self._show_logs = show_logs
 
-    def _print(self, text: str = "", indent: int = 0) -> None:
+    def _print(self, text: object = "", indent: int = 0) -> None:
         if self._stream is None:
             return
-        for line in text.splitlines() or [""]:
+        encoding = getattr(self._stream, "encoding", None) or "utf-8"
+        # Events are untrusted: what the terminal cannot encode (a lone surrogate, say) is shown escaped.
+        safe = str(text).encode(encoding, "backslashreplace").decode(encoding, "replace")
+        for line in safe.splitlines() or [""]:
             print(" " * indent + line, file=self._stream)
         self._stream.flush()
 

@@ -26,7 +26,7 @@ from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
-from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, Fault, StandIns
+from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from sandbox.statemachine import moto_settings_restored
 from sandbox.template import StackIdentity, Template, resolve_parameters
 
@@ -49,7 +49,7 @@ class Sandbox:
         stack_name: str = DEFAULT_STACK_NAME,
         region: str = DEFAULT_REGION,
         parameter_overrides: Mapping[str, str] | None = None,
-        faults: Mapping[str, list[Fault]] | None = None,
+        faults: Mapping[str, Any] | None = None,
     ) -> None:
         self.template = template
         self.identity = StackIdentity(stack_name, region)

@@ -50,6 +50,7 @@ class BatchOutcome:
             "failures": self.failures,
             "error": self.batch_error,
             "duration_ms": self.invocation.duration_ms,
+            "ended_at": self.invocation.ended_at,
             "logs": self.invocation.logs,
         }
 

@@ -11,10 +11,12 @@ type, add a creator to `CREATORS`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -549,3 +551,21 @@ CREATORS: dict[str, ResourceCreator] = {
     "AWS::IAM::Role": _record_role,
     "AWS::Logs::LogGroup": _record_log_group,
 }
+
+
+@contextlib.contextmanager
+def layer_on_path(stack: Stack) -> Iterator[None]:
+    """The stack's layers importable, as while a function is loaded (the sandbox reads the table with the
+    layer's own code)."""
+    added = [
+        str(layer.attributes["ImportDir"])
+        for layer in stack.of_type("AWS::Serverless::LayerVersion")
+        if str(layer.attributes.get("ImportDir")) not in sys.path
+    ]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for path in added:
+            if path in sys.path:
+                sys.path.remove(path)

@@ -9,8 +9,14 @@ crossed the wire and what on-call would see.
 PagerDuty Change Events (`/v2/change/enqueue`, informational: they never open an alert) are validated and
 recorded apart from the alerts.
 
-Not emulated: form-encoded Web API calls, Slack methods other than chat.postMessage and chat.update,
-real rate limiting (inject 429s through `faults`) and payload-size limits.
+Slack messages keep the metadata they were posted with; conversations.history, conversations.replies and
+conversations.list answer from the workspace's state (with `include_all_metadata`), so a client can look for a
+message whose post timed out. Faults are injected per service: an HTTP status, Slack's `ok_false`, or a delay
+(`{"delay": 11}`: the request takes effect, the answer comes late, as when a client's read times out); a
+service can also answer every request late (`{"latency": 11, "faults": [...]}`).
+
+Not emulated: form-encoded chat.* calls, Slack methods other than those above, real rate limiting (inject
+429s through `faults`) and payload-size limits.
 Lengths are counted in code points; Slack's own counting of some emoji may differ slightly.
 """
 
@@ -20,6 +26,7 @@ import copy
 import json
 import re
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -28,14 +35,18 @@ from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from sandbox.errors import SandboxError
 
-Fault = int | str
-"""An HTTP status to answer with, or OK_FALSE (Slack's HTTP 200 `ok: false`)."""
+Fault = int | str | dict[str, float]
+"""An HTTP status to answer with, OK_FALSE (Slack's HTTP 200 `ok: false`), or {"delay": seconds}: the request
+takes effect and is answered that much later (TIMEOUT is a delay longer than any client waits)."""
 
 OK_FALSE = "ok_false"
+TIMEOUT = "timeout"
+TIMEOUT_SECONDS = 30.0
+SLACK_SCOPES = frozenset({"chat:write", "channels:history", "groups:history", "channels:read", "groups:read"})
 SERVICES = ("slack", "pagerduty")
 REDACTED = "***"
 DEFAULT_SLACK_TOKEN = "xoxb-sandbox-token"
@@ -44,8 +55,7 @@ WEBHOOK_PATH = "/services/T0SANDBOX/B0SANDBOX/sandboxwebhooksecret"
 WEBHOOK_CHANNEL = "sandbox-webhook"
 """The channel the sandbox webhook posts to (a real webhook's channel is fixed by the app config)."""
 
-# Slack timestamps are unique per channel and increase; 100 µs apart keeps them readable.
-_FIRST_TS_MICROS = 1_700_000_000 * 1_000_000
+# Slack timestamps are the posting time, unique per channel and increasing (at least 100 µs apart here).
 _TS_STEP_MICROS = 100
 _CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{8,}")
 _PD_SEVERITIES = ("critical", "error", "warning", "info")
@@ -59,6 +69,8 @@ class _Reply:
     """A dict or list is sent as JSON, a str as plain text."""
     headers: dict[str, str] = field(default_factory=dict)
     effect: str | None = None
+    delay: float = 0.0
+    """Seconds to wait before answering (after the request took effect)."""
 
     def encode(self) -> tuple[bytes, str]:
         if isinstance(self.body, str):
@@ -74,12 +86,14 @@ class StandIns:
         *,
         slack_token: str = DEFAULT_SLACK_TOKEN,
         pagerduty_routing_keys: set[str] | None = None,
-        faults: Mapping[str, list[Fault]] | None = None,
+        faults: Mapping[str, Any] | None = None,
         known_channels: set[str] | None = None,
+        slack_scopes: frozenset[str] = SLACK_SCOPES,
     ) -> None:
         checked = _checked_faults(faults or {})
-        self._faults = {service: deque(checked.get(service, [])) for service in SERVICES}
-        self._slack = _SlackWorkspace(slack_token, known_channels)
+        self._faults = {service: deque(checked.get(service, _ServiceFaults()).faults) for service in SERVICES}
+        self._latency = {service: checked.get(service, _ServiceFaults()).latency for service in SERVICES}
+        self._slack = _SlackWorkspace(slack_token, known_channels, slack_scopes)
         self._pagerduty = _PagerDutyEvents(
             {SANDBOX_ROUTING_KEY} if pagerduty_routing_keys is None else pagerduty_routing_keys
         )
@@ -89,8 +103,9 @@ class StandIns:
         self._thread: threading.Thread | None = None
 
     @staticmethod
-    def faults_from_env(environ: Mapping[str, str]) -> dict[str, list[Fault]] | None:
-        """SANDBOX_FAULTS, e.g. `{"slack": [429, 500], "pagerduty": [500]}`; None when unset."""
+    def faults_from_env(environ: Mapping[str, str]) -> dict[str, Any] | None:
+        """SANDBOX_FAULTS, e.g. `{"slack": [429, 500, {"delay": 11}], "pagerduty": {"latency": 3}}`; None when
+        unset."""
         raw = environ.get("SANDBOX_FAULTS", "").strip()
         if not raw:
             return None
@@ -101,7 +116,8 @@ class StandIns:
                 f"SANDBOX_FAULTS is not valid JSON ({exc.msg} at character {exc.pos}); "
                 'expected e.g. {"slack": [429, 500], "pagerduty": [500]}'
             ) from None
-        return _checked_faults(parsed)
+        _checked_faults(parsed)
+        return dict(parsed)
 
     def start(self) -> StandIns:
         if self._server is not None:
@@ -159,6 +175,11 @@ class StandIns:
         with self._lock:
             return copy.deepcopy(self._requests)
 
+    def rotate_slack_token(self, token: str) -> None:
+        """From now on the workspace accepts only `token` (a rotated bot token)."""
+        with self._lock:
+            self._slack.rotate(token)
+
     def slack_channels(self) -> dict[str, list[dict[str, Any]]]:
         """Channel name -> its messages (ts, thread_ts, text, blocks, edits), replies included."""
         with self._lock:
@@ -176,23 +197,34 @@ class StandIns:
 
     def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
         """Answer one request and record it; the HTTP handler calls this for every request."""
-        path = urlsplit(target).path
+        split = urlsplit(target)
+        path = split.path
         service = "pagerduty" if path.startswith("/v2/") else "slack"
         # One lock around answer and record: the order of `requests` is the order of effects.
         with self._lock:
             fault = self._faults[service].popleft() if self._faults[service] else None
-            if fault is not None:
+            delay = self._latency[service]
+            if isinstance(fault, dict) or fault == TIMEOUT:
+                delay = TIMEOUT_SECONDS if fault == TIMEOUT else float(fault["delay"])  # type: ignore[index]
+                fault = None
+            if isinstance(fault, int | str):
                 reply = _fault_reply(service, fault)
-            elif method != "POST":
+            elif method not in ("POST", "GET"):
                 reply = _Reply(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed")
             else:
-                reply = self._route(path, authorization, content_type, raw)
-            self._requests.append(_record(service, method, path, raw, reply, fault=fault is not None))
+                reply = self._route(path, authorization, content_type, raw or split.query.encode())
+            reply.delay = delay
+            entry = _record(service, method, path, raw or split.query.encode(), reply, fault=fault is not None)
+            if delay:
+                entry["delay_seconds"] = delay
+            self._requests.append(entry)
         return reply
 
     def _route(self, path: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
         if path in ("/api/chat.postMessage", "/api/chat.update"):
             return self._slack.call(path.removeprefix("/api/"), authorization, content_type, raw)
+        if path.removeprefix("/api/") in _READ_METHODS:
+            return self._slack.read(path.removeprefix("/api/"), authorization, content_type, raw)
         if path.startswith("/api/"):
             return _slack_error("unknown_method")
         if path == WEBHOOK_PATH:
@@ -228,13 +260,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.command, self.path, self.headers.get("Authorization"), self.headers.get("Content-Type") or "", raw
         )
         payload, content_type = reply.encode()
+        if reply.delay:
+            time.sleep(reply.delay)
         self.send_response(reply.status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client stopped waiting (its read timed out); the request took effect all the same
 
     do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
 
@@ -242,25 +279,54 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the recorded requests are the log."""
 
 
-def _checked_faults(faults: object) -> dict[str, list[Fault]]:
+@dataclass(frozen=True)
+class _ServiceFaults:
+    faults: tuple[Fault, ...] = ()
+    latency: float = 0.0
+
+
+def _checked_faults(faults: object) -> dict[str, _ServiceFaults]:
     if not isinstance(faults, Mapping):
         raise SandboxError('faults must be an object like {"slack": [429, 500], "pagerduty": [500]}')
-    checked: dict[str, list[Fault]] = {}
-    for service, entries in faults.items():
+    checked: dict[str, _ServiceFaults] = {}
+    for service, value in faults.items():
         if service not in SERVICES:
             raise SandboxError(f"faults: unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+        entries, latency = value, 0.0
+        if isinstance(value, Mapping):
+            unknown = sorted(set(value) - {"faults", "latency"})
+            if unknown:
+                raise SandboxError(f"faults: {service} has unknown keys {unknown}; use faults and latency")
+            entries, latency = value.get("faults", []), _seconds(value.get("latency", 0), f"{service} latency")
         if not isinstance(entries, list):
-            raise SandboxError(f"faults: {service} must be a list of HTTP statuses")
+            raise SandboxError(f"faults: {service} must be a list of faults or an object with faults and latency")
         for entry in entries:
-            is_status = isinstance(entry, int) and not isinstance(entry, bool) and 100 <= entry <= 599
-            if not is_status and not (entry == OK_FALSE and service == "slack"):
-                allowed = 'an HTTP status (100-599) or "ok_false"' if service == "slack" else "an HTTP status (100-599)"
-                raise SandboxError(f"faults: {service} entry {entry!r} is not {allowed}")
-        checked[service] = list(entries)
+            _check_fault(service, entry)
+        checked[service] = _ServiceFaults(tuple(entries), latency)
     return checked
 
 
-def _fault_reply(service: str, fault: Fault) -> _Reply:
+def _check_fault(service: str, entry: object) -> None:
+    if isinstance(entry, Mapping):
+        if set(entry) != {"delay"}:
+            raise SandboxError(f'faults: {service} entry {entry!r}: a delay is {{"delay": seconds}}')
+        _seconds(entry["delay"], f"{service} delay")
+        return
+    is_status = isinstance(entry, int) and not isinstance(entry, bool) and 100 <= entry <= 599
+    if is_status or entry == TIMEOUT or (entry == OK_FALSE and service == "slack"):
+        return
+    allowed = 'an HTTP status (100-599), "timeout", {"delay": seconds}'
+    allowed += ' or "ok_false"' if service == "slack" else ""
+    raise SandboxError(f"faults: {service} entry {entry!r} is not {allowed}")
+
+
+def _seconds(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 120:
+        raise SandboxError(f"faults: {what} must be a number of seconds from 0 to 120, got {value!r}")
+    return float(value)
+
+
+def _fault_reply(service: str, fault: int | str) -> _Reply:
     if fault == OK_FALSE:
         return _slack_error("internal_error")
     status = int(fault)
@@ -281,6 +347,7 @@ def _fault_reply(service: str, fault: Fault) -> _Reply:
 def _record(service: str, method: str, path: str, raw: bytes, reply: _Reply, *, fault: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "service": service,
+        "at": time.time(),
         "method": method,
         "path": _redacted_path(path),
         "status": int(reply.status),
@@ -306,7 +373,8 @@ def _redacted_body(raw: bytes) -> Any:
     try:
         body = json.loads(text)
     except ValueError:
-        return text
+        form = parse_qs(text) if "=" in text else None
+        return {key: values[-1] for key, values in form.items()} if form else text
     if isinstance(body, dict):
         for secret in ("routing_key", "token"):
             if secret in body:
@@ -333,14 +401,24 @@ def _slack_error(error: str, **extra: Any) -> _Reply:
     return _Reply(HTTPStatus.OK, {"ok": False, "error": error, **extra})
 
 
+_READ_METHODS = ("conversations.history", "conversations.replies", "conversations.list")
+_READ_SCOPES = {
+    "conversations.history": "channels:history",
+    "conversations.replies": "channels:history",
+    "conversations.list": "channels:read",
+}
+_PAGE = 100
+
+
 class _SlackWorkspace:
-    def __init__(self, token: str, known_channels: Iterable[str] | None) -> None:
+    def __init__(self, token: str, known_channels: Iterable[str] | None, scopes: frozenset[str]) -> None:
         self._token = token
+        self._scopes = scopes
         self._restricted = known_channels is not None
         self._ids: dict[str, str] = {}
         self._names: dict[str, str] = {}
         self._messages: dict[str, list[dict[str, Any]]] = {}
-        self._ts_micros = _FIRST_TS_MICROS
+        self._ts_micros = 0
         for name in sorted({WEBHOOK_CHANNEL, *(channel.removeprefix("#") for channel in known_channels or ())}):
             self._register(name)
 
@@ -359,7 +437,7 @@ class _SlackWorkspace:
         channel_id = self._resolve(body.get("channel"))
         if channel_id is None:
             return _slack_error("channel_not_found")
-        problem = _message_problem(body)
+        problem = _message_problem(body) or _metadata_problem(body.get("metadata"))
         if problem is not None:
             return _slack_error(problem[0], **problem[1])
         reply = self._post(channel_id, body) if method == "chat.postMessage" else self._update(channel_id, body)
@@ -367,6 +445,48 @@ class _SlackWorkspace:
             # What Slack answers to a JSON body sent without `charset=utf-8`.
             reply.body.update(warning="missing_charset", response_metadata={"warnings": ["missing_charset"]})
         return reply
+
+    def rotate(self, token: str) -> None:
+        self._token = token
+
+    def read(self, method: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
+        """conversations.history / .replies / .list, with a form-encoded (or JSON) body or a query string."""
+        if not authorization:
+            return _slack_error("not_authed")
+        if authorization != f"Bearer {self._token}":
+            return _slack_error("invalid_auth")
+        if _READ_SCOPES[method] not in self._scopes:
+            return _slack_error("missing_scope", needed=_READ_SCOPES[method], provided=",".join(sorted(self._scopes)))
+        query = _query(raw, content_type)
+        if method == "conversations.list":
+            channels = [{"id": channel_id, "name": name, "is_channel": True} for name, channel_id in self._ids.items()]
+            return _Reply(HTTPStatus.OK, {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}})
+        channel_id = query.get("channel", "")
+        if channel_id not in self._names:
+            return _slack_error("channel_not_found")
+        messages = self._messages.get(channel_id, [])
+        if method == "conversations.replies":
+            root = self._find(channel_id, query.get("ts"))
+            if root is None:
+                return _slack_error("thread_not_found")
+            selected = [m for m in messages if m["ts"] == root["ts"] or m["thread_ts"] == root["ts"]]
+        else:
+            selected = [m for m in reversed(messages) if not m["thread_ts"]]  # newest first, top level only
+        oldest = float(query.get("oldest") or 0)
+        selected = [m for m in selected if float(m["ts"]) >= oldest]
+        start = int(query.get("cursor") or 0)
+        page = selected[start : start + min(int(query.get("limit") or _PAGE), 999)]
+        more = start + len(page) < len(selected)
+        metadata = query.get("include_all_metadata") in ("true", "1")
+        return _Reply(
+            HTTPStatus.OK,
+            {
+                "ok": True,
+                "messages": [_as_sent(m, metadata=metadata) for m in page],
+                "has_more": more,
+                "response_metadata": {"next_cursor": str(start + len(page)) if more else ""},
+            },
+        )
 
     def webhook(self, raw: bytes) -> _Reply:
         body = _parse_json(raw)
@@ -413,7 +533,7 @@ class _SlackWorkspace:
         )
 
     def _store(self, channel_id: str, body: dict[str, Any], *, thread_ts: str | None) -> dict[str, Any]:
-        self._ts_micros += _TS_STEP_MICROS
+        self._ts_micros = max(self._ts_micros + _TS_STEP_MICROS, int(time.time() * 1_000_000))
         seconds, micros = divmod(self._ts_micros, 1_000_000)
         message = {
             "ts": f"{seconds}.{micros:06d}",
@@ -422,6 +542,8 @@ class _SlackWorkspace:
             "blocks": copy.deepcopy(body.get("blocks") or []),
             "edits": [],
         }
+        if isinstance(body.get("metadata"), dict):
+            message["metadata"] = copy.deepcopy(body["metadata"])
         self._messages.setdefault(channel_id, []).append(message)
         return message
 
@@ -447,13 +569,38 @@ class _SlackWorkspace:
         return channel_id
 
 
-def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
+def _as_sent(message: dict[str, Any], *, metadata: bool = False) -> dict[str, Any]:
     sent = {"type": "message", "bot_id": "B0SANDBOX", "text": message["text"], "ts": message["ts"]}
     if message["blocks"]:
         sent["blocks"] = copy.deepcopy(message["blocks"])
     if message["thread_ts"]:
         sent["thread_ts"] = message["thread_ts"]
+    if metadata and message.get("metadata"):
+        sent["metadata"] = copy.deepcopy(message["metadata"])
     return sent
+
+
+def _query(raw: bytes, content_type: str) -> dict[str, str]:
+    text = raw.decode("utf-8", errors="replace")
+    if content_type.startswith("application/json"):
+        body = _parse_json(raw)
+        return (
+            {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in body.items()}
+            if isinstance(body, dict)
+            else {}
+        )
+    return {key: values[-1] for key, values in parse_qs(text).items()}
+
+
+def _metadata_problem(metadata: object) -> tuple[str, dict[str, Any]] | None:
+    """Slack's message metadata: an event_type and an event_payload object."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
+        return "invalid_metadata_format", {}
+    if not metadata["event_type"] or not isinstance(metadata.get("event_payload"), dict):
+        return "invalid_metadata_format", {}
+    return None
 
 
 def _message_problem(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

@@ -12,13 +12,11 @@ moto picked, and fills `{{...}}` placeholders in events and expectations (docs/s
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib.util
 import json
 import re
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
@@ -28,7 +26,7 @@ from sandbox import scenario as model
 from sandbox.aws import AwsClients
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
-from sandbox.stack import Stack
+from sandbox.stack import Stack, layer_on_path
 from sandbox.template import StackIdentity
 
 CHECKPOINT_HELPER = model.REPO_ROOT / "training" / "fault_responder_checkpoint.py"
@@ -399,7 +397,7 @@ def _seed_ledger(entries: Sequence[model.LedgerEntry], world: World, aws: AwsCli
     table = stack.resources.get(INCIDENTS_TABLE)
     if table is None:
         raise SandboxError(f"ledger entries need the stack's {INCIDENTS_TABLE}")
-    with _layer_on_path(stack):
+    with layer_on_path(stack):
         from fault_responder.adapters.resume_store import DynamoDBResumeStore  # noqa: PLC0415
         from fault_responder.resume.budget import AttemptOutcome, LedgerAttempt  # noqa: PLC0415
         from fault_responder.resume.jobs import job_key  # noqa: PLC0415
@@ -426,20 +424,3 @@ def _seed_ledger(entries: Sequence[model.LedgerEntry], world: World, aws: AwsCli
             if entry.failed_hosts:
                 hosts = [world.instances[h].ec2_instance_id if h in world.instances else h for h in entry.failed_hosts]
                 store.add_failed_hosts(key, hosts)
-
-
-@contextlib.contextmanager
-def _layer_on_path(stack: Stack) -> Iterator[None]:
-    """The stack's layers importable (the ledger store is the layer's), as while a function is loaded."""
-    added = [
-        str(layer.attributes["ImportDir"])
-        for layer in stack.of_type("AWS::Serverless::LayerVersion")
-        if str(layer.attributes.get("ImportDir")) not in sys.path
-    ]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for path in added:
-            if path in sys.path:
-                sys.path.remove(path)

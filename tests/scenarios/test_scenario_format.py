@@ -247,9 +247,10 @@ def test_a_count_range() -> None:
 
 
 def test_slack_messages_know_their_incident_thread() -> None:
+    metadata = {"event_type": "gpu_fault_incident", "event_payload": {"id": "gpu/ci/ACCELERATED_COMPUTE@2026"}}
     channels = {
         "gpu-alerts": [
-            {"ts": "1.1", "thread_ts": None, "text": "root", "blocks": []},
+            {"ts": "1.1", "thread_ts": None, "text": "root", "blocks": [], "metadata": metadata},
             {
                 "ts": "1.2",
                 "thread_ts": "1.1",
@@ -259,16 +260,8 @@ def test_slack_messages_know_their_incident_thread() -> None:
             {"ts": "1.3", "thread_ts": None, "text": "other", "blocks": []},
         ]
     }
-    incidents = [
-        {
-            "sk": "INCIDENT#ACCELERATED_COMPUTE",
-            "check_type": "ACCELERATED_COMPUTE",
-            "instance": {"container_instance_arn": "arn:ci"},
-            "slack_threads": [{"channel": "C1", "ts": "1.1"}],
-        }
-    ]
 
-    messages = slack_messages(channels, incidents, {"arn:ci": "gpu-a"})
+    messages = slack_messages(channels, {"arn:aws:ecs:us-east-1:1:container-instance/gpu/ci": "gpu-a"})
 
     assert [(m["incident"], m["reply"], m["text"]) for m in messages] == [
         ("gpu-a", False, "root"),

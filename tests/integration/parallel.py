@@ -1,0 +1,119 @@
+"""Real parallel worker processes against one moto server: the harness of tests/integration/test_concurrency.py.
+
+- `serve_moto` runs moto in a process of its own, answering one request at a time. DynamoDB applies each
+  conditional write atomically; moto's threaded server checks a condition and writes in two steps that two
+  requests can interleave, so a threaded moto would test moto's races, not ours. Serving one request at a
+  time keeps every write atomic while the workers still race each other between requests, as on AWS.
+- `Workers` starts N processes, each with its own AlertRouter (its own imports, clients, caches: a cold
+  Lambda execution environment), and hands them the same events at the same moment (a barrier). A record
+  that fails is handed again later, as SQS would redeliver it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_RECEIVES = 5
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def serve_moto(port: int) -> None:
+    """moto on loopback, one request at a time (see the module docstring)."""
+    # Imported in the server's own process only.
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app  # noqa: PLC0415
+    from werkzeug.serving import make_server  # noqa: PLC0415
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    app = DomainDispatcherApplication(create_backend_app)
+    make_server("127.0.0.1", port, app, threaded=False).serve_forever()
+
+
+def _worker(environment: Mapping[str, str], barrier: Any, inbox: Connection) -> None:
+    os.environ.update(environment)
+    sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT)]
+    logging.disable(logging.CRITICAL)  # the parent judges by what reached Slack, PagerDuty and the table
+    # Imported after the environment is set, as Lambda does (Powertools reads it at import).
+    from fault_responder.bootstrap import alert_router  # noqa: PLC0415
+
+    router = alert_router()
+    while True:
+        job = inbox.recv()
+        if job is None:
+            return
+        bodies: list[str] = job
+        failed = 0
+        barrier.wait()
+        pending = [(body, 1) for body in bodies]
+        while pending:
+            body, receive = pending.pop(0)
+            try:
+                router.start_invocation(60.0)
+                router.process_record(body, f"msg-{os.getpid()}-{receive}", receive)
+            except Exception:
+                failed += 1
+                if receive < MAX_RECEIVES:
+                    pending.append((body, receive + 1))
+                else:
+                    inbox.send(("error", traceback.format_exc()))
+        inbox.send(("done", failed))
+
+
+class Workers:
+    """N worker processes, each a cold AlertRouter; `run` gives each the same events at the same moment."""
+
+    def __init__(self, count: int, environment: Mapping[str, str]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.barrier = context.Barrier(count)
+        self.pipes: list[Connection] = []
+        self.processes = []
+        for _ in range(count):
+            parent, child = context.Pipe()
+            process = context.Process(target=_worker, args=(dict(environment), self.barrier, child), daemon=True)
+            process.start()
+            self.pipes.append(parent)
+            self.processes.append(process)
+
+    def run(self, orders: list[list[dict[str, Any]]]) -> int:
+        """Each worker handles its list of events (at once with the others); returns the failed attempts."""
+        for pipe, events in zip(self.pipes, orders, strict=True):
+            pipe.send([json.dumps(event) for event in events])
+        failed = 0
+        for pipe in self.pipes:
+            kind, value = pipe.recv()
+            if kind == "error":
+                raise AssertionError(f"a worker gave up on a record:\n{value}")
+            failed += int(value)
+        return failed
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(None)
+        for process in self.processes:
+            process.join(timeout=10)
+
+
+def wait_for(port: int, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port}")

@@ -1,0 +1,145 @@
+"""Concurrent deliveries for one instance never post two roots or open two alerts: real parallel processes.
+
+2 and 4 worker processes (each its own AlertRouter, as separate Lambda execution environments) handle the
+same instance's events at the same moment, every worker all of them in its own order (so every event is
+also a duplicate), against one moto server and the Slack and PagerDuty stand-ins over HTTP. 100 runs each,
+a new instance per run. The harness is tests/integration/parallel.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import multiprocessing
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
+from tests.conftest import load_event
+from tests.integration.parallel import Workers, free_port, serve_moto, wait_for
+
+RUNS = 100
+REGION = "us-east-1"
+CLUSTER = "gpu-fleet"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict[str, Any]]:
+    port = free_port()
+    server = multiprocessing.get_context("spawn").Process(target=serve_moto, args=(port,), daemon=True)
+    server.start()
+    wait_for(port)
+    endpoint = f"http://127.0.0.1:{port}"
+    credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": REGION}
+    dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, **credentials)
+    for table, keys in (("incidents", ("pk", "sk")), ("idempotency", ("id",))):
+        dynamodb.create_table(
+            TableName=table,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
+            KeySchema=[
+                {"AttributeName": key, "KeyType": kind} for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
+            ],
+        )
+    dlq = boto3.client("sqs", endpoint_url=endpoint, **credentials).create_queue(QueueName="dlq")["QueueUrl"]
+    secrets = boto3.client("secretsmanager", endpoint_url=endpoint, **credentials)
+    with StandIns() as standins:
+        secrets.create_secret(Name="slack", SecretString=json.dumps({"bot_token": DEFAULT_SLACK_TOKEN}))
+        secrets.create_secret(
+            Name="pagerduty", SecretString=json.dumps({"routing_keys": {"gpu-oncall": SANDBOX_ROUTING_KEY}})
+        )
+        environment = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "INCIDENTS_TABLE": "incidents",
+            "IDEMPOTENCY_TABLE": "idempotency",
+            "ALERT_DLQ_URL": dlq,
+            "SLACK_SECRET_NAME": "slack",
+            "PAGERDUTY_SECRET_NAME": "pagerduty",
+            "SLACK_API_URL": standins.slack_api_url,
+            "PAGERDUTY_EVENTS_URL": standins.pagerduty_url,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "ERROR",
+        }
+        yield {"standins": standins, "environment": environment}
+    server.terminate()
+
+
+def instance_events(run: int) -> list[dict[str, Any]]:
+    """Two faults on one instance (a GPU XID 79, reported twice; a daemon), its drain and a stopped task."""
+    arn = f"arn:aws:ecs:us-west-2:123456789012:container-instance/{CLUSTER}/run{run:04d}"
+    start = datetime(2026, 11, 1, 8, 0, tzinfo=UTC) + timedelta(minutes=run)
+
+    def at(seconds: int) -> str:
+        return (start + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    gpu = copy.deepcopy(load_event("aws-docs/health-change-accelerated-compute-xid46.json"))
+    gpu["detail"].update(clusterArn=f"arn:aws:ecs:us-west-2:123456789012:cluster/{CLUSTER}", containerInstanceArn=arn)
+    gpu["detail"]["healthChecks"][0].update(statusReason="XID_79", lastStatusChange=at(0), lastUpdated=at(0))
+    gpu.update(id=f"run{run}-gpu", time=at(5))
+    again = copy.deepcopy(gpu)
+    again["id"] = f"run{run}-gpu-again"
+    daemon = copy.deepcopy(load_event("aws-docs/health-change-daemon-impaired.json"))
+    daemon["detail"].update(clusterArn=gpu["detail"]["clusterArn"], containerInstanceArn=arn)
+    daemon["detail"]["healthChecks"][0].update(lastStatusChange=at(20), lastUpdated=at(20))
+    daemon.update(id=f"run{run}-daemon", time=at(25))
+    drain = copy.deepcopy(load_event("state/draining-after-xid46.json"))
+    drain["detail"].update(clusterArn=gpu["detail"]["clusterArn"], containerInstanceArn=arn, updatedAt=at(60))
+    drain.update(id=f"run{run}-drain", time=at(60))
+    task = copy.deepcopy(load_event("task/stopped-instance-draining.json"))
+    task["detail"].update(clusterArn=gpu["detail"]["clusterArn"], containerInstanceArn=arn, stoppedAt=at(70))
+    task.update(id=f"run{run}-task", time=at(70))
+    return [gpu, again, daemon, drain, task]
+
+
+def on_call_view(standins: StandIns, run: int) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """For this run's instance: roots per incident, PagerDuty alerts per dedup key, triggers that opened one."""
+    roots: dict[str, int] = {}
+    for messages in standins.slack_channels().values():
+        for message in messages:
+            metadata = message.get("metadata") or {}
+            incident = str((metadata.get("event_payload") or {}).get("id", ""))
+            if metadata.get("event_type") == "gpu_fault_incident" and f"/run{run:04d}/" in incident:
+                fingerprint = incident.split("@", 1)[0]
+                roots[fingerprint] = roots.get(fingerprint, 0) + 1
+    alerts: dict[str, int] = {}
+    for alert in standins.pagerduty_alerts():
+        if f"/run{run:04d}/" in alert["dedup_key"]:
+            alerts[alert["dedup_key"]] = alerts.get(alert["dedup_key"], 0) + 1
+    opened: dict[str, int] = {}
+    for request in standins.requests:
+        body = request["body"] if isinstance(request["body"], dict) else {}
+        if request.get("effect") == "opened" and f"/run{run:04d}/" in str(body.get("dedup_key")):
+            opened[body["dedup_key"]] = opened.get(body["dedup_key"], 0) + 1
+    return roots, alerts, opened
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_parallel_workers_post_one_root_and_open_one_alert_per_incident(world: dict[str, Any], workers: int) -> None:
+    pool = Workers(workers, world["environment"])
+    expected = {f"{CLUSTER}/run{{run:04d}}/ACCELERATED_COMPUTE": 1, f"{CLUSTER}/run{{run:04d}}/DAEMON": 1}
+    conflicts = 0
+    try:
+        for run in range(RUNS * 10 * workers, RUNS * 10 * workers + RUNS):
+            events = instance_events(run)
+            rng = random.Random(run)
+            # Given every worker handles every event of the instance, each in its own order, at the same moment
+            orders = [rng.sample(events, len(events)) for _ in range(workers)]
+            conflicts += pool.run(orders)
+            # Then each incident has exactly one Slack root and one PagerDuty alert, opened by one trigger
+            roots, alerts, opened = on_call_view(world["standins"], run)
+            want = {key.format(run=run): count for key, count in expected.items()}
+            assert (roots, alerts, opened) == (want, want, want), f"run {run}"
+    finally:
+        pool.close()
+    # (How often a worker lost a race and retried: the races were real.)
+    print(f"{workers} workers, {RUNS} runs: {conflicts} records retried after losing a race")
