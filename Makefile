@@ -31,7 +31,7 @@ FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke scenarios demo route test clean
+.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -93,6 +93,9 @@ demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair d
 
 route: $(VENV)/.installed ## Which route and receivers events reach: make route EVENT="<file> [<file>...]"
 	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck $(EVENT)
+
+fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
+	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
 test: lint typecheck validate pytest build smoke ## Everything CI runs
 	@echo "make test: all checks passed"
