@@ -142,7 +142,8 @@ def _matches(route: Route, context: RouteContext) -> bool:
 def context_for(notification: Notification) -> RouteContext:
     if notification.alert is not None:
         return _alert_context(notification.alert)
-    assert notification.incident is not None
+    if notification.incident is None:
+        raise ValueError("a notification needs an alert or an incident")
     return _incident_context(notification.incident, notification.action)
 
 
