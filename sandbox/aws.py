@@ -10,8 +10,8 @@ from botocore.config import Config
 # moto accepts any credentials; fixed fake ones mean nothing from ~/.aws or the environment is used.
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",  # nosec B105 - moto's placeholder, not a credential
+    "AWS_SESSION_TOKEN": "testing",  # nosec B105 - moto's placeholder, not a credential
 }
 
 
