@@ -109,19 +109,27 @@ def test_without_the_filters_the_same_run_leaks_every_canary() -> None:
 
 @contextmanager
 def captured_logs() -> Iterator[io.StringIO]:
-    """Everything logged anywhere, at DEBUG and above, with tracebacks, while the block runs."""
+    """Everything logged anywhere while the block runs: the root and every logger at DEBUG, propagating to
+    one handler on the root (other tests may have quietened or detached some loggers), tracebacks included."""
     root = logging.getLogger()
+    loggers = [root, *(item for item in logging.Logger.manager.loggerDict.values() if isinstance(item, logging.Logger))]
+    saved = [(logger, logger.level, logger.propagate, logger.disabled) for logger in loggers]
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-    level = root.level
+    for logger in loggers:
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = True
+        logger.disabled = False
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
     try:
         yield stream
     finally:
         root.removeHandler(handler)
-        root.setLevel(level)
+        for logger, level, propagate, disabled in saved:
+            logger.setLevel(level)
+            logger.propagate = propagate
+            logger.disabled = disabled
 
 
 class _DropsFirstConnection(BaseHTTPRequestHandler):
