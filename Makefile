@@ -74,7 +74,7 @@ validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint, and s
 	@if compgen -G "statemachines/*.asl.json" > /dev/null; then $(VENV)/bin/statelint --ignore=URI statemachines/*.asl.json; fi
 
 # Every skipped check is skipped where it applies, with its reason: checkov's in the resource's Metadata in
-# template.yaml, bandit's as `# nosec BXXX - reason` on the line (docs/security.md).
+# template.yaml, bandit's as `# nosec BXXX  # reason` on the line (docs/security.md).
 scan: $(SCANVENV)/.installed ## checkov on template.yaml, bandit on the code
 	$(SCANVENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
 	$(SCANVENV)/bin/bandit --recursive --quiet $(BANDIT_PATHS)
