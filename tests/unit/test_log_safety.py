@@ -162,7 +162,7 @@ def flaky_server() -> Iterator[str]:
     server.server_close()
 
 
-def test_a_retried_request_is_logged_as_a_warning_with_its_host_but_not_its_path(flaky_server: str) -> None:
+def test_a_retried_request_is_logged_as_a_warning_without_its_path(flaky_server: str) -> None:
     # Given a client that retries broken connections, and a server that drops the first one
     session = requests.Session()
     session.mount("http://", HTTPAdapter(max_retries=Retry(total=1, allowed_methods=None)))
@@ -171,12 +171,11 @@ def test_a_retried_request_is_logged_as_a_warning_with_its_host_but_not_its_path
     with captured_logs() as logs:
         response = session.post(flaky_server + probe.WEBHOOK_PATH, json={"text": "hi"}, timeout=5)
 
-    # Then urllib3's WARNING about the retry is there, naming the host, and the webhook's path is not
+    # Then urllib3's WARNING about the retry is there, and the webhook's path is in no record
     assert response.status_code == 200
     output = logs.getvalue()
     [warning] = [line for line in output.splitlines() if line.startswith("urllib3.connectionpool WARNING Retrying")]
     assert warning.endswith(f": {logsafety.REDACTED_PATH}")
-    assert "127.0.0.1" in output
     assert leaked(output) == {}
 
 
