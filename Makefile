@@ -1,8 +1,9 @@
 # GPU Fault Responder — every command a developer or CI runs. `make help` lists them.
 #
-# Two virtual environments, both created from pinned requirements on first use:
-#   .venv      the app, its tests and the sandbox   (requirements/dev.txt)
-#   .venv-sam  the SAM CLI, which pins boto3 exactly (requirements/sam.txt)
+# Three virtual environments, each created from pinned requirements on first use:
+#   .venv       the app, its tests and the sandbox   (requirements/dev.txt)
+#   .venv-sam   the SAM CLI, which pins boto3 exactly (requirements/sam.txt)
+#   .venv-scan  checkov and bandit, whose pins conflict with moto's and localstack's (requirements/scan.txt)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -11,8 +12,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 SAMVENV := .venv-sam
+SCANVENV := .venv-scan
 PY := $(VENV)/bin/python
 SAM := $(SAMVENV)/bin/sam
+# bandit scans what is deployed and the tools around it. tests/ is not scanned: asserts, fake credentials and
+# subprocesses are what tests are made of, and none of it is deployed.
+BANDIT_PATHS := layers/common/fault_responder functions sandbox training benchmarks
 
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
@@ -31,7 +36,7 @@ FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke scenarios demo route fuzz test clean
+.PHONY: help setup lint format typecheck validate scan pytest build build-host invoke smoke scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -46,7 +51,12 @@ $(SAMVENV)/.installed: requirements/sam.txt
 	$(SAMVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/sam.txt
 	touch $@
 
-setup: $(VENV)/.installed $(SAMVENV)/.installed ## Create both virtual environments from the pinned requirements
+$(SCANVENV)/.installed: requirements/scan.txt
+	$(PYTHON) -m venv $(SCANVENV)
+	$(SCANVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/scan.txt
+	touch $@
+
+setup: $(VENV)/.installed $(SAMVENV)/.installed $(SCANVENV)/.installed ## Create the virtual environments from the pinned requirements
 
 lint: $(VENV)/.installed ## ruff: lint and formatting
 	$(VENV)/bin/ruff check .
@@ -62,6 +72,12 @@ typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
 validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint, and statelint on the state machines
 	$(SAM) validate --lint
 	@if compgen -G "statemachines/*.asl.json" > /dev/null; then $(VENV)/bin/statelint --ignore=URI statemachines/*.asl.json; fi
+
+# Every skipped check is skipped where it applies, with its reason: checkov's in the resource's Metadata in
+# template.yaml, bandit's as `# nosec BXXX  # reason` on the line (docs/security.md).
+scan: $(SCANVENV)/.installed ## checkov on template.yaml, bandit on the code
+	$(SCANVENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
+	$(SCANVENV)/bin/bandit --recursive --quiet $(BANDIT_PATHS)
 
 pytest: $(VENV)/.installed ## The test suite (unit, rules, integration, sandbox replays)
 	$(PY) -m pytest -q
@@ -97,7 +113,7 @@ route: $(VENV)/.installed ## Which route and receivers events reach: make route 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
-test: lint typecheck validate pytest build smoke ## Everything CI runs
+test: lint typecheck validate scan pytest build smoke ## Everything CI runs
 	@echo "make test: all checks passed"
 
 clean: ## Remove build output and caches (keeps the virtual environments)

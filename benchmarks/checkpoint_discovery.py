@@ -178,9 +178,9 @@ def check_listing_parity(listing: IndexedListing, bucket: Any, checkpoints: int)
         ("runs/", "/", None),
     ]
     for prefix, delimiter, start_after in cases:
-        arguments = {"prefix": prefix, "delimiter": delimiter, "continuation_token": None, "start_after": start_after}
-        ours = listing.list_objects_v2(bucket=bucket, max_keys=1000, **arguments)
-        theirs = listing.original(bucket=bucket, max_keys=1000, **arguments)
+        arguments = {"prefix": prefix, "delimiter": delimiter, "start_after": start_after}
+        ours = listing.list_objects_v2(bucket=bucket, max_keys=1000, continuation_token=None, **arguments)
+        theirs = listing.original(bucket=bucket, max_keys=1000, continuation_token=None, **arguments)
         if _names_of(ours) != _names_of(theirs):
             raise AssertionError(f"indexed listing differs from moto's for {prefix=} {delimiter=} {start_after=}")
     return len(cases)

@@ -8,10 +8,11 @@ import boto3
 from botocore.config import Config
 
 # moto accepts any credentials; fixed fake ones mean nothing from ~/.aws or the environment is used.
+_MOTO_PLACEHOLDER = "testing"
 FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
+    "AWS_ACCESS_KEY_ID": _MOTO_PLACEHOLDER,
+    "AWS_SECRET_ACCESS_KEY": _MOTO_PLACEHOLDER,
+    "AWS_SESSION_TOKEN": _MOTO_PLACEHOLDER,
 }
 
 

@@ -235,7 +235,7 @@ def run_fuzz(sandbox: Sandbox, count: int, seed: int, progress: Callable[[int], 
         raise SandboxError(f"the template has no {FUNCTION} with an SQS event source")
     source = spec.sqs_sources[0]
     tally = Tally()
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # nosec B311  # reproducible mutations, not cryptography
     bodies = list(fuzzed_bodies(count, rng))
     with InProcessFunction(spec, sandbox.function_environment(spec)) as function:
         for start in range(0, len(bodies), BATCH):

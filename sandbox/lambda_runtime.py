@@ -19,7 +19,7 @@ import logging
 import os
 import re
 import shutil
-import subprocess
+import subprocess  # nosec B404  # runs pip and the built function: fixed argument lists, no shell
 import sys
 import tempfile
 import time
@@ -350,7 +350,7 @@ def ensure_runtime_boto3(root: Path, pins: list[str], python_version: str) -> Pa
         sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
         "--target", str(target), "--python-version", python_version, "--only-binary=:all:", *pins,
     ]  # fmt: skip
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)  # nosec B603  # fixed pip argv
     if completed.returncode != 0:
         raise SandboxError(f"installing {', '.join(pins)} failed:\n{completed.stderr.strip()}")
     marker.write_text(wanted, encoding="utf-8")
@@ -379,7 +379,7 @@ def run_built_function(
         ]  # fmt: skip
         started = time.monotonic()
         try:
-            completed = subprocess.run(
+            completed = subprocess.run(  # nosec B603  # this interpreter and the bootstrap, no shell
                 command,
                 input=json.dumps(event),
                 stdout=subprocess.PIPE,

@@ -14,13 +14,16 @@ import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 import requests
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from moto.server import ThreadedMotoServer
+from werkzeug.serving import make_server
 
 from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
@@ -196,10 +199,38 @@ def _aws_environment(endpoint: str, port: int, region: str) -> dict[str, str | N
     return environment
 
 
+class _AtomicDynamoDB:
+    """WSGI middleware: one DynamoDB request at a time.
+
+    DynamoDB applies each conditional write atomically; moto checks a condition and writes in two steps that
+    two request threads can interleave, and the handlers write concurrently (a batch's records, a record's
+    receivers). Other services are left threaded: a Step Functions task calls back into moto while its own
+    request is still being served.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+            return self._app(environ, start_response)
+        with self._lock:
+            return list(self._app(environ, start_response))
+
+
+class _SandboxMotoServer(ThreadedMotoServer):
+    def _server_entry(self) -> None:
+        app = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
 def _start_moto(port: int) -> ThreadedMotoServer:
     # werkzeug logs every request to stderr; the report is the record of what happened.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = _SandboxMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     with contextlib.redirect_stdout(io.StringIO()):
         server.start()
     return server

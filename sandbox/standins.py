@@ -49,7 +49,7 @@ TIMEOUT_SECONDS = 30.0
 SLACK_SCOPES = frozenset({"chat:write", "channels:history", "groups:history", "channels:read", "groups:read"})
 SERVICES = ("slack", "pagerduty")
 REDACTED = "***"
-DEFAULT_SLACK_TOKEN = "xoxb-sandbox-token"
+DEFAULT_SLACK_TOKEN = "xoxb-sandbox-token"  # nosec B105  # the stand-in's own token, accepted only on loopback
 SANDBOX_ROUTING_KEY = "sandboxpagerdutyroutingkey000000"
 WEBHOOK_PATH = "/services/T0SANDBOX/B0SANDBOX/sandboxwebhooksecret"
 WEBHOOK_CHANNEL = "sandbox-webhook"
@@ -179,6 +179,11 @@ class StandIns:
         """From now on the workspace accepts only `token` (a rotated bot token)."""
         with self._lock:
             self._slack.rotate(token)
+
+    def rotate_routing_keys(self, keys: set[str]) -> None:
+        """From now on PagerDuty accepts only these integration keys (one was rotated)."""
+        with self._lock:
+            self._pagerduty.keys = frozenset(keys)
 
     def slack_channels(self) -> dict[str, list[dict[str, Any]]]:
         """Channel name -> its messages (ts, thread_ts, text, blocks, edits), replies included."""
@@ -778,7 +783,7 @@ def _invalid_event(errors: list[str]) -> _Reply:
 
 class _PagerDutyEvents:
     def __init__(self, routing_keys: Iterable[str]) -> None:
-        self._keys = frozenset(routing_keys)
+        self.keys = frozenset(routing_keys)
         self.alerts: list[dict[str, Any]] = []
         self.changes: list[dict[str, Any]] = []
         # Follow-up events apply to the open alert of the same routing key + dedup key only.
@@ -788,7 +793,7 @@ class _PagerDutyEvents:
         event = _parse_json(raw)
         if not isinstance(event, dict):
             return _invalid_event(["Event must be a JSON object"])
-        errors = event_errors(event, self._keys)
+        errors = event_errors(event, self.keys)
         if errors:
             return _invalid_event(errors)
         action = event["event_action"]
@@ -802,7 +807,7 @@ class _PagerDutyEvents:
         event = _parse_json(raw)
         if not isinstance(event, dict):
             return _invalid_event(["Event must be a JSON object"])
-        errors = change_event_errors(event, self._keys)
+        errors = change_event_errors(event, self.keys)
         if errors:
             return _invalid_event(errors)
         payload = event["payload"]

@@ -94,7 +94,7 @@ def load_template(path: Path) -> Template:
     except OSError as exc:
         raise TemplateError(f"cannot read template {path}: {exc.strerror}") from exc
     try:
-        body = yaml.load(text, Loader=_TemplateLoader)  # a SafeLoader subclass
+        body = yaml.load(text, Loader=_TemplateLoader)  # nosec B506  # a SafeLoader subclass (adds tags only)
     except yaml.YAMLError as exc:
         raise TemplateError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(body, dict) or not isinstance(body.get("Resources"), dict):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from moto.core.botocore_stubber import BotocoreStubber
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "events"
@@ -40,3 +42,21 @@ def health_check(event: dict[str, Any], **fields: Any) -> dict[str, Any]:
 @pytest.fixture
 def xid46() -> dict[str, Any]:
     return load_event("aws-docs/health-change-accelerated-compute-xid46.json")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _moto_in_process_serves_one_request_at_a_time() -> Any:
+    """moto's in-process backends are not thread-safe (a conditional write is a check, then a write), and the
+    router writes from several threads at once (a batch's records, a record's receivers). DynamoDB applies
+    each request atomically; so does this, with a lock around moto's in-process request handling. Reentrant:
+    a Step Functions task runs a handler, whose calls go through here again, inside its own request."""
+    lock = threading.RLock()
+    original = BotocoreStubber.__call__
+
+    def serialised(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, event_name, request, **kwargs)
+
+    BotocoreStubber.__call__ = serialised  # type: ignore[method-assign]
+    yield
+    BotocoreStubber.__call__ = original  # type: ignore[method-assign]

@@ -52,7 +52,7 @@ class TrainerState:
 
 
 def initial_state(hp: Hyperparameters) -> TrainerState:
-    rng = random.Random(hp.seed)  # noqa: S311 - reproducible training data, not security
+    rng = random.Random(hp.seed)  # noqa: S311  # nosec B311  # reproducible training data, not security
     weights = [rng.uniform(-0.1, 0.1) for _ in TRUE_WEIGHTS]
     return TrainerState(0, weights, 0.0, [0.0] * (len(weights) + 1), [], rng)
 
@@ -95,7 +95,7 @@ def from_files(files: dict[str, bytes], hp: Hyperparameters) -> TrainerState:
     if saved != hp:
         # Resuming with other hyperparameters would not continue the same run (Megatron asserts the same).
         raise ValueError(f"the checkpoint was written with {saved}, this run has {hp}")
-    rng = random.Random()  # noqa: S311 - reproducible training data, not security
+    rng = random.Random()  # noqa: S311  # nosec B311  # reproducible training data, not security
     saved_rng = trainer["rng"]
     rng.setstate((saved_rng["version"], tuple(saved_rng["internal"]), saved_rng["gauss_next"]))
     return TrainerState(trainer["step"], model["weights"], model["bias"], optimizer["velocity"], trainer["losses"], rng)

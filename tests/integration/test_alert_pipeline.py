@@ -262,6 +262,24 @@ def test_pagerduty_down_for_longer_than_the_retries_redelivers_without_reposting
 # --- Duplicates, order, bad input ----------------------------------------------------------------
 
 
+def test_a_rotated_pagerduty_routing_key_is_used_without_a_cold_start(xid46: dict[str, Any]) -> None:
+    # Given a warm router that cached the routing key, When the key is rotated (PagerDuty accepts only the new
+    # one, the secret holds it) and another fault arrives
+    daemon = load_event("aws-docs/health-change-daemon-impaired.json")
+    rotated = "rotatedpagerdutyroutingkey000000"
+
+    def rotate_between(sandbox: Sandbox) -> None:
+        name, secrets = sandbox.parameters["PagerDutySecretName"], sandbox.aws.secretsmanager
+        secrets.put_secret_value(SecretId=name, SecretString=json.dumps({"routing_keys": {"gpu-oncall": rotated}}))
+        sandbox.standins.rotate_routing_keys({rotated})
+
+    report = run([xid46], [daemon], between=rotate_between)
+    # Then the old key is refused once (400), the secret is read again, and the page goes through
+    statuses = [r["status"] for r in report["requests"] if r["service"] == "pagerduty"]
+    assert statuses == [202, 400, 202]
+    assert report["dlq"] == [] and report["errors"] == []
+
+
 def test_an_impaired_that_arrives_after_its_ok_is_told_as_resolved_and_never_pages(xid46: dict[str, Any]) -> None:
     report = run([load_event(XID46_OK)], [xid46])
     assert calls(report) == [("slack", "chat.postMessage", 200), ("slack", "chat.postMessage", 200)]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fault_responder.adapters.http import DeliveryError, RetryPolicy
+from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
@@ -422,3 +423,20 @@ def test_trigger_without_summary_is_refused_in_pagerduty_words(stand_ins: StandI
             "'payload.severity' must be one of critical, error, warning, info",
         ],
     }
+
+
+def test_a_routing_key_of_the_wrong_shape_is_a_clear_error_that_names_no_value() -> None:
+    # Given a PagerDuty secret whose key has a stray space (31 characters and a blank)
+    wrong = "0123456789abcdef0123456789abcde "
+    channels = SecretChannels(
+        fetch_secret=lambda name, force: {"routing_keys": {"gpu-oncall": wrong}},
+        slack_secret_name="slack",
+        pagerduty_secret_name="pagerduty",
+    )
+    # When a page needs it, Then the delivery fails permanently, saying which key and why, never its value
+    with pytest.raises(DeliveryError) as raised:
+        channels.routing_key("gpu-oncall")
+    assert raised.value.retryable is False
+    assert "routing_keys ['gpu-oncall']" in str(raised.value)
+    assert "32 letters and digits" in str(raised.value)
+    assert wrong.strip() not in str(raised.value)

@@ -150,6 +150,8 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
     assert {(s["logical_id"], s["type"]) for s in not_emulated} == {
         ("CommonLayer", "AWS::Serverless::LayerVersion"),
         ("AlertQueuePolicy", "AWS::SQS::QueuePolicy"),
+        ("AlertRouterRole", "AWS::IAM::Role"),
+        ("AlertRouterLogsPolicy", "AWS::IAM::Policy"),
         ("AlertRouterLogGroup", "AWS::Logs::LogGroup"),
         ("AlertDLQAlarm", "AWS::CloudWatch::Alarm"),
         ("RuleTargetDLQAlarm", "AWS::CloudWatch::Alarm"),

@@ -6,10 +6,12 @@ one envelope per invocation, against one sandbox (moto, the stand-ins, the Alert
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +68,33 @@ def test_the_fuzz_command_reports_no_crash_and_a_reason_for_every_dead_letter() 
     assert done.returncode == 0, done.stderr[-2000:]
     assert "crashed (would be retried): 0" in done.stdout
     assert "without a reason: 0" in done.stdout
+
+
+def test_sandbox_replay_and_its_report_survive_hostile_events(tmp_path: Path) -> None:
+    # Given mutated envelopes (the ones that are still JSON objects) in one event file
+    rng = random.Random(5)
+    events = []
+    for body in fuzzed_bodies(400, rng):
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(document, dict):
+            events.append(document)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(events[:120]))
+    report = tmp_path / "report.json"
+    # When they are replayed from the command line, printing the timeline
+    done = subprocess.run(
+        [sys.executable, "-m", "sandbox", "replay", str(path), "--report", str(report)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    # Then the run completes, prints, and writes a report that reads back
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "What on-call saw" in done.stdout
+    written = json.loads(report.read_text())
+    assert len(written["events"]) == 120

@@ -43,7 +43,7 @@ def test_globals_are_merged_into_the_router_function(real_template: Template) ->
 def test_sub_resolves_pseudo_parameters_and_parameters(real_template: Template) -> None:
     resolver = resolver_for(real_template)
 
-    statements = resolver.properties("AlertRouterFunction")["Policies"][0]["Statement"]
+    statements = resolver.properties("AlertRouterRole")["Policies"][0]["PolicyDocument"]["Statement"]
 
     secrets = next(s for s in statements if s["Sid"] == "ReadNotifierSecrets")["Resource"]
     assert secrets == [

@@ -18,7 +18,12 @@ from sandbox.template import Resolver, StackIdentity, load_template, resolve_par
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = json.loads((ROOT / "statemachines" / "resume_training.asl.json").read_text(encoding="utf-8"))
 APP = (ROOT / "functions" / "resume_training" / "app.py").read_text(encoding="utf-8")
-ENABLED = {"TrainingCapacityProviders": "p5-training,p4d-training", "CheckpointBuckets": "ckpt"}
+ENABLED = {
+    "TrainingCapacityProviders": "p5-training,p4d-training",
+    "CheckpointBuckets": "ckpt",
+    "ResumeTaskDefinitionFamilies": "llm-train",
+    "ResumeTaskRoleArns": "arn:aws:iam::123456789012:role/llm-train-task",
+}
 RESUME_RESOURCES = ("ResumeTrainingRule", "ResumeTrainingStateMachine", "ResumeTriggerDLQ", "ClaimFaultFunction")
 
 

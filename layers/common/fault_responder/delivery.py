@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fault_responder.adapters.http import DeliveryError
 from fault_responder.adapters.slack import SlackPostRef
@@ -269,13 +269,11 @@ class Courier:
         if receiver.pagerduty is not None:
             service = receiver.pagerduty.service
             return self._once_more_if_rotated("pagerduty", lambda: self._pagerduty(service, step, view, sent))
-        assert receiver.slack is not None
-        slack = receiver.slack
+        slack = _required(receiver.slack, f"receiver {name} has no target")
         if slack.channel is not None:
             channel = slack.channel
             return self._once_more_if_rotated("slack", lambda: self._slack(channel, step, view, sent))
-        webhook = slack.webhook
-        assert webhook is not None
+        webhook = _required(slack.webhook, f"receiver {name} has no channel or webhook")
         return self._once_more_if_rotated("slack", lambda: self._webhook(webhook, step, view, sent))
 
     def _once_more_if_rotated(self, service: str, attempt: Callable[[], Delivery]) -> Delivery:
@@ -298,19 +296,18 @@ class Courier:
             return self._post(api, channel, render_incident_root(incident), step, sent, thread_ts=None)
         if step.kind == StepKind.REPLY:
             incident = _incident(view, step.subject)
-            assert step.entry is not None and sent.ts is not None and sent.channel is not None
-            message = render_timeline_reply(incident, step.entry)
-            return self._post(api, sent.channel, message, step, sent, thread_ts=sent.ts)
+            entry = _required(step.entry, "a reply without its step")
+            channel, ts = _posted_root(sent)
+            message = render_timeline_reply(incident, entry)
+            return self._post(api, channel, message, step, sent, thread_ts=ts)
         if step.kind == StepKind.UPDATE_ROOT:
             message = render_incident_root(_incident(view, step.subject))
-            assert sent.channel is not None and sent.ts is not None
-            api.update_message(sent.channel, sent.ts, message)
+            api.update_message(*_posted_root(sent), message)
             return replace(sent, digest=message_digest(message))
         alert = _alert(view, step.subject)
         message = notice_message(alert, view)
         if step.kind == StepKind.UPDATE_NOTICE:
-            assert sent.channel is not None and sent.ts is not None
-            api.update_message(sent.channel, sent.ts, message)
+            api.update_message(*_posted_root(sent), message)
             return replace(sent, digest=message_digest(message))
         return self._post(api, channel, message, step, sent, thread_ts=None)
 
@@ -335,9 +332,9 @@ class Courier:
         hook = self.channels.slack_webhook(webhook)
         if step.kind == StepKind.POST_STEP:
             incident = _incident(view, step.subject)
-            assert step.entry is not None
-            hook.post(render_webhook_step(incident, step.entry))
-            return replace(sent, steps=[*sent.steps, step.entry.key])
+            entry = _required(step.entry, "a webhook step without its step")
+            hook.post(render_webhook_step(incident, entry))
+            return replace(sent, steps=[*sent.steps, entry.key])
         hook.post(render_alert(_alert(view, step.subject)))
         return replace(sent, steps=[*sent.steps, WEBHOOK_POSTED])
 
@@ -405,6 +402,22 @@ def _is_auth_failure(error: DeliveryError) -> bool:
     if error.service == "slack":
         return error.reason in AUTH_FAILURES
     return error.status == 400 and "routing key" in error.reason.lower()
+
+
+_T = TypeVar("_T")
+
+
+def _required(value: _T | None, problem: str) -> _T:
+    if value is None:
+        raise LookupError(problem)
+    return value
+
+
+def _posted_root(sent: Delivery) -> tuple[str, str]:
+    """The channel and ts of the message the delivery posted (what a reply or an update needs)."""
+    if sent.channel is None or sent.ts is None:
+        raise LookupError(f"{sent.receiver} has no message for {sent.subject} to reply to or update")
+    return sent.channel, sent.ts
 
 
 def _incident(view: InstanceView, incident_id: str) -> Incident:

@@ -27,11 +27,10 @@ _SEVERITY_RANK = {Severity.CRITICAL: 3, Severity.ERROR: 2, Severity.WARNING: 1, 
 
 
 class EventKind(StrEnum):
-    """What an ECS event means for us, decided in code (patterns stay coarse)."""
+    """What a notification is about: the `kind` routing matcher."""
 
     HEALTH_IMPAIRED = "health_impaired"
-    HEALTH_RECOVERED = "health_recovered"
-    HEALTH_OTHER = "health_other"
+    """An incident (a health check fault), from its open to its resolve."""
     INSTANCE_STATE = "instance_state"
     TASK_STOPPED = "task_stopped"
 

@@ -11,6 +11,8 @@ import os
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
+from fault_responder import logsafety  # noqa: F401 - imported for its log filters (secrets never logged)
+
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "gpu-fault-responder"
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "GpuFaultResponder"
 

@@ -33,7 +33,8 @@ def describe_receiver(name: str, receiver: Receiver) -> str:
     if receiver.slack is not None:
         target = receiver.slack.channel or f"webhook {receiver.slack.webhook}"
         return f"{name} (slack {target})"
-    assert receiver.pagerduty is not None
+    if receiver.pagerduty is None:
+        raise ValueError(f"receiver {name} has no target")
     return f"{name} (pagerduty {receiver.pagerduty.service})"
 
 

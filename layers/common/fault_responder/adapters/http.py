@@ -36,18 +36,10 @@ from typing import Any
 
 import requests
 
+# urllib3's log lines carry URL paths, and a webhook's path is its secret: logsafety redacts them.
+from fault_responder import logsafety  # noqa: F401 - imported for its log filters
+
 log = logging.getLogger(__name__)
-
-
-class _DropRequestLines(logging.Filter):
-    """urllib3 logs each request line at DEBUG with the URL path, and a webhook's path is its secret."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno > logging.DEBUG
-
-
-# On the logger itself, so it holds whatever handlers and levels the Lambda configures later.
-logging.getLogger("urllib3.connectionpool").addFilter(_DropRequestLines())
 
 FailureCheck = Callable[[requests.Response], tuple[bool, bool, str]]
 """Classifies a 2xx response: (failed, retryable, reason)."""
@@ -276,7 +268,7 @@ def _backoff(attempt: int, policy: RetryPolicy) -> float:
     # Full jitter: a storm of IMPAIRED events starts many Lambdas at once, and their retries must
     # spread out rather than hit a rate-limited API again in lockstep.
     ceiling = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
-    return random.uniform(0.0, ceiling)  # noqa: S311 - jitter, not cryptography
+    return random.uniform(0.0, ceiling)  # noqa: S311  # nosec B311  # jitter, not cryptography
 
 
 def _retry_after_seconds(value: str | None) -> float | None:

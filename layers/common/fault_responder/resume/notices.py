@@ -145,7 +145,8 @@ def _ecs_owns_recovery(r: NoticeRequest, now: datetime) -> _Built:
 
 def _mass_fault(r: NoticeRequest, now: datetime) -> _Built:
     g = r.guards
-    assert g is not None
+    if g is None:
+        raise ValueError(f"a {r.kind.value} notice needs the guards")
     title = f"Mass GPU fault on {g.provider.name}: auto-resume stopped"
     text = (
         f"{g.impaired} of {g.instances} instances of capacity provider {g.provider.name} went IMPAIRED within "
@@ -158,7 +159,8 @@ def _mass_fault(r: NoticeRequest, now: datetime) -> _Built:
 
 def _jobs_found(r: NoticeRequest, now: datetime) -> _Built:
     found = r.found
-    assert found is not None
+    if found is None:
+        raise ValueError(f"a {r.kind.value} notice needs the jobs found")
     if r.quarantine is not None and r.quarantine.quarantined:
         lead = f"Quarantined {r.fault.host} (DRAINING, so nothing new lands there)."
     elif r.config.mode == Mode.DRY_RUN:
@@ -242,7 +244,8 @@ def _attempt_failed(r: NoticeRequest, now: datetime) -> _Built:
 def _resumed(r: NoticeRequest, now: datetime) -> _Built:
     job = _job(r)
     launch, watch = r.launch, r.watch
-    assert launch is not None
+    if launch is None:
+        raise ValueError(f"a {r.kind.value} notice needs the launch")
     hosts = ", ".join(watch.hosts) if watch and watch.hosts else "healthy capacity"
     where = _from_where_checkpoint(launch.checkpoint)
     title = f"Resumed {job.job_id} {where}, attempt {launch.in_budget} of {launch.max_attempts}"

@@ -1,0 +1,174 @@
+"""Fetch canary secrets and send canary credentials over HTTP with every logger at DEBUG; print all logs.
+
+tests/unit/test_log_safety.py runs this in a fresh interpreter, because only a fresh interpreter can run
+it without fault_responder's log filters (once imported, they stay for the life of the process), and the
+run without them is what shows that the filters are what keeps the canaries out.
+
+    python tests/unit/log_canary_probe.py {unfiltered|filters-first|logging-first}
+
+- unfiltered: fault_responder is never imported.
+- filters-first: fault_responder.observability (which every function imports) is imported, then logging
+  is configured, as a tool that calls logging.basicConfig after its imports would.
+- logging-first: logging is configured, then fault_responder.observability is imported, as on Lambda,
+  where the runtime configures logging before the handler's module is loaded.
+
+The secrets live in Secrets Manager (moto, in process) and are read the way the functions read them,
+`parameters.get_secret(name, transform="json")`. The bot token then goes out in an Authorization header,
+the routing key in a JSON body, and a POST goes to the webhook's path, all to a loopback HTTP server. All
+of it runs traced, botocore and requests patched by the X-Ray SDK as the functions' Tracer does, so the
+segments the SDK emits (to a daemon address on loopback) are logged too.
+Everything logged goes to stderr; the last line on stdout says what the probe verified. The exit code is
+non-zero if a secret did not read back or a request did not arrive, so a broken run cannot look clean.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import boto3
+import requests
+from aws_lambda_powertools.utilities import parameters
+from aws_xray_sdk import global_sdk_config
+from aws_xray_sdk.core import patch, xray_recorder
+from moto import mock_aws
+
+SLACK_SECRET = "gpu-fault-responder/slack"
+PAGERDUTY_SECRET = "gpu-fault-responder/pagerduty"
+
+BOT_TOKEN = "xoxb-CANARY0b0t-7431958026-t0kenC4nary9Q"
+WEBHOOK_PATH = "/services/TCANARY0WH/BCANARY0WH/c4naryW3bh00kPathQ91x7Zk"
+WEBHOOK_URL = f"https://hooks.slack.com{WEBHOOK_PATH}"
+ROUTING_KEY = "CANARYR0UTINGKEY0123456789ABCDEF"
+SESSION_TOKEN = "CANARYsessionTOKEN/aB3+xY9=Zq7/Lm2+Wd5=="
+
+# What must never be logged, by name (the webhook's secret is its path, so the path is the canary).
+CANARIES = {
+    "slack bot token": BOT_TOKEN,
+    "slack webhook path": WEBHOOK_PATH,
+    "pagerduty routing key": ROUTING_KEY,
+    "aws session token": SESSION_TOKEN,
+}
+MODES = ("unfiltered", "filters-first", "logging-first")
+assert len(ROUTING_KEY) == 32
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """Stands in for Slack and PagerDuty: records each POST and answers as Slack does."""
+
+    server: _LoopbackServer
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.received.append((self.path, self.headers.get("Authorization", ""), body))
+        answer = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: the server's access log goes to stderr, which the test reads, and names the path."""
+
+
+class _LoopbackServer(ThreadingHTTPServer):
+    received: list[tuple[str, str, bytes]]
+
+
+@contextmanager
+def loopback_server() -> Iterator[_LoopbackServer]:
+    server = _LoopbackServer(("127.0.0.1", 0), _Receiver)
+    server.received = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def configure_debug_logging() -> None:
+    """The root logger and every logger that exists so far at DEBUG, one handler on stderr for all."""
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, force=True, format="%(name)s %(levelname)s %(message)s")
+    for logger in logging.Logger.manager.loggerDict.values():
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(logging.DEBUG)
+            logger.disabled = False
+
+
+def main(mode: str) -> int:
+    if mode not in MODES:
+        print(f"mode must be one of {', '.join(MODES)}", file=sys.stderr)
+        return 2
+    os.environ.update(
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_SESSION_TOKEN=SESSION_TOKEN,
+    )
+    with mock_aws():
+        secrets = boto3.client("secretsmanager")
+        secrets.create_secret(
+            Name=SLACK_SECRET, SecretString=json.dumps({"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}})
+        )
+        secrets.create_secret(Name=PAGERDUTY_SECRET, SecretString=json.dumps({"routing_keys": {"gpu": ROUTING_KEY}}))
+
+        if mode == "filters-first":
+            importlib.import_module("fault_responder.observability")
+        configure_debug_logging()
+        if mode == "logging-first":
+            importlib.import_module("fault_responder.observability")
+
+            configure_debug_logging()
+
+        # As Tracer(patch_modules=None) does on Lambda (off Lambda, Powertools' Tracer turns the SDK off);
+        # nothing listens on the daemon's loopback port.
+        global_sdk_config.set_sdk_enabled(True)
+        xray_recorder.configure(sampling=False, context_missing="LOG_ERROR", daemon_address="127.0.0.1:2000")
+        patch(["botocore", "requests"])
+        xray_recorder.begin_segment("log-canary-probe")
+        slack = parameters.get_secret(SLACK_SECRET, transform="json")
+        pagerduty = parameters.get_secret(PAGERDUTY_SECRET, transform="json")
+        if slack != {"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}} or pagerduty != {
+            "routing_keys": {"gpu": ROUTING_KEY}
+        }:
+            print("probe: the secrets did not read back as stored")
+            return 3
+
+    with loopback_server() as server, requests.Session() as session:
+        origin = f"http://127.0.0.1:{server.server_address[1]}"
+        token = slack["bot_token"]
+        session.post(
+            f"{origin}/api/chat.postMessage", json={"text": "hi"}, headers={"Authorization": f"Bearer {token}"}
+        )
+        session.post(origin + slack["webhook_urls"]["ops"].removeprefix("https://hooks.slack.com"), json={"text": "hi"})
+        key = pagerduty["routing_keys"]["gpu"]
+        session.post(f"{origin}/v2/enqueue", json={"routing_key": key, "event_action": "trigger"})
+        received = list(server.received)
+    xray_recorder.end_segment()
+
+    paths = [path for path, _, _ in received]
+    if (
+        paths != ["/api/chat.postMessage", WEBHOOK_PATH, "/v2/enqueue"]
+        or received[0][1] != f"Bearer {BOT_TOKEN}"
+        or json.loads(received[2][2])["routing_key"] != ROUTING_KEY
+    ):
+        print("probe: the loopback server did not receive the three requests with their credentials")
+        return 4
+    logging.shutdown()
+    print(f"probe: ok ({mode}): 2 secrets read back, 3 requests delivered with their credentials")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else ""))

@@ -1,0 +1,272 @@
+"""Least privilege in template.yaml: what each function may do, read from the template as deployed.
+
+The template is resolved with the sandbox's CloudFormation-tag-tolerant loader and resolver (conditions,
+parameters, Fn::If/Sub/Join/Split), so these are the statements CloudFormation would create for the
+given parameters. What SAM's transform adds on top (a generated role with managed policies) is not in
+the template; the invariant that keeps it out of the alert router is tested instead (its own role).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.template import Resolver, StackIdentity, TemplateError, load_template, resolve_parameters
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_TEXT = (ROOT / "template.yaml").read_text(encoding="utf-8")
+ACCOUNT = "123456789012"
+
+TASK_ROLE = f"arn:aws:iam::{ACCOUNT}:role/llm-train-task"
+EXECUTION_ROLE = f"arn:aws:iam::{ACCOUNT}:role/ecs/llm-train-execution"
+RESUME = {"TrainingCapacityProviders": "p5-training", "CheckpointBuckets": "ckpt"}
+RELAUNCH = {
+    **RESUME,
+    "ResumeTaskDefinitionFamilies": "llm-train,llm-eval",
+    "ResumeTaskRoleArns": f"{TASK_ROLE},{EXECUTION_ROLE}",
+}
+TABLES = {"arn:IncidentsTable.Arn": "IncidentsTable", "arn:IdempotencyTable.Arn": "IdempotencyTable"}
+
+# Actions that have no resource types in the Service Authorization Reference, so "*" is their narrowest
+# resource. Anything else with "*" is a grant wider than it has to be.
+NO_RESOURCE_TYPES = {
+    "ecs:DescribeTaskDefinition",
+    "ec2:DescribeNetworkInterfaces",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+}
+
+
+class _Attributes:
+    def ref(self, logical_id: str) -> str:
+        return f"ref:{logical_id}"
+
+    def get_att(self, logical_id: str, attribute: str) -> str:
+        return f"arn:{logical_id}.{attribute}"
+
+
+def stack(**overrides: str) -> Resolver:
+    template = load_template(ROOT / "template.yaml")
+    return Resolver(template, StackIdentity("test"), resolve_parameters(template, overrides), _Attributes())
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def statements(resolver: Resolver) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(logical id, statement) for every policy statement of every resource the parameters create."""
+    for logical_id in resolver.template.resources:
+        if not resolver.is_enabled(logical_id):
+            continue
+        resource_type = resolver.template.resource_type(logical_id)
+        properties = resolver.properties(logical_id)
+        documents: list[Mapping[str, Any]] = []
+        if resource_type in ("AWS::Serverless::Function", "AWS::Serverless::StateMachine"):
+            # SAM policy templates (LambdaInvokePolicy: {...}) are scoped by SAM; inline statements are ours.
+            documents = [policy for policy in properties.get("Policies", []) if "Statement" in policy]
+        elif resource_type == "AWS::IAM::Role":
+            documents = [policy["PolicyDocument"] for policy in properties.get("Policies", [])]
+        elif resource_type == "AWS::IAM::Policy":
+            documents = [properties["PolicyDocument"]]
+        for document in documents:
+            for statement in as_list(document["Statement"]):
+                yield logical_id, statement
+
+
+def granting(resolver: Resolver, action: str, owner: str | None = None) -> list[dict[str, Any]]:
+    return [
+        statement
+        for logical_id, statement in statements(resolver)
+        if action in as_list(statement["Action"]) and owner in (None, logical_id)
+    ]
+
+
+def table_actions(resolver: Resolver, owner: str) -> dict[str, set[str]]:
+    actions: dict[str, set[str]] = {}
+    for logical_id, statement in statements(resolver):
+        for resource in as_list(statement["Resource"]):
+            if logical_id == owner and resource in TABLES:
+                actions.setdefault(TABLES[resource], set()).update(as_list(statement["Action"]))
+    return actions
+
+
+# --- Passing roles ---------------------------------------------------------------------------------
+
+
+def test_without_named_roles_nothing_may_pass_a_role() -> None:
+    assert granting(stack(**RESUME), "iam:PassRole") == []
+
+
+def test_the_workflow_passes_exactly_the_named_roles_and_only_to_ecs_tasks() -> None:
+    [passing] = granting(stack(**RELAUNCH), "iam:PassRole")
+
+    assert passing["Resource"] == [TASK_ROLE, EXECUTION_ROLE]
+    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+
+
+@pytest.mark.parametrize(
+    "roles", [f"arn:aws:iam::{ACCOUNT}:role/*", f"arn:aws:iam::{ACCOUNT}:role/train-*", "*", "llm-train-task"]
+)
+def test_a_role_wildcard_or_bare_name_is_rejected_as_a_parameter(roles: str) -> None:
+    with pytest.raises(TemplateError, match="ResumeTaskRoleArns"):
+        stack(**RESUME, ResumeTaskRoleArns=roles)
+
+
+# --- Running tasks ---------------------------------------------------------------------------------
+
+
+def test_without_named_families_no_task_may_be_run() -> None:
+    assert granting(stack(**RESUME), "ecs:RunTask") == []
+
+
+def test_tasks_may_be_run_only_from_the_named_families_in_this_account_and_regions_clusters() -> None:
+    [running] = granting(stack(**RELAUNCH), "ecs:RunTask")
+
+    assert running["Resource"] == [
+        "arn:*:ecs:*:*:task-definition/llm-train:*",
+        "arn:*:ecs:*:*:task-definition/llm-eval:*",
+    ]
+    assert running["Condition"] == {"ArnLike": {"ecs:cluster": f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/*"}}
+
+
+def test_with_watched_clusters_tasks_may_be_run_only_in_those() -> None:
+    cluster = f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/gpu"
+
+    [running] = granting(stack(**RELAUNCH, ClusterArns=cluster), "ecs:RunTask")
+
+    assert running["Condition"] == {"ArnEquals": {"ecs:cluster": [cluster]}}
+
+
+@pytest.mark.parametrize("families", ["*", "llm-*", "task-definition/llm-train", "llm-train:3"])
+def test_a_family_wildcard_or_arn_is_rejected_as_a_parameter(families: str) -> None:
+    with pytest.raises(TemplateError, match="ResumeTaskDefinitionFamilies"):
+        stack(**RESUME, ResumeTaskDefinitionFamilies=families)
+
+
+# --- The alert router ------------------------------------------------------------------------------
+
+
+def test_every_function_with_an_sqs_event_has_a_role_of_its_own() -> None:
+    # SAM gives a function it makes the role for AWSLambdaSQSQueueExecutionRole (every queue in the account)
+    resolver = stack(**RELAUNCH)
+    functions = [name for name in resolver.template.resources if resolver.is_enabled(name)]
+    with_sqs = [
+        name
+        for name in functions
+        if resolver.template.resource_type(name) == "AWS::Serverless::Function"
+        and any(event["Type"] == "SQS" for event in resolver.properties(name).get("Events", {}).values())
+    ]
+
+    assert with_sqs == ["AlertRouterFunction"]
+    for name in with_sqs:
+        properties = resolver.properties(name)
+        assert "Policies" not in properties
+        assert properties["Role"] == "arn:AlertRouterRole.Arn"
+
+
+def test_the_router_polls_only_the_alert_queue() -> None:
+    resolver = stack()
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
+        assert [s["Resource"] for s in granting(resolver, action)] == ["arn:AlertQueue.Arn"], action
+
+
+def test_the_router_uses_exactly_these_table_actions_one_statement_per_table() -> None:
+    resolver = stack()
+
+    assert table_actions(resolver, "AlertRouterRole") == {
+        "IncidentsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+        "IdempotencyTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+    }
+
+
+def test_the_router_sends_only_to_the_dlq_and_reads_only_the_two_secrets() -> None:
+    resolver = stack()
+
+    assert [s["Resource"] for s in granting(resolver, "sqs:SendMessage", "AlertRouterRole")] == ["arn:AlertDLQ.Arn"]
+    [secrets] = granting(resolver, "secretsmanager:GetSecretValue", "AlertRouterRole")
+    assert secrets["Resource"] == [
+        f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-fault-responder/slack-??????",
+        f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-fault-responder/pagerduty-??????",
+    ]
+
+
+def test_the_router_writes_only_its_own_log_group_and_creates_none() -> None:
+    resolver = stack()
+
+    writes = granting(resolver, "logs:PutLogEvents")
+    assert [s["Resource"] for s in writes] == ["arn:AlertRouterLogGroup.Arn"]
+    assert granting(resolver, "logs:CreateLogGroup") == []
+
+
+# --- The resume functions' table actions -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("function", "actions"),
+    [
+        ("ClaimFaultFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
+        ("CheckGuardsFunction", {"dynamodb:Query"}),
+        ("QuarantineInstanceFunction", {"dynamodb:GetItem", "dynamodb:UpdateItem"}),
+        ("FindJobsFunction", {"dynamodb:PutItem"}),
+        ("PlanJobFunction", {"dynamodb:GetItem"}),
+        ("StopJobFunction", {"dynamodb:GetItem"}),
+        ("CheckTasksFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
+        ("RelaunchJobFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
+        ("PlanRetryFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
+        ("NotifyFunction", {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}),
+    ],
+)
+def test_each_resume_function_has_only_the_incident_table_actions_its_step_uses(
+    function: str, actions: set[str]
+) -> None:
+    assert table_actions(stack(**RELAUNCH), function) == {"IncidentsTable": actions}
+
+
+def test_no_statement_grants_on_both_tables() -> None:
+    for logical_id, statement in statements(stack(**RELAUNCH)):
+        tables = [resource for resource in as_list(statement["Resource"]) if resource in TABLES]
+        assert len(tables) <= 1, (logical_id, statement.get("Sid"))
+
+
+# --- Wildcard resources ----------------------------------------------------------------------------
+
+
+def test_only_actions_without_resource_types_are_granted_on_every_resource() -> None:
+    wildcards = [
+        (logical_id, statement)
+        for logical_id, statement in statements(stack(**RELAUNCH))
+        if "*" in as_list(statement["Resource"])
+    ]
+
+    assert wildcards, "the template has statements on '*' (X-Ray, log delivery): they must be found here"
+    for logical_id, statement in wildcards:
+        assert set(as_list(statement["Action"])) <= NO_RESOURCE_TYPES, (logical_id, statement.get("Sid"))
+
+
+def test_every_statement_on_every_resource_is_preceded_by_a_comment_saying_why() -> None:
+    lines = TEMPLATE_TEXT.splitlines()
+    wildcards = [number for number, line in enumerate(lines) if line.strip() == 'Resource: "*"']
+
+    assert wildcards
+    for number in wildcards:
+        indent = len(lines[number]) - len(lines[number].lstrip())
+        start = next(
+            i
+            for i in range(number - 1, -1, -1)
+            if lines[i].lstrip().startswith("- ") and len(lines[i]) - len(lines[i].lstrip()) == indent - 2
+        )
+        assert lines[start - 1].strip().startswith("#"), f"template.yaml:{start + 1} has no comment above it"
