@@ -26,6 +26,10 @@ BUILD_PYTHON := $(firstword $(foreach v,3.13 3.12 3.11,$(or $(lastword $(sort $(
 BUILD_RUNTIME := python$(shell $(BUILD_PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)
 BUILD_PATH := $(dir $(BUILD_PYTHON)):$(PATH)
 HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+# Lambda's code directories are read-only: whatever the build output does not carry as bytecode is compiled
+# again on every cold start. So compile it with the runtime's Python, as unchecked-hash .pyc files, which stay
+# valid whatever modification times the deployment zip gives the sources.
+COMPILE_BYTECODE := $(BUILD_PYTHON) -m compileall -q -f -j 0 --invalidation-mode unchecked-hash
 
 FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
@@ -69,11 +73,13 @@ pytest: $(VENV)/.installed ## The test suite (unit, rules, integration, sandbox 
 build: $(SAMVENV)/.installed ## sam build for Lambda (arm64) into .aws-sam/build
 	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
 	PATH="$(BUILD_PATH)" $(SAM) build --cached --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
+	$(COMPILE_BYTECODE) .aws-sam/build
 
 build-host: $(SAMVENV)/.installed ## sam build for this machine's architecture into .aws-sam/build-host (for make invoke)
 	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
 	PATH="$(BUILD_PATH)" $(SAM) build --cached --cache-dir .aws-sam/cache-host -b .aws-sam/build-host \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH)
+	$(COMPILE_BYTECODE) .aws-sam/build-host
 
 invoke: build-host $(VENV)/.installed ## Run FN from the build output against the sandbox: make invoke FN=<LogicalId> EVENT=<file>
 	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
