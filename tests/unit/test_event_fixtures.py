@@ -203,7 +203,7 @@ def test_incident_xid79_tells_one_auto_repair_story_in_order() -> None:
     instance_arns = {e["detail"]["containerInstanceArn"] for e in events}
     states = [e["detail"] for e in events if e["detail-type"] == "ECS Container Instance State Change"]
 
-    # Then they are one instance in gpu-inference, in time order, with ECS_EVENTS.md's timing
+    # Then they are one instance in gpu-inference, in time order, with auto-repair's timing (docs/ecs-events.md)
     assert [p.name[:2] for p in files] == ["01", "02", "03", "04", "05"]
     assert times == sorted(times)
     assert len(instance_arns) == 1
