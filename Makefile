@@ -31,11 +31,15 @@ HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
 # valid whatever modification times the deployment zip gives the sources.
 COMPILE_BYTECODE := $(BUILD_PYTHON) -m compileall -q -f -j 0 --invalidation-mode unchecked-hash
 
+STANDINS_HOST ?= 127.0.0.1
+STANDINS_PORT ?= 8765
 FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
+# The training auto-resume functions exist only when TrainingCapacityProviders is set (events/ uses gpu-training).
+INVOKE_PARAMETERS ?= $(if $(filter AlertRouterFunction,$(FN)),,TrainingCapacityProviders=gpu-training)
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke scenarios demo route test clean
+.PHONY: help setup lint format typecheck validate pytest build build-host invoke smoke standins scenarios demo route test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -82,13 +86,17 @@ build-host: $(SAMVENV)/.installed ## sam build for this machine's architecture i
 	$(COMPILE_BYTECODE) .aws-sam/build-host
 
 invoke: build-host $(VENV)/.installed ## Run FN from the build output against the sandbox: make invoke FN=<LogicalId> EVENT=<file>
-	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
+	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host \
+		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) $(INVOKE_PARAMETERS)
 
 smoke: build-host $(VENV)/.installed ## make invoke of the built functions (one event each, both code bundles)
 	$(PY) -m sandbox invoke AlertRouterFunction events/aws-docs/health-change-accelerated-compute-xid46.json \
 		--build-dir .aws-sam/build-host --quiet --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
 	$(PY) -m sandbox invoke ClaimFaultFunction events/lambda/claim-fault.json --build-dir .aws-sam/build-host --quiet \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) TrainingCapacityProviders=gpu-training
+
+standins: $(VENV)/.installed ## Serve the Slack/PagerDuty stand-ins env.json points sam local invoke at, until Ctrl-C
+	$(PY) -m sandbox standins --host $(STANDINS_HOST) --port $(STANDINS_PORT)
 
 scenarios: $(VENV)/.installed ## Run every training auto-resume scenario in the sandbox and check its expectations
 	@for scenario in scenarios/*.yaml; do $(PY) -m sandbox run $$scenario --quiet || exit 1; echo "ok  $$scenario"; done

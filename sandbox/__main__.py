@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox import invoke as invoke_command
+from sandbox import serve_standins
 from sandbox.errors import SandboxError
 from sandbox.replay import load_event_file, read_json_file, replay
 from sandbox.report import Timeline, write_report
@@ -131,6 +132,25 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--report", type=Path, metavar="REPORT.json", help="write the JSON report here")
     run_parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     run_parser.set_defaults(run=_run_scenario)
+
+    standins_parser = commands.add_parser(
+        "standins",
+        help="serve the Slack and PagerDuty stand-ins on a fixed port, for sam local invoke with env.json",
+        description=(
+            "Serve the Slack Web API, Slack webhook and PagerDuty Events API stand-ins on HOST:PORT and print each "
+            "request as it arrives, until Ctrl-C. env.json points functions run by `sam local invoke` at "
+            f"http://{serve_standins.CONTAINER_HOST}:{serve_standins.DEFAULT_PORT}; see events/README.md."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    standins_parser.add_argument(
+        "--host",
+        default=serve_standins.DEFAULT_HOST,
+        help="the address to listen on; on Linux, one the containers reach, e.g. 172.17.0.1 (default: %(default)s)",
+    )
+    standins_parser.add_argument("--port", type=int, default=serve_standins.DEFAULT_PORT, help="default: %(default)s")
+    standins_parser.set_defaults(run=_run_standins)
     return parser
 
 
@@ -178,6 +198,10 @@ def _run_scenario(args: argparse.Namespace) -> int:
     result = run_scenario(loaded, timeline)
     _write(result.report, args.report, timeline)
     return 0 if result.passed else 1
+
+
+def _run_standins(args: argparse.Namespace) -> int:
+    return serve_standins.serve_until_interrupted(args.host, args.port, sys.stdout)
 
 
 def _write(report: dict[str, object], path: Path | None, timeline: Timeline) -> None:
