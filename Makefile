@@ -33,6 +33,7 @@ COMPILE_BYTECODE := $(BUILD_PYTHON) -m compileall -q -f -j 0 --invalidation-mode
 
 STANDINS_HOST ?= 127.0.0.1
 STANDINS_PORT ?= 8765
+ROUTING_FILE ?= default.yaml
 FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 # The training auto-resume functions exist only when TrainingCapacityProviders is set (events/ uses gpu-training).
@@ -105,8 +106,8 @@ demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair d
 	@mkdir -p reports
 	$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
 
-route: $(VENV)/.installed ## Which route and receivers events reach: make route EVENT="<file> [<file>...]"
-	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck $(EVENT)
+route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] EVENT="<file>..."
+	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck --routing-file $(ROUTING_FILE) $(EVENT)
 
 test: lint typecheck validate pytest build smoke ## Everything CI runs
 	@echo "make test: all checks passed"

@@ -1,7 +1,7 @@
 """Cold import of the built functions, against a bare `import boto3` in the same interpreter and path.
 
     make build-host
-    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--importtime] [--out reports/cold_import.json]
+    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--tracing] [--importtime] [--out reports/cold_import.json]
 
 Method (see benchmarks/README.md):
 - What is measured is the `sam build` output for this machine (`.aws-sam/build-host`), imported as Lambda's
@@ -15,6 +15,8 @@ Method (see benchmarks/README.md):
 - Cases run interleaved, one process each per round, so that load on the machine hits every case alike:
   for each function, `import <handler module>` and a bare `import boto3` with the same interpreter and path.
 - Reported per case: median and p90 (nearest rank) over the runs; per function, the ratio of the medians.
+- `--tracing` measures the functions as a stack deployed with `Tracing=Active` has them (the TracingLayer on the
+  path, POWERTOOLS_TRACE_DISABLED=false).
 - `--importtime` adds one `-X importtime` run per function and lists the imports that cost the most,
   each with its cumulative time and the module that first imported it.
 
@@ -88,9 +90,14 @@ def build_runtime(template: Template) -> str:
 
 
 def function_cases(
-    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path
+    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
 ) -> tuple[Case, Case]:
-    parameters = resolve_parameters(template, {**PARAMETERS, "PythonRuntime": build_runtime(template)})
+    overrides = {**PARAMETERS, "PythonRuntime": build_runtime(template)}
+    if "Tracing" in template.parameters:  # builds made before the parameter existed traced always
+        overrides["Tracing"] = "Active" if tracing else "Disabled"
+    elif tracing:
+        raise SystemExit(f"{template.path} has no Tracing parameter")
+    parameters = resolve_parameters(template, overrides)
     resolver = Resolver(template, StackIdentity("bench"), parameters, _Placeholders())
     properties = resolver.properties(function)
     code_dir = (build_dir / str(properties["CodeUri"])).resolve()
@@ -189,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=ROOT / ".aws-sam" / "build-host")
     parser.add_argument("--functions", nargs="+", default=list(DEFAULT_FUNCTIONS), metavar="LOGICAL_ID")
     parser.add_argument("--runs", type=int, default=20, help="fresh processes per case (default %(default)s)")
+    parser.add_argument("--tracing", action="store_true", help="as deployed with Tracing=Active")
     parser.add_argument("--importtime", action="store_true", help="also list the costliest imports")
     parser.add_argument("--top", type=int, default=15, help="imports listed by --importtime")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
@@ -201,11 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     interpreter = find_runtime_interpreter(runtime)
     pins = pinned_boto3(PINNED_REQUIREMENTS)
     boto3_dir = ensure_runtime_boto3(ROOT / DEFAULT_BOTO3_DIR, pins, interpreter, runtime.removeprefix("python"))
-    pairs = [function_cases(template, args.build_dir, name, interpreter, boto3_dir) for name in args.functions]
+    pairs = [
+        function_cases(template, args.build_dir, name, interpreter, boto3_dir, tracing=args.tracing)
+        for name in args.functions
+    ]
     functions = [module_case for module_case, _ in pairs]
     bare = pairs[0][1]
     cases = [*functions, bare]
-    print(f"{interpreter} ({runtime}), boto3 from {boto3_dir}; {args.runs} runs per case, interleaved")
+    tracing = "Tracing=Active" if args.tracing else "Tracing=Disabled"
+    print(f"{interpreter} ({runtime}), boto3 from {boto3_dir}; {tracing}; {args.runs} runs per case, interleaved")
     for name in args.functions:
         print(f"{name}: {bytecode_files(args.build_dir, name)} .pyc files in the function and its layer")
 
