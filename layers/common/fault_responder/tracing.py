@@ -1,10 +1,10 @@
 """X-Ray tracing, only when the stack turns it on.
 
-Powertools' Tracer imports the X-Ray SDK whenever one is created, even a disabled one: about 120 ms of every
-cold start, and the SDK would bring its own botocore. So the SDK is not in the common layer: it ships in the
-TracingLayer (layers/tracing/), which functions get only when the stack's `Tracing` parameter is `Active`, and
-that also sets POWERTOOLS_TRACE_DISABLED=false. Otherwise the Tracer is given a provider that records nothing,
-and the SDK is never imported.
+Powertools' Tracer imports the X-Ray SDK whenever one is created, even a disabled one: 20 to 40 ms of a cold
+start (benchmarks/README.md). And the SDK depends on botocore, which bundled in a layer would shadow the runtime's.
+So the SDK is not in the common layer: it ships, without botocore, in the TracingLayer (layers/tracing/), which
+functions get only when the stack's `Tracing` parameter is `Active`; that also sets POWERTOOLS_TRACE_DISABLED=false.
+Otherwise the Tracer is given a provider that records nothing, and the SDK is never imported.
 """
 
 from __future__ import annotations
