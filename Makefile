@@ -31,12 +31,21 @@ BUILD_PYTHON := $(firstword $(foreach v,3.13 3.12 3.11,$(or $(lastword $(sort $(
 BUILD_RUNTIME := python$(shell $(BUILD_PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)
 BUILD_PATH := $(dir $(BUILD_PYTHON)):$(PATH)
 HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+# Lambda's code directories are read-only: whatever the build output does not carry as bytecode is compiled
+# again on every cold start. So compile it with the runtime's Python, as unchecked-hash .pyc files, which stay
+# valid whatever modification times the deployment zip gives the sources.
+COMPILE_BYTECODE := $(BUILD_PYTHON) -m compileall -q -f -j 0 --invalidation-mode unchecked-hash
 
+STANDINS_HOST ?= 127.0.0.1
+STANDINS_PORT ?= 8765
+ROUTING_FILE ?= default.yaml
 FN ?= AlertRouterFunction
 EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
+# The training auto-resume functions exist only when TrainingCapacityProviders is set (events/ uses gpu-training).
+INVOKE_PARAMETERS ?= $(if $(filter AlertRouterFunction,$(FN)),,TrainingCapacityProviders=gpu-training)
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck validate scan pytest build build-host invoke smoke scenarios demo route fuzz test clean
+.PHONY: help setup lint format typecheck validate scan pytest build build-host invoke smoke standins scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -85,20 +94,26 @@ pytest: $(VENV)/.installed ## The test suite (unit, rules, integration, sandbox 
 build: $(SAMVENV)/.installed ## sam build for Lambda (arm64) into .aws-sam/build
 	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
 	PATH="$(BUILD_PATH)" $(SAM) build --cached --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
+	$(COMPILE_BYTECODE) .aws-sam/build
 
 build-host: $(SAMVENV)/.installed ## sam build for this machine's architecture into .aws-sam/build-host (for make invoke)
 	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
 	PATH="$(BUILD_PATH)" $(SAM) build --cached --cache-dir .aws-sam/cache-host -b .aws-sam/build-host \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH)
+	$(COMPILE_BYTECODE) .aws-sam/build-host
 
 invoke: build-host $(VENV)/.installed ## Run FN from the build output against the sandbox: make invoke FN=<LogicalId> EVENT=<file>
-	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
+	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host \
+		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) $(INVOKE_PARAMETERS)
 
 smoke: build-host $(VENV)/.installed ## make invoke of the built functions (one event each, both code bundles)
 	$(PY) -m sandbox invoke AlertRouterFunction events/aws-docs/health-change-accelerated-compute-xid46.json \
 		--build-dir .aws-sam/build-host --quiet --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
 	$(PY) -m sandbox invoke ClaimFaultFunction events/lambda/claim-fault.json --build-dir .aws-sam/build-host --quiet \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) TrainingCapacityProviders=gpu-training
+
+standins: $(VENV)/.installed ## Serve the Slack/PagerDuty stand-ins env.json points sam local invoke at, until Ctrl-C
+	$(PY) -m sandbox standins --host $(STANDINS_HOST) --port $(STANDINS_PORT)
 
 scenarios: $(VENV)/.installed ## Run every training auto-resume scenario in the sandbox and check its expectations
 	@for scenario in scenarios/*.yaml; do $(PY) -m sandbox run $$scenario --quiet || exit 1; echo "ok  $$scenario"; done
@@ -107,8 +122,8 @@ demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair d
 	@mkdir -p reports
 	$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
 
-route: $(VENV)/.installed ## Which route and receivers events reach: make route EVENT="<file> [<file>...]"
-	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck $(EVENT)
+route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] EVENT="<file>..."
+	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck --routing-file $(ROUTING_FILE) $(EVENT)
 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)

@@ -1,7 +1,7 @@
 """Local emulation of the stack: AWS on moto, Slack and PagerDuty stand-ins (python -m sandbox).
 
 Where things are, in the order a replay uses them:
-- `__main__`: the command line (`replay`, `invoke`, `run`).
+- `__main__`: the command line (`replay`, `invoke`, `run`, `standins`).
 - `template`: loads template.yaml and resolves parameters, conditions, intrinsics and SAM Globals.
 - `session`: the `Sandbox`: moto server, stand-ins (`standins`), the stack deployed, secrets seeded.
 - `stack`: creates the template's resources in moto; functions become `FunctionSpec`s; state machines
@@ -14,4 +14,6 @@ Where things are, in the order a replay uses them:
 - `ecs_emulation`: what moto's ECS lacks (capacity provider types, placement, task lifecycle, faults).
 - `scenario` (the file format), `world` (seeding), `expectations` (checking): for `run`.
 - `replay`, `invoke`, `run`: the three commands; `report`: the timeline and the JSON report.
+- `serve_standins`: `standins`, the stand-ins alone on a fixed port, for `sam local invoke`.
+Why each piece exists (what moto lacks): docs/sandbox.md.
 """

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox import invoke as invoke_command
+from sandbox import serve_standins
 from sandbox.errors import SandboxError
 from sandbox.fuzz import run_fuzz
 from sandbox.replay import load_event_file, read_json_file, replay
@@ -153,6 +154,25 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz_parser.set_defaults(
         run=_run_fuzz, parameter_overrides=[], stack_name=DEFAULT_STACK_NAME, region=DEFAULT_REGION
     )
+
+    standins_parser = commands.add_parser(
+        "standins",
+        help="serve the Slack and PagerDuty stand-ins on a fixed port, for sam local invoke with env.json",
+        description=(
+            "Serve the Slack Web API, Slack webhook and PagerDuty Events API stand-ins on HOST:PORT and print each "
+            "request as it arrives, until Ctrl-C. env.json points functions run by `sam local invoke` at "
+            f"http://{serve_standins.CONTAINER_HOST}:{serve_standins.DEFAULT_PORT}; see events/README.md."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    standins_parser.add_argument(
+        "--host",
+        default=serve_standins.DEFAULT_HOST,
+        help="the address to listen on; on Linux, one the containers reach, e.g. 172.17.0.1 (default: %(default)s)",
+    )
+    standins_parser.add_argument("--port", type=int, default=serve_standins.DEFAULT_PORT, help="default: %(default)s")
+    standins_parser.set_defaults(run=_run_standins)
     return parser
 
 
@@ -216,6 +236,10 @@ def _run_fuzz(args: argparse.Namespace) -> int:
     print("\n".join(tally.lines()))
     print(f"({time.monotonic() - started:.0f} s, seed {args.seed})")
     return 0 if not tally.crashed and not tally.without_reason else 1
+
+
+def _run_standins(args: argparse.Namespace) -> int:
+    return serve_standins.serve_until_interrupted(args.host, args.port, sys.stdout)
 
 
 def _write(report: dict[str, object], path: Path | None, timeline: Timeline) -> None:

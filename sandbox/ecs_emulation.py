@@ -1,4 +1,4 @@
-"""What moto's ECS does not model, and the training auto-resume workflow depends on (TOOLING.md §3c).
+"""What moto's ECS does not model, and the training auto-resume workflow depends on (docs/sandbox.md#ecs).
 
 Installed as patches on moto's ECS backend and response classes, so it works in decorator mode and with the
 in-process moto server alike. While installed:

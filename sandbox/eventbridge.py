@@ -2,8 +2,8 @@
 matched events delivered to the rules' targets the way EventBridge delivers them.
 
 moto's own matcher differs from AWS (arrays of objects never match, unknown operators match
-everything: see TOOLING.md §3a) and its PutEvents replaces the event's id, time and account, so the
-sandbox does not publish through moto. It evaluates patterns with the rule engine from the
+everything: see docs/sandbox.md#eventbridge-pattern-matching) and its PutEvents replaces the event's id,
+time and account, so the sandbox does not publish through moto. It evaluates patterns with the rule engine from the
 `localstack-core` package (a test-only dependency) and delivers to the targets itself, through a
 deliverer per target type: SQS queues and Step Functions state machines. To deliver to a new target
 type, add a `TargetDeliverer` for its ARN's service.

@@ -30,8 +30,8 @@ from sandbox.template import Template, load_template
 
 DEFAULT_BUILD_DIR = Path(".aws-sam/build-host")
 DEFAULT_BOTO3_DIR = Path(".aws-sam/lambda-runtime-boto3")
-# The boto3 the Lambda runtime provides is stood in for by the version the project pins.
-PINNED_REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements" / "dev.txt"
+# The boto3 the Lambda runtime provides is stood in for by the version pinned here.
+PINNED_REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements" / "lambda-runtime.txt"
 _HOST_ARCHITECTURES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -130,7 +130,7 @@ def invoke(
     check_build_runtime(sandbox.template, spec)
     interpreter = python or find_runtime_interpreter(spec.runtime)
     runtime_version = spec.runtime.removeprefix("python")
-    boto3_path = ensure_runtime_boto3(boto3_dir, pinned_boto3(PINNED_REQUIREMENTS), runtime_version)
+    boto3_path = ensure_runtime_boto3(boto3_dir, pinned_boto3(PINNED_REQUIREMENTS), interpreter, runtime_version)
     prepared = prepare_event(document, spec, sandbox.identity.region)
 
     report = ReportBuilder()

@@ -336,8 +336,12 @@ def pinned_boto3(requirements: Path) -> list[str]:
     return pins
 
 
-def ensure_runtime_boto3(root: Path, pins: list[str], python_version: str) -> Path:
-    """The pinned boto3, standing in for the one Lambda's runtime provides, installed once per version."""
+def ensure_runtime_boto3(root: Path, pins: list[str], interpreter: Path, python_version: str) -> Path:
+    """The pinned boto3, standing in for the one Lambda's runtime provides, installed once per version.
+
+    Compiled to bytecode by the runtime's own interpreter, as an installed package is: pip would compile it for
+    the Python running pip, and every cold import would then compile botocore again.
+    """
     target = root / f"python{python_version}"
     marker = target / ".sandbox-pins"
     wanted = " ".join(sorted(pins))
@@ -346,13 +350,16 @@ def ensure_runtime_boto3(root: Path, pins: list[str], python_version: str) -> Pa
     if target.exists():
         shutil.rmtree(target)
     print(f"Installing {', '.join(pins)} for python{python_version} into {target} (once)...", file=sys.stderr)
-    command = [
-        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    install = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
         "--target", str(target), "--python-version", python_version, "--only-binary=:all:", *pins,
     ]  # fmt: skip
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)  # nosec B603  # fixed pip argv
-    if completed.returncode != 0:
-        raise SandboxError(f"installing {', '.join(pins)} failed:\n{completed.stderr.strip()}")
+    compile_all = [str(interpreter), "-m", "compileall", "-q", str(target)]
+    for command in (install, compile_all):
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)  # nosec B603  # fixed argv
+        if completed.returncode != 0:
+            output = (completed.stderr or completed.stdout).strip()
+            raise SandboxError(f"installing {', '.join(pins)} failed:\n{output}")
     marker.write_text(wanted, encoding="utf-8")
     return target
 

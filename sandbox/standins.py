@@ -119,10 +119,11 @@ class StandIns:
         _checked_faults(parsed)
         return dict(parsed)
 
-    def start(self) -> StandIns:
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> StandIns:
+        """Serve on `host`:`port`; by default a free loopback port, which `base_url` names."""
         if self._server is not None:
             raise RuntimeError("the stand-ins are already running")
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server((host, port), _Handler)
         server.stand_ins = self
         # A short poll interval keeps stop() fast; tests start and stop many of these.
         thread = threading.Thread(

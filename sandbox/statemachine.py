@@ -4,8 +4,9 @@ SAM reads `DefinitionUri` (a local file) or an inline `Definition`, then replace
 `DefinitionSubstitutions` in it; moto does neither, so the sandbox does it here, on the real
 definition file: what runs is what would be deployed, with only the stack's parameters changed.
 moto executes state machines only when its `stepfunctions.execute_state_machine` option is on, and
-runs Lambda tasks without Docker only when `lambda.use_docker` is off (TOOLING.md §3b); both are
-process-wide settings of the moto server, so the sandbox sets them when the stack has a state machine.
+runs Lambda tasks without Docker only when `lambda.use_docker` is off
+(docs/sandbox.md#step-functions-without-docker); both are process-wide settings of the moto server, so the
+sandbox sets them when the stack has a state machine.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """State machine executions in the sandbox: Lambda tasks run by our handlers, waiting, and what happened.
 
-moto's interpreter (TOOLING.md §3b) runs each execution in a thread of the moto server and calls
-Lambda over HTTP (`localhost:$MOTO_PORT`, which the sandbox sets). Without Docker moto's Lambda
-backend only echoes, so `LambdaDispatch` replaces its `invoke` with one that runs the function's real
-handler in process (`SharedFunction`). Executions and the SQS event source mappings run handlers from
-several threads; one lock runs one handler at a time, because a handler's environment variables and
-captured output are process-wide. Handlers of one execution still interleave with another's and with
-the alert pipeline's, at invocation granularity.
+moto's interpreter (docs/sandbox.md#step-functions-without-docker) runs each execution in a thread of the
+moto server and calls Lambda over HTTP (`localhost:$MOTO_PORT`, which the sandbox sets). Without Docker
+moto's Lambda backend only echoes, so `LambdaDispatch` replaces its `invoke` with one that runs the
+function's real handler in process (`SharedFunction`). Executions and the SQS event source mappings run
+handlers from several threads; one lock runs one handler at a time, because a handler's environment
+variables and captured output are process-wide. Handlers of one execution still interleave with another's
+and with the alert pipeline's, at invocation granularity.
 
 `ExecutionTracker` waits for the executions an event started and summarises each from its history:
 the states entered, the Lambda invocations, the state transitions, the wall time and the time spent

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -232,3 +233,31 @@ def test_invoke_exits_non_zero_when_the_function_raises(toy_build: Path, tmp_pat
     completed = run_sandbox("invoke", "ToyFunction", event, "--build-dir", toy_build, "--quiet")
 
     assert completed.returncode == 1
+
+
+# --- make demo, as README.md shows it ---------------------------------------------------------------
+
+
+def test_make_demo_replays_the_incident_as_the_readme_says() -> None:
+    # Given the repository as cloned (the demo writes its report into it)
+    report_path = REPO_ROOT / "reports" / "demo.json"
+    report_path.unlink(missing_ok=True)
+
+    # When README.md's first command runs
+    completed = subprocess.run(
+        shlex.split("make demo"), cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+
+    # Then it replays the XID 79 incident, from IMPAIRED to the instance gone, and prints what on-call saw: the
+    # Slack thread and the PagerDuty trigger and resolve; and it writes reports/demo.json
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "What on-call saw" in completed.stdout
+    report = read_report(report_path)
+    files = sorted((REPO_ROOT / "events" / "incident-xid79").glob("*.json"))
+    assert [Path(event["file"]).resolve() for event in report["events"]] == files
+    [channel] = report["slack"].values()
+    root, *rest = channel
+    assert rest and all(message["thread_ts"] == root["ts"] for message in rest)
+    [alert] = report["pagerduty"]
+    actions = [entry["action"] for entry in alert["log"]]
+    assert (actions[0], actions[-1], alert["status"]) == ("trigger", "resolve", "resolved")

@@ -2,19 +2,24 @@
 
 Given/When/Then tests over every fixture: envelopes parse with the app's models, malformed ones do not, SQS
 wrappers carry an envelope byte-for-byte with the right MD5, event ids are unique (the app dedupes by id), the
-AWS samples are unchanged, and every file is documented in events/README.md.
+AWS samples are unchanged, every file is documented in events/README.md and is valid input of the function it
+names, and env.json only overrides what the template declares, pointing Slack and PagerDuty at the stand-ins.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import re
+import sys
 import uuid
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -27,10 +32,11 @@ from fault_responder.models.events import (
     TaskStateEvent,
     parse_ecs_event,
 )
+from sandbox import serve_standins
+from sandbox.standins import StandIns
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"
-SHARED_AWS_DOCS = Path("/work/shared/events/aws-docs")
 
 ACCOUNT = "123456789012"
 REGION = "us-west-2"
@@ -203,7 +209,7 @@ def test_incident_xid79_tells_one_auto_repair_story_in_order() -> None:
     instance_arns = {e["detail"]["containerInstanceArn"] for e in events}
     states = [e["detail"] for e in events if e["detail-type"] == "ECS Container Instance State Change"]
 
-    # Then they are one instance in gpu-inference, in time order, with ECS_EVENTS.md's timing
+    # Then they are one instance in gpu-inference, in time order, with auto-repair's timing (docs/ecs-events.md)
     assert [p.name[:2] for p in files] == ["01", "02", "03", "04", "05"]
     assert times == sorted(times)
     assert len(instance_arns) == 1
@@ -355,17 +361,26 @@ def test_every_file_in_duplicates_is_declared() -> None:
     assert {_rel(p) for p in (EVENTS / "duplicates").glob("*")} == set(DUPLICATES)
 
 
-def test_aws_docs_copies_are_identical_to_the_shared_samples() -> None:
-    # Given the verbatim AWS samples in the shared research folder (absent on other machines)
-    if not SHARED_AWS_DOCS.is_dir():
-        pytest.skip(f"{SHARED_AWS_DOCS} is not on this machine")
-    shared = {p.name: p.read_bytes() for p in SHARED_AWS_DOCS.glob("*.json")}
+# SHA-256 of each verbatim AWS documentation sample, as copied from the AWS developer guides.
+AWS_DOCS_SHA256 = {
+    "health-change-accelerated-compute-xid46.json": "10073a7d175cd9317462109061d0cfa5b6c6367c99ebf1c431647935c4878f57",
+    "health-change-agent-connectivity-impaired.json": (
+        "f04e566c0d1de235e51f4b011b942ea430ddd6650ef919b7a1e722e85fae0462"
+    ),
+    "health-change-container-runtime-ok.json": "b72f3b28095aad679b551b9d98fa40f0b045be813707a600530e1338262dcacd",
+    "health-change-daemon-impaired.json": "7e5d76c22094fdbe3efb0eeb681b251caefadeb0e7da8abd4d49586f39be197c",
+    "instance-state-change-active.json": "12ecc486cfe9b13a3b561b34b9e80136b45c10c4053d7f1421bdf91f962c7dba",
+    "task-state-change-ec2-running.json": "e9889115b56f99f82be7c2b3547cc5617fcb31ff33706cde24d11889e588e406",
+}
 
-    # When events/aws-docs/ is read
-    local = {p.name: p.read_bytes() for p in (EVENTS / "aws-docs").glob("*.json")}
 
-    # Then it holds the same files with unchanged bytes
-    assert local == shared
+def test_aws_docs_samples_are_unchanged() -> None:
+    # Given the verbatim AWS samples under events/aws-docs/
+    # When their bytes are hashed
+    local = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (EVENTS / "aws-docs").glob("*.json")}
+
+    # Then they are exactly the samples as copied: an edit belongs in another folder
+    assert local == AWS_DOCS_SHA256
 
 
 def test_aws_docs_folder_holds_the_six_samples() -> None:
@@ -413,20 +428,51 @@ def _cfn_tag(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
 _CfnLoader.add_multi_constructor("!", _cfn_tag)
 
 
-@pytest.mark.parametrize("function", ["AlertRouterFunction", "ClaimFaultFunction"])
-def test_env_json_sets_every_variable_the_template_gives_the_function(function: str) -> None:
-    # Given template.yaml and env.json
-    template = yaml.load((REPO / "template.yaml").read_text(encoding="utf-8"), Loader=_CfnLoader)
+def _template() -> dict[str, Any]:
+    return dict(yaml.load((REPO / "template.yaml").read_text(encoding="utf-8"), Loader=_CfnLoader))
+
+
+def _declared(template: dict[str, Any], function: str | None) -> set[str]:
+    """The variables the template declares for a function (Globals included); None: for every function."""
+    declared = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    if function is not None:
+        properties = template["Resources"][function]["Properties"]
+        declared |= set((properties.get("Environment") or {}).get("Variables") or {})
+    return declared
+
+
+def test_env_json_sets_only_variables_the_template_declares() -> None:
+    # Given template.yaml and env.json (sam local invoke --env-vars overrides declared variables only)
+    template = _template()
     env = json.loads((REPO / "env.json").read_text(encoding="utf-8"))
 
-    # When the function's variables (Globals + its own) are collected
-    expected = set(template["Globals"]["Function"]["Environment"]["Variables"])
-    expected |= set(template["Resources"][function]["Properties"]["Environment"]["Variables"])
+    # When each of its sections is compared with the template ("Parameters" applies to every function)
+    functions = {name for name, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+    undeclared = {
+        section: sorted(set(values) - _declared(template, None if section == "Parameters" else section))
+        for section, values in env.items()
+        if section == "Parameters" or section in functions
+    }
 
-    # Then env.json sets exactly those, as strings, for the function (and names no other function)
-    assert set(env) == {"AlertRouterFunction", "ClaimFaultFunction"}
-    assert set(env[function]) == expected
-    assert all(isinstance(v, str) and v for v in env[function].values())
+    # Then it names only functions of the template, sets only variables they declare, and every value is text
+    assert set(env) - {"Parameters"} <= functions
+    assert all(not names for names in undeclared.values()), undeclared
+    assert all(isinstance(v, str) and v for values in env.values() for v in values.values())
+
+
+def test_env_json_points_slack_and_pagerduty_at_the_stand_ins() -> None:
+    # Given env.json, the port `make standins` serves on, and the paths the stand-ins answer
+    endpoints = json.loads((REPO / "env.json").read_text(encoding="utf-8"))["Parameters"]
+    make_port = re.search(r"^STANDINS_PORT \?= (\d+)$", (REPO / "Makefile").read_text(encoding="utf-8"), re.M)
+    assert make_port is not None
+    with StandIns() as stand_ins:
+        slack_path, pagerduty_path = urlsplit(stand_ins.slack_api_url).path, urlsplit(stand_ins.pagerduty_url).path
+
+    # Then every function's Slack and PagerDuty requests go to the stand-ins, as a container reaches them
+    base = f"http://{serve_standins.CONTAINER_HOST}:{serve_standins.DEFAULT_PORT}"
+    assert int(make_port.group(1)) == serve_standins.DEFAULT_PORT
+    assert endpoints["SLACK_API_URL"] == base + slack_path
+    assert endpoints["PAGERDUTY_EVENTS_URL"] == base + pagerduty_path
 
 
 def test_env_json_names_a_real_dead_letter_queue_url() -> None:
@@ -434,3 +480,83 @@ def test_env_json_names_a_real_dead_letter_queue_url() -> None:
     assert re.fullmatch(
         r"https://sqs\.[a-z0-9-]+\.amazonaws\.com/\d{12}/.+", env["AlertRouterFunction"]["ALERT_DLQ_URL"]
     )
+
+
+# --- which function takes which file (events/README.md) ----------------------------------------------
+
+_INPUT_ROW = re.compile(r"^\| (?P<files>`[^|]+) \| `(?P<function>\w+)` \| (?P<as>[^|]+) \|$")
+
+
+def documented_inputs() -> list[tuple[list[str], str, bool]]:
+    """events/README.md's "Which function takes which file": (folders or files, function, rejected?)."""
+    readme = (EVENTS / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Which function takes which file", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        match = _INPUT_ROW.match(line.strip())
+        if match:
+            rows.append((re.findall(r"`([^`]+)`", match["files"]), match["function"], "rejects" in match["as"]))
+    return rows
+
+
+def _resume_app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("resume_training_app", REPO / "functions/resume_training/app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as Lambda imports it: pydantic resolves the annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def _first_state_payload(execution_input: Any) -> dict[str, Any]:
+    """What the ResumeTraining state machine's first state passes its function, per the definition."""
+    definition = json.loads((REPO / "statemachines/resume_training.asl.json").read_text(encoding="utf-8"))
+    payload = definition["States"][definition["StartAt"]]["Parameters"]["Payload"]
+    assert payload == {"event.$": "$", "execution.$": "$$.Execution.Id"}
+    return {"event": execution_input, "execution": "arn:aws:states:us-west-2:123456789012:execution:rt:e1"}
+
+
+def _check_input(function: str, rejected: bool, document: Any) -> None:
+    """Validate a document as the named function (or state machine) receives it."""
+    if function == "AlertRouterFunction" and isinstance(document, dict) and "Records" in document:
+        SqsModel.model_validate(document)
+        for record in document["Records"]:
+            parse_ecs_event(json.loads(record["body"]))
+    elif function == "AlertRouterFunction" and rejected:
+        with pytest.raises((ValidationError, ValueError)):
+            parse_ecs_event(document)
+    elif function == "AlertRouterFunction":
+        parse_ecs_event(document)
+    elif function == "ResumeTrainingStateMachine":
+        _check_input("ClaimFaultFunction", rejected, _first_state_payload(document))
+    elif function == "ClaimFaultFunction":
+        claim = _resume_app().ClaimInput.model_validate(document)
+        assert isinstance(parse_ecs_event(claim.event), HealthChangeEvent)
+    else:
+        raise AssertionError(f"events/README.md names {function}, which this test cannot check")
+
+
+@pytest.mark.parametrize("path", _json_files(), ids=_ids(_json_files()))
+def test_every_file_is_valid_input_of_the_function_the_readme_names(path: Path) -> None:
+    # Given a file and the rows of events/README.md's table that cover it (by folder or by name)
+    name = _rel(path)
+    rows = [(function, rejected) for files, function, rejected in documented_inputs() if _covers(files, name)]
+
+    # When it is validated as each of those functions receives it
+    # Then it is accepted (or, for the files documented as rejected, refused by the parser)
+    assert rows, f"events/README.md does not say which function takes {name}"
+    for function, rejected in rows:
+        _check_input(function, rejected, _load(path))
+
+
+def _covers(files: list[str], name: str) -> bool:
+    return any(name == entry or (entry.endswith("/") and name.startswith(entry)) for entry in files)
+
+
+def test_the_training_fault_envelope_alone_is_not_the_claim_functions_input() -> None:
+    # Given the workflow's trigger (an EventBridge envelope)
+    trigger = _load(EVENTS / "resume/training-fault-xid79.json")
+
+    # When it is passed to ClaimFaultFunction as it is, Then its input model refuses it
+    with pytest.raises(ValidationError):
+        _resume_app().ClaimInput.model_validate(trigger)

@@ -237,3 +237,28 @@ def test_importing_the_package_afresh_keeps_one_filter_per_logger() -> None:
     for name in (*logsafety.DROP_DEBUG_LOGGERS, *logsafety.REDACT_URL_LOGGERS):
         marked = [f for f in logging.getLogger(name).filters if getattr(f, "_fault_responder_logsafety", False)]
         assert len(marked) == 1, name
+
+
+def test_a_traced_function_never_records_request_urls() -> None:
+    # Given tracing on (in a Lambda environment), When the package creates its Tracer (in a fresh interpreter:
+    # patching is global), Then the X-Ray SDK patched the AWS SDK and not requests, whose patch would put every
+    # URL, a webhook's secret path included, into the trace
+    probe = (
+        "import fault_responder.observability\n"
+        "from aws_xray_sdk.core import patcher\n"
+        "print(sorted(patcher._PATCHED_MODULES))\n"
+    )
+    environment = {
+        **os.environ,
+        "LAMBDA_TASK_ROOT": "/var/task",
+        "POWERTOOLS_TRACE_DISABLED": "false",
+        "AWS_XRAY_SDK_ENABLED": "true",
+        "PYTHONPATH": str(ROOT / "layers" / "common"),
+    }
+    environment.pop("AWS_SAM_LOCAL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=environment, capture_output=True, text=True, timeout=60, check=True
+    )
+    patched = done.stdout.strip()
+    assert "botocore" in patched
+    assert "requests" not in patched

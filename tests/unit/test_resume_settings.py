@@ -1,10 +1,15 @@
-"""The task functions' environment: validated once, turned into the workflow's config."""
+"""The task functions' environment: validated once, turned into the workflow's config; the botocore they need."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import boto3
+import botocore.loaders
 import pytest
 
-from fault_responder.resume.bootstrap import ResumeSettings
+from fault_responder.resume.bootstrap import ResumeSettings, ecs_client
 from fault_responder.resume.config import Mode, NoCheckpointPolicy
 
 BASE = {"INCIDENTS_TABLE": "incidents", "SLACK_SECRET_NAME": "slack", "PAGERDUTY_SECRET_NAME": "pagerduty"}
@@ -47,3 +52,39 @@ def test_a_missing_or_invalid_variable_is_named_without_its_value() -> None:
 def test_out_of_bounds_parameters_are_refused_when_the_config_is_built() -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         ResumeSettings.from_env({**BASE, "MAX_RESUME_ATTEMPTS": "0"}).config()
+
+
+def _ecs_model_without_auto_repair(data_path: Path) -> None:
+    """An ECS model as botocore had it before 1.42.94 (no AutoRepairConfiguration), where AWS_DATA_PATH finds it."""
+    model = botocore.loaders.Loader().load_service_model("ecs", "service-2")
+    shapes = model["shapes"]
+    for removed in ("AutoRepairConfiguration", "AutoRepairActionsStatus"):
+        del shapes[removed]
+    for shape in shapes.values():
+        members = shape.get("members", {})
+        for name in [name for name, member in members.items() if member["shape"] == "AutoRepairConfiguration"]:
+            del members[name]
+    folder = data_path / "ecs" / model["metadata"]["apiVersion"]
+    folder.mkdir(parents=True)
+    (folder / "service-2.json").write_text(json.dumps(model), encoding="utf-8")
+
+
+def test_the_ecs_client_refuses_a_botocore_that_does_not_know_auto_repair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a botocore whose ECS model predates auto-repair (what an older Lambda runtime would carry)
+    _ecs_model_without_auto_repair(tmp_path)
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+
+    # When the resume functions build their ECS client, Then they refuse, naming the botocore needed
+    with pytest.raises(RuntimeError, match=r"does not know ECS auto-repair .* needs botocore 1\.42\.94 or later"):
+        ecs_client()
+
+
+def test_the_ecs_client_of_a_current_botocore_knows_auto_repair(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+
+    assert "AutoRepairConfiguration" in ecs_client().meta.service_model.shape_names

@@ -1,8 +1,9 @@
 """The ResumeTraining workflow executed for real: statemachines/resume_training.asl.json, with the
-DefinitionSubstitutions template.yaml gives it, run by moto's ASL interpreter (TOOLING.md §3b), its Lambda
-tasks dispatched in-process to functions/resume_training/app.py, against a seeded moto world (ECS with the
-gaps emulated by sandbox/ecs_emulation.py, S3 checkpoints written by the training helper, DynamoDB tables
-as template.yaml defines them) and the Slack/PagerDuty stand-ins over real HTTP.
+DefinitionSubstitutions template.yaml gives it, run by moto's ASL interpreter
+(docs/sandbox.md#step-functions-without-docker), its Lambda tasks dispatched in-process to
+functions/resume_training/app.py, against a seeded moto world (ECS with the gaps emulated by
+sandbox/ecs_emulation.py, S3 checkpoints written by the training helper, DynamoDB tables as template.yaml
+defines them) and the Slack/PagerDuty stand-ins over real HTTP.
 
 The incident and its Slack thread come from the real AlertRouter processing the same event first, as in
 AWS, where HealthChangeRule feeds the alert pipeline while ResumeTrainingRule starts the workflow.

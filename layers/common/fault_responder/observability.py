@@ -12,12 +12,13 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from fault_responder import logsafety  # noqa: F401 - imported for its log filters (secrets never logged)
+from fault_responder.tracing import make_tracer
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "gpu-fault-responder"
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "GpuFaultResponder"
 
 logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer: Tracer = make_tracer(SERVICE, os.environ)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 

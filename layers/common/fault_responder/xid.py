@@ -1,6 +1,6 @@
 """The NVIDIA XID catalog as ECS uses it, keyed by number only.
 
-AWS and NVIDIA descriptions disagree for several codes (ECS_EVENTS.md §4.1), so decisions are keyed
+AWS and NVIDIA descriptions disagree for several codes (docs/ecs-events.md#xid-catalog), so decisions are keyed
 on the number and the descriptions are informational. Sources: the ECS GPU auto-repair guide and the
 ECS agent's `wellKnownXIDCodes` / `restartAppXIDCodes`.
 """

@@ -15,7 +15,9 @@ from functools import cache
 from typing import Annotated, Any
 
 import boto3
+import botocore
 from aws_lambda_powertools.utilities import parameters
+from botocore.client import BaseClient
 from botocore.config import Config
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -137,12 +139,28 @@ def _checkpoint_store() -> S3CheckpointStore:
     return S3CheckpointStore(boto3.client("s3", config=AWS_CLIENT_CONFIG))
 
 
+def ecs_client() -> BaseClient:
+    """An ECS client whose botocore knows ECS auto-repair.
+
+    The layer does not bundle boto3: the Lambda runtime's is used, in whatever version the runtime carries. A
+    botocore older than 1.42.94 has no AutoRepairConfiguration shape and drops it from DescribeCapacityProviders
+    answers, so the auto-repair guard would take an ENABLED provider for one without auto-repair.
+    """
+    client: BaseClient = boto3.client("ecs", config=AWS_CLIENT_CONFIG)
+    if "AutoRepairConfiguration" not in client.meta.service_model.shape_names:
+        raise RuntimeError(
+            f"botocore {botocore.__version__} does not know ECS auto-repair (AutoRepairConfiguration): the "
+            "auto-resume guard needs botocore 1.42.94 or later"
+        )
+    return client
+
+
 @cache
 def resume_steps() -> ResumeSteps:
     current = settings()
     dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
     return ResumeSteps(
-        ecs=EcsAdapter(boto3.client("ecs", config=AWS_CLIENT_CONFIG), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
+        ecs=EcsAdapter(ecs_client(), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
         store=DynamoDBResumeStore(current.incidents_table, dynamodb),
         incidents=_incident_store(),
         checkpoints=_checkpoint_store,

@@ -140,7 +140,10 @@ class ProviderInfo(_Payload):
 
     @property
     def supports_instance_exclusion(self) -> bool:
-        """Managed Instances accepts no ec2InstanceId in placement constraints (ECS_EVENTS.md §5.3)."""
+        """Managed Instances accepts no ec2InstanceId in placement constraints.
+
+        See docs/ecs-events.md#placement-on-managed-instances.
+        """
         return self.type != MANAGED_INSTANCES
 
 

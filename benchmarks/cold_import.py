@@ -1,0 +1,258 @@
+"""Cold import of the built functions, against a bare `import boto3` in the same interpreter and path.
+
+    make build-host
+    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--tracing] [--importtime] [--out reports/cold_import.json]
+
+Method (see benchmarks/README.md):
+- What is measured is the `sam build` output for this machine (`.aws-sam/build-host`), imported as Lambda's
+  Python runtime imports a handler module: a fresh `python3.X -S` process (the function's runtime, found as
+  `python -m sandbox invoke` finds it) whose import path is the function's code, its layer and the boto3
+  standing in for the runtime's, in that order; `-S` keeps this machine's site-packages out. The process
+  gets the function's environment from the built template (Globals included) plus what Lambda sets
+  (LAMBDA_TASK_ROOT, ...), and PYTHONDONTWRITEBYTECODE=1: Lambda's code directories are read-only, so
+  whatever bytecode the build does not ship is compiled again on every cold start, and so it is here.
+- Each process times its own import with `time.perf_counter` (interpreter start-up excluded) and prints it.
+- Cases run interleaved, one process each per round, so that load on the machine hits every case alike:
+  for each function, `import <handler module>` and a bare `import boto3` with the same interpreter and path.
+- Reported per case: median and p90 (nearest rank) over the runs; per function, the ratio of the medians.
+- `--tracing` measures the functions as a stack deployed with `Tracing=Active` has them (the TracingLayer on the
+  path, POWERTOOLS_TRACE_DISABLED=false).
+- `--importtime` adds one `-X importtime` run per function and lists the imports that cost the most,
+  each with its cumulative time and the module that first imported it.
+
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sandbox.invoke import DEFAULT_BOTO3_DIR, PINNED_REQUIREMENTS, load_built_template
+from sandbox.lambda_runtime import ensure_runtime_boto3, find_runtime_interpreter, pinned_boto3
+from sandbox.template import Resolver, StackIdentity, Template, resolve_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_FUNCTIONS = ("AlertRouterFunction", "ClaimFaultFunction")
+# The resume functions exist only when TrainingCapacityProviders is set (as in `make smoke`).
+PARAMETERS = {"TrainingCapacityProviders": "gpu-training"}
+_TIMED_IMPORT = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+
+
+class _Placeholders:
+    """Resource attributes for resolving the template without a stack: values are only read as text."""
+
+    def ref(self, logical_id: str) -> str:
+        return f"bench-{logical_id}"
+
+    def get_att(self, logical_id: str, attribute: str) -> str:
+        return f"bench-{logical_id}-{attribute}"
+
+
+@dataclass(frozen=True)
+class Case:
+    function: str
+    label: str
+    module: str
+    command: list[str]
+    cwd: Path
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Summary:
+    case: str
+    runs: int
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    max_ms: float
+
+
+def build_runtime(template: Template) -> str:
+    """The Python the build was made for (sam build records it in each resource's BuildMethod)."""
+    for resource in template.resources.values():
+        method = (resource.get("Metadata") or {}).get("BuildMethod")
+        if isinstance(method, str) and method.startswith("python"):
+            return method
+    raise SystemExit(f"{template.path} records no Python BuildMethod: is it a sam build output?")
+
+
+def function_cases(
+    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
+) -> tuple[Case, Case]:
+    overrides = {**PARAMETERS, "PythonRuntime": build_runtime(template)}
+    if "Tracing" in template.parameters:  # builds made before the parameter existed traced always
+        overrides["Tracing"] = "Active" if tracing else "Disabled"
+    elif tracing:
+        raise SystemExit(f"{template.path} has no Tracing parameter")
+    parameters = resolve_parameters(template, overrides)
+    resolver = Resolver(template, StackIdentity("bench"), parameters, _Placeholders())
+    properties = resolver.properties(function)
+    code_dir = (build_dir / str(properties["CodeUri"])).resolve()
+    layers = [
+        (build_dir / str(template.resources[str(ref).removeprefix("bench-")]["Properties"]["ContentUri"]) / "python")
+        for ref in properties.get("Layers") or []
+    ]
+    variables = {name: str(value) for name, value in properties["Environment"]["Variables"].items()}
+    environment = {
+        **variables,
+        "PYTHONPATH": os.pathsep.join(str(path.resolve()) for path in (code_dir, *layers, boto3_dir)),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LAMBDA_TASK_ROOT": str(code_dir),
+        "AWS_LAMBDA_FUNCTION_NAME": function,
+        "AWS_EXECUTION_ENV": f"AWS_Lambda_{properties['Runtime']}",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "TZ": ":UTC",
+    }
+    module = str(properties["Handler"]).rpartition(".")[0]
+
+    def case(label: str, imported: str, environment: dict[str, str]) -> Case:
+        command = [str(interpreter), "-S", "-c", _TIMED_IMPORT.format(module=imported)]
+        return Case(function, label, imported, command, code_dir, environment)
+
+    # The baseline is the runtime's boto3 alone, as a function with no layer of ours imports it.
+    bare = {**environment, "PYTHONPATH": str(boto3_dir.resolve())}
+    return case(f"{function}: import {module}", module, environment), case("bare import boto3", "boto3", bare)
+
+
+def run_once(case: Case, *extra_flags: str) -> subprocess.CompletedProcess[str]:
+    command = [case.command[0], *extra_flags, *case.command[1:]]
+    # The command is the runtime interpreter and a fixed -c program: no outside input reaches it.
+    completed = subprocess.run(  # noqa: S603
+        command, cwd=case.cwd, env=case.environment, capture_output=True, text=True, timeout=120, check=False
+    )
+    if completed.returncode != 0:
+        raise SystemExit(f"{case.label} failed:\n{completed.stderr.strip()}")
+    return completed
+
+
+def p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[math.ceil(0.9 * len(ordered)) - 1]
+
+
+def summarise(label: str, seconds: list[float]) -> Summary:
+    millis = [value * 1000 for value in seconds]
+    return Summary(label, len(millis), statistics.median(millis), p90(millis), min(millis), max(millis))
+
+
+def import_offenders(case: Case, top: int) -> list[dict[str, Any]]:
+    """One `-X importtime` run: the costliest imports made by our modules (the handler module and
+    fault_responder.*), each with its cumulative time and the module of ours that imported it first."""
+    stderr = run_once(case, "-X", "importtime").stderr
+    rows: list[dict[str, Any]] = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = line.removeprefix("import time:").split("|")
+        # The name is indented two spaces per level of nesting, after one separating space.
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        rows.append({"module": name.strip(), "cumulative_ms": int(cumulative) / 1000, "depth": depth})
+    # importtime prints children before their parent; a module's importer is the next shallower line below it.
+    for index, row in enumerate(rows):
+        parent = next((later["module"] for later in rows[index + 1 :] if later["depth"] < row["depth"]), None)
+        row["imported_by"] = parent
+    ours = [row for row in rows if _is_ours(row["imported_by"], case.module)]
+    return sorted(ours, key=lambda row: row["cumulative_ms"], reverse=True)[:top]
+
+
+def _is_ours(module: str | None, handler_module: str) -> bool:
+    return module is not None and (module == handler_module or module.split(".")[0] == "fault_responder")
+
+
+def bytecode_files(build_dir: Path, function: str) -> int:
+    return sum(1 for _ in (build_dir / function).rglob("*.pyc")) + sum(
+        1 for _ in (build_dir / "CommonLayer").rglob("*.pyc")
+    )
+
+
+def render(summaries: list[Summary], ratios: dict[str, float]) -> str:
+    lines = ["| case | runs | median | p90 | min | max |", "|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        f"| {s.case} | {s.runs} | {s.median_ms:.0f} ms | {s.p90_ms:.0f} ms | {s.min_ms:.0f} ms | {s.max_ms:.0f} ms |"
+        for s in summaries
+    ]
+    lines += [f"{function}: median import / median bare boto3 = {ratio:.2f}x" for function, ratio in ratios.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", type=Path, default=ROOT / ".aws-sam" / "build-host")
+    parser.add_argument("--functions", nargs="+", default=list(DEFAULT_FUNCTIONS), metavar="LOGICAL_ID")
+    parser.add_argument("--runs", type=int, default=20, help="fresh processes per case (default %(default)s)")
+    parser.add_argument("--tracing", action="store_true", help="as deployed with Tracing=Active")
+    parser.add_argument("--importtime", action="store_true", help="also list the costliest imports")
+    parser.add_argument("--top", type=int, default=15, help="imports listed by --importtime")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+
+    template = load_built_template(args.build_dir)
+    runtime = build_runtime(template)
+    interpreter = find_runtime_interpreter(runtime)
+    pins = pinned_boto3(PINNED_REQUIREMENTS)
+    boto3_dir = ensure_runtime_boto3(ROOT / DEFAULT_BOTO3_DIR, pins, interpreter, runtime.removeprefix("python"))
+    pairs = [
+        function_cases(template, args.build_dir, name, interpreter, boto3_dir, tracing=args.tracing)
+        for name in args.functions
+    ]
+    functions = [module_case for module_case, _ in pairs]
+    bare = pairs[0][1]
+    cases = [*functions, bare]
+    tracing = "Tracing=Active" if args.tracing else "Tracing=Disabled"
+    print(f"{interpreter} ({runtime}), boto3 from {boto3_dir}; {tracing}; {args.runs} runs per case, interleaved")
+    for name in args.functions:
+        print(f"{name}: {bytecode_files(args.build_dir, name)} .pyc files in the function and its layer")
+
+    seconds: dict[str, list[float]] = {case.label: [] for case in cases}
+    for _ in range(args.runs):
+        for case in cases:
+            seconds[case.label].append(float(run_once(case).stdout.strip().splitlines()[-1]))
+    summaries = [summarise(case.label, seconds[case.label]) for case in cases]
+    by_label = {summary.case: summary for summary in summaries}
+    ratios = {case.function: by_label[case.label].median_ms / by_label[bare.label].median_ms for case in functions}
+    print(render(summaries, ratios))
+
+    offenders: dict[str, list[dict[str, Any]]] = {}
+    if args.importtime:
+        for module_case in functions:
+            offenders[module_case.function] = import_offenders(module_case, args.top)
+            print(f"\n{module_case.label}: costliest imports (cumulative, one run with -X importtime)")
+            for row in offenders[module_case.function]:
+                print(f"  {row['cumulative_ms']:8.1f} ms  {row['module']}  (imported by {row['imported_by']})")
+
+    if args.out:
+        report = {
+            "config": {**vars(args), "build_dir": str(args.build_dir), "out": str(args.out)},
+            "environment": {"python": runtime, "interpreter": str(interpreter), "machine": platform.machine()},
+            "summaries": [asdict(summary) for summary in summaries],
+            "ratios": ratios,
+            "seconds": seconds,
+            "importtime": offenders,
+            "method": __doc__,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

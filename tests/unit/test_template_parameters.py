@@ -1,0 +1,113 @@
+"""The stack's parameters as a deployer meets them: described, grouped and labelled, checked by pattern, and the
+samconfig environments deploying sensible values. Also: the incidents outlive the stack."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+from sandbox.template import TemplateError, load_template, parse_parameter_overrides, resolve_parameters
+from tests.conftest import ROOT
+
+TEMPLATE = load_template(ROOT / "template.yaml")
+INTERFACE = TEMPLATE.body["Metadata"]["AWS::CloudFormation::Interface"]
+SAMCONFIG = tomllib.loads((ROOT / "samconfig.toml").read_text(encoding="utf-8"))
+
+
+def _overrides(environment: str) -> dict[str, str]:
+    raw = SAMCONFIG[environment]["deploy"]["parameters"].get("parameter_overrides", "")
+    return parse_parameter_overrides(raw.split())
+
+
+def test_every_parameter_has_a_description() -> None:
+    undescribed = [name for name, spec in TEMPLATE.parameters.items() if not str(spec.get("Description", "")).strip()]
+
+    assert not undescribed, f"parameters without a Description: {undescribed}"
+
+
+def test_every_parameter_is_in_exactly_one_group_and_has_a_label() -> None:
+    # Given the parameters and the console's interface metadata
+    declared = set(TEMPLATE.parameters)
+    grouped = [name for group in INTERFACE["ParameterGroups"] for name in group["Parameters"]]
+    labels = INTERFACE["ParameterLabels"]
+
+    # When they are compared
+    missing = sorted(declared - set(grouped))
+    twice = sorted({name for name in grouped if grouped.count(name) > 1})
+    unknown = sorted(set(grouped) - declared)
+    unlabelled = sorted(name for name in declared if not str(labels.get(name, {}).get("default", "")).strip())
+    stale_labels = sorted(set(labels) - declared)
+
+    # Then a new parameter must be placed in a group and labelled, and nothing names a parameter that is gone
+    assert not missing, f"parameters in no ParameterGroup (add them to Metadata in template.yaml): {missing}"
+    assert not twice, f"parameters in more than one ParameterGroup: {twice}"
+    assert not unknown, f"ParameterGroups name undeclared parameters: {unknown}"
+    assert not unlabelled, f"parameters without a ParameterLabel: {unlabelled}"
+    assert not stale_labels, f"ParameterLabels for undeclared parameters: {stale_labels}"
+    assert all(str(group["Label"]["default"]).strip() for group in INTERFACE["ParameterGroups"])
+
+
+CLUSTER = "arn:aws:ecs:us-east-1:123456789012:cluster/gpu-inference"
+TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall-alarms"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ClusterArns", ""),
+        ("ClusterArns", CLUSTER),
+        ("ClusterArns", f"{CLUSTER},arn:aws-us-gov:ecs:us-gov-west-1:123456789012:cluster/train_2"),
+        ("AlarmTopicArn", ""),
+        ("AlarmTopicArn", TOPIC),
+        ("SlackSecretName", "team/gpu-fault-responder/slack"),
+        ("TrainingCapacityProviders", "p5-training,p4d_training"),
+        ("CheckpointBuckets", "my-training-checkpoints,ckpt.example"),
+    ],
+)
+def test_patterns_accept_well_formed_values(name: str, value: str) -> None:
+    resolve_parameters(TEMPLATE, {name: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ClusterArns", "gpu-inference"),  # a name, not an ARN
+        ("ClusterArns", f"{CLUSTER},gpu-training"),  # the pattern applies to each value of the list
+        ("ClusterArns", TOPIC),
+        ("AlarmTopicArn", "gpu-oncall-alarms"),
+        ("AlarmTopicArn", CLUSTER),
+        ("SlackSecretName", "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpu-fault-responder/slack-AbCdEf"),
+        ("TrainingCapacityProviders", "p5 training"),
+        ("CheckpointBuckets", "s3://my-training-checkpoints"),
+    ],
+)
+def test_patterns_reject_malformed_values(name: str, value: str) -> None:
+    with pytest.raises(TemplateError, match="does not match AllowedPattern"):
+        resolve_parameters(TEMPLATE, {name: value})
+
+
+def test_the_default_environment_deploys_at_info_level() -> None:
+    assert _overrides("default")["LogLevel"] == "INFO"
+    resolve_parameters(TEMPLATE, _overrides("default"))
+
+
+def test_prod_names_a_region_and_an_alarm_topic_that_must_be_replaced() -> None:
+    # Given the prod environment
+    prod = _overrides("prod")
+
+    # Then it deploys to a named Region at INFO level, and its alarm topic placeholder cannot be deployed as it
+    # is (CloudFormation rejects it by the same pattern), while everything else it sets is valid
+    assert SAMCONFIG["prod"]["global"]["parameters"]["region"]
+    assert prod["LogLevel"] == "INFO"
+    assert "REPLACE" in prod["AlarmTopicArn"]
+    with pytest.raises(TemplateError, match="AlarmTopicArn"):
+        resolve_parameters(TEMPLATE, prod)
+    resolve_parameters(TEMPLATE, {**prod, "AlarmTopicArn": TOPIC})
+
+
+def test_the_incidents_table_outlives_the_stack() -> None:
+    table: dict[str, Any] = TEMPLATE.resources["IncidentsTable"]
+
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
