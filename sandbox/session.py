@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +64,7 @@ class Sandbox:
         self._stack: Stack | None = None
         self._aws: AwsClients | None = None
         self._standins: StandIns | None = None
+        self._moto: _SandboxMotoServer | None = None
         self.moto_endpoint = ""
 
     def __enter__(self) -> Sandbox:
@@ -72,7 +74,9 @@ class Sandbox:
             port = _free_port()
             self.moto_endpoint = f"http://127.0.0.1:{port}"
             exit_stack.enter_context(patched_environ(_aws_environment(self.moto_endpoint, port, self.identity.region)))
-            exit_stack.callback(_start_moto(port).stop)
+            moto = _start_moto(port)
+            exit_stack.callback(moto.stop)
+            self._moto = moto
             _reset_moto(self.moto_endpoint)
             self._aws = AwsClients(self.moto_endpoint, self.identity.region)
             self._standins = exit_stack.enter_context(
@@ -102,6 +106,10 @@ class Sandbox:
     @property
     def standins(self) -> StandIns:
         return _started(self._standins)
+
+    def dynamodb_calls(self) -> list[tuple[float, float, str]]:
+        """Every DynamoDB request so far: (started, ended, operation), epoch seconds."""
+        return list(_started(self._moto).dynamodb.calls)
 
     def function_environment(self, spec: FunctionSpec) -> dict[str, str]:
         """What the function sees: its template variables plus moto and the stand-ins as endpoints."""
@@ -211,26 +219,36 @@ class _AtomicDynamoDB:
     def __init__(self, app: Any) -> None:
         self._app = app
         self._lock = threading.Lock()
+        self.calls: list[tuple[float, float, str]] = []
+        """(started, ended, operation) of every DynamoDB request, epoch seconds (benchmarks/first_page.py)."""
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if not target.startswith("DynamoDB_"):
             return self._app(environ, start_response)
         with self._lock:
-            return list(self._app(environ, start_response))
+            started = time.time()
+            answer = list(self._app(environ, start_response))
+            self.calls.append((started, time.time(), target.rpartition(".")[2]))
+            return answer
 
 
 class _SandboxMotoServer(ThreadedMotoServer):
+    def __init__(self, ip_address: str, port: int) -> None:
+        super().__init__(ip_address=ip_address, port=port, verbose=False)
+        self.dynamodb = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+
     def _server_entry(self) -> None:
-        app = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+        app = self.dynamodb
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
         self._server_ready_event.set()
         self._server.serve_forever()
 
 
-def _start_moto(port: int) -> ThreadedMotoServer:
+def _start_moto(port: int) -> _SandboxMotoServer:
     # werkzeug logs every request to stderr; the report is the record of what happened.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = _SandboxMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = _SandboxMotoServer(ip_address="127.0.0.1", port=port)
     with contextlib.redirect_stdout(io.StringIO()):
         server.start()
     return server
