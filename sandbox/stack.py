@@ -555,14 +555,16 @@ CREATORS: dict[str, ResourceCreator] = {
 
 @contextlib.contextmanager
 def layer_on_path(stack: Stack) -> Iterator[None]:
-    """The stack's layers importable, as while a function is loaded (the sandbox reads the table with the
-    layer's own code)."""
+    """The stack's layer code importable (the sandbox reads the table with the layer's own code).
+
+    Appended, not prepended: a layer built for the Lambda runtime carries third-party packages compiled
+    for that interpreter (pydantic_core for 3.13, say), and the host's own installed copies must win."""
     added = [
         str(layer.attributes["ImportDir"])
         for layer in stack.of_type("AWS::Serverless::LayerVersion")
         if str(layer.attributes.get("ImportDir")) not in sys.path
     ]
-    sys.path[:0] = added
+    sys.path.extend(added)
     try:
         yield
     finally:
