@@ -246,6 +246,9 @@ class StandIns:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # Stopping does not wait for open connections: the functions' HTTP clients keep theirs alive (HTTP/1.1,
+    # pooled), and a handler thread waits on such a connection for the next request until the client goes.
+    block_on_close = False
     stand_ins: StandIns
 
 

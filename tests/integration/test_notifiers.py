@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import logging
 import socket
+import ssl
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from fault_responder.adapters.http import DeliveryError, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
@@ -338,6 +348,160 @@ def test_a_server_that_never_answers_hits_the_read_timeout(sleep: SleepRecorder)
     assert (raised.value.reason, raised.value.retryable) == ("ReadTimeout", True)
     assert time.monotonic() - started < 2.0
     assert WEBHOOK_SECRET not in str(raised.value)
+
+
+class OneShotServer:
+    """A loopback socket server that answers each connection with `reply(request_bytes)` (or hangs up on
+    None), in a thread, and keeps what it read."""
+
+    def __init__(self, reply: Callable[[bytes], bytes | None], tls: ssl.SSLContext | None = None) -> None:
+        self._reply = reply
+        self._tls = tls
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen()
+        self._socket.settimeout(0.05)
+        self._stop = threading.Event()
+        self.received: list[bytes] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        return f"{'https' if self._tls else 'http'}://127.0.0.1:{self._socket.getsockname()[1]}"
+
+    def __enter__(self) -> OneShotServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._socket.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            with contextlib.suppress(OSError), connection:
+                stream = self._tls.wrap_socket(connection, server_side=True) if self._tls else connection
+                stream.settimeout(2)
+                request = _read_request(stream)
+                self.received.append(request)
+                answer = self._reply(request)
+                if answer is not None:
+                    stream.sendall(answer)
+
+
+def _read_request(stream: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = stream.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        0,
+    )
+    while len(body) < length:
+        chunk = stream.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_connection_dropped_after_a_post_is_an_unknown_outcome_and_not_posted_again(sleep: SleepRecorder) -> None:
+    # Given a Slack that reads the request and hangs up without answering
+    # When a message is posted
+    with OneShotServer(lambda request: None) as server, pytest.raises(DeliveryError) as raised:
+        SlackWebApi(DEFAULT_SLACK_TOKEN, base_url=server.origin, policy=FAST, sleep=sleep).post_message(
+            "#gpu-alerts", MESSAGE
+        )
+
+    # Then the post may have landed: it is not sent again here, and the caller is told to look before reposting
+    assert (raised.value.reason, raised.value.retryable, raised.value.unknown_outcome) == (
+        "ConnectionAborted",
+        True,
+        True,
+    )
+    assert len(server.received) == 1 and sleep.calls == []
+    assert DEFAULT_SLACK_TOKEN not in str(raised.value)
+
+
+def test_a_dropped_connection_is_retried_for_an_idempotent_pagerduty_event(sleep: SleepRecorder) -> None:
+    # Given a PagerDuty endpoint that hangs up on every request
+    # When an event (deduplicated by PagerDuty, so safe to send again) is sent
+    with OneShotServer(lambda request: None) as server, pytest.raises(DeliveryError) as raised:
+        PagerDutyEvents(f"{server.origin}/v2/enqueue", policy=FAST, sleep=sleep).send(
+            render_resolve(an_incident().dedup_key, SANDBOX_ROUTING_KEY)
+        )
+
+    # Then every attempt was made, and the error stays retryable for the queue
+    assert (raised.value.reason, raised.value.retryable) == ("ConnectionAborted", True)
+    assert len(server.received) == FAST.max_attempts
+
+
+def test_a_redirect_is_not_followed(sleep: SleepRecorder) -> None:
+    # Given an endpoint that redirects elsewhere
+    with OneShotServer(lambda request: None) as elsewhere:
+        moved = (
+            f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {elsewhere.origin}/v2/enqueue\r\nContent-Length: 0\r\n\r\n"
+        )
+        # When an event is sent
+        with OneShotServer(lambda request: moved.encode()) as server, pytest.raises(DeliveryError) as raised:
+            PagerDutyEvents(f"{server.origin}/v2/enqueue", policy=FAST, sleep=sleep).send(
+                render_resolve(an_incident().dedup_key, SANDBOX_ROUTING_KEY)
+            )
+
+        # Then the payload (and its routing key) went nowhere we did not choose, and the error is permanent
+        assert (raised.value.status, raised.value.retryable) == (307, False)
+        assert elsewhere.received == [] and len(server.received) == 1
+
+
+def test_a_certificate_that_is_not_trusted_is_refused_before_anything_is_sent(
+    tmp_path: Path, sleep: SleepRecorder
+) -> None:
+    # Given an HTTPS endpoint whose certificate no public CA signed
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(*self_signed_certificate(tmp_path))
+    accepted = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+    # When an event is sent to it
+    with OneShotServer(lambda request: accepted, tls=tls) as server, pytest.raises(DeliveryError) as raised:
+        PagerDutyEvents(f"{server.origin}/v2/enqueue", policy=FAST, sleep=sleep).send(
+            render_resolve(an_incident().dedup_key, SANDBOX_ROUTING_KEY)
+        )
+
+    # Then the handshake failed on the certificate and the routing key never left this process
+    assert (raised.value.status, raised.value.reason) == (None, "SSLError")
+    assert all(SANDBOX_ROUTING_KEY.encode() not in request for request in server.received)
+
+
+def self_signed_certificate(directory: Path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 signed by its own key: (certificate file, key file)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    certificate_file, key_file = directory / "cert.pem", directory / "key.pem"
+    certificate_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return str(certificate_file), str(key_file)
 
 
 # --- Recording ---------------------------------------------------------------------------------

@@ -66,7 +66,12 @@ class Server:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.signal_group(signal.SIGTERM)
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.signal_group(signal.SIGKILL)
+            self.process.wait(timeout=30)
+            raise AssertionError(f"the stand-ins did not stop on SIGTERM; output: {self.seen}") from None
 
 
 def free_port() -> int:

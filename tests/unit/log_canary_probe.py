@@ -14,9 +14,11 @@ run without them is what shows that the filters are what keeps the canaries out.
 
 The secrets live in Secrets Manager (moto, in process) and are read the way the functions read them,
 `parameters.get_secret(name, transform="json")`. The bot token then goes out in an Authorization header,
-the routing key in a JSON body, and a POST goes to the webhook's path, all to a loopback HTTP server. All
-of it runs traced, botocore and requests patched by the X-Ray SDK as the functions' Tracer does, so the
-segments the SDK emits (to a daemon address on loopback) are logged too.
+the routing key in a JSON body, and a POST goes to the webhook's path, all to a loopback HTTP server. The
+requests go through urllib3, the functions' HTTP client. All of it runs traced: botocore patched by the X-Ray
+SDK as the functions' Tracer does, and each loopback request in a subsegment that records its URL, as the
+SDK's `requests` patch would (urllib3 2 bypasses its httplib patch), so the segments the SDK emits (to a
+daemon address on loopback) carry every URL and are logged too.
 Everything logged goes to stderr; the last line on stdout says what the probe verified. The exit code is
 non-zero if a secret did not read back or a request did not arrive, so a broken run cannot look clean.
 """
@@ -35,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
-import requests
+import urllib3
 from aws_lambda_powertools.utilities import parameters
 from aws_xray_sdk import global_sdk_config
 from aws_xray_sdk.core import patch, xray_recorder
@@ -106,6 +108,16 @@ def configure_debug_logging() -> None:
             logger.disabled = False
 
 
+def _traced_post(
+    pool: urllib3.PoolManager, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> None:
+    with xray_recorder.in_subsegment("remote") as subsegment:
+        subsegment.put_http_meta("url", url)
+        subsegment.put_http_meta("method", "POST")
+        response = pool.request("POST", url, json=body, headers=headers)
+        subsegment.put_http_meta("status", response.status)
+
+
 def main(mode: str) -> int:
     if mode not in MODES:
         print(f"mode must be one of {', '.join(MODES)}", file=sys.stderr)
@@ -135,7 +147,7 @@ def main(mode: str) -> int:
         # nothing listens on the daemon's loopback port.
         global_sdk_config.set_sdk_enabled(True)
         xray_recorder.configure(sampling=False, context_missing="LOG_ERROR", daemon_address="127.0.0.1:2000")
-        patch(["botocore", "requests"])
+        patch(["botocore"])
         xray_recorder.begin_segment("log-canary-probe")
         slack = parameters.get_secret(SLACK_SECRET, transform="json")
         pagerduty = parameters.get_secret(PAGERDUTY_SECRET, transform="json")
@@ -145,15 +157,14 @@ def main(mode: str) -> int:
             print("probe: the secrets did not read back as stored")
             return 3
 
-    with loopback_server() as server, requests.Session() as session:
+    with loopback_server() as server, urllib3.PoolManager() as pool:
         origin = f"http://127.0.0.1:{server.server_address[1]}"
         token = slack["bot_token"]
-        session.post(
-            f"{origin}/api/chat.postMessage", json={"text": "hi"}, headers={"Authorization": f"Bearer {token}"}
-        )
-        session.post(origin + slack["webhook_urls"]["ops"].removeprefix("https://hooks.slack.com"), json={"text": "hi"})
+        _traced_post(pool, f"{origin}/api/chat.postMessage", {"text": "hi"}, {"Authorization": f"Bearer {token}"})
+        webhook_path = slack["webhook_urls"]["ops"].removeprefix("https://hooks.slack.com")
+        _traced_post(pool, origin + webhook_path, {"text": "hi"})
         key = pagerduty["routing_keys"]["gpu"]
-        session.post(f"{origin}/v2/enqueue", json={"routing_key": key, "event_action": "trigger"})
+        _traced_post(pool, f"{origin}/v2/enqueue", {"routing_key": key, "event_action": "trigger"})
         received = list(server.received)
     xray_recorder.end_segment()
 

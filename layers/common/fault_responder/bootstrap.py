@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder import lifecycle
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
+from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.http import Budget, RetryPolicy
-from fault_responder.adapters.notifiers import PAGERDUTY_EVENTS_URL, SLACK_API_URL, SecretChannels
+from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.delivery import Courier
 from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.models.events import UnsupportedEventError

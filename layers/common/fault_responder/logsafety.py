@@ -25,7 +25,7 @@ through. What each logger gets follows from what it logs (botocore 1.44, urllib3
 - `aws_xray_sdk.core.emitters.udp_emitter`: DEBUG records (each one a serialized segment) are dropped.
 
 Read and left alone, because they log no secret: the other botocore loggers (hooks, credentials,
-retries, loaders, regions, utils), `requests` (logs nothing), and
+retries, loaders, regions, utils), and
 `aws_lambda_powertools.utilities.parameters` (logs a secret's name, never its value, and only when
 setting one).
 """

@@ -27,8 +27,9 @@ def tracing_enabled(environ: Mapping[str, str]) -> bool:
 
 
 TRACED_MODULES = ("boto3", "botocore")
-"""Not `requests`: the X-Ray SDK records each request's URL in the trace, and a Slack webhook's path is its
-secret. Slack and PagerDuty calls show as time inside the handler's segment instead."""
+"""Not `httplib` (under urllib3, which sends the pages): the X-Ray SDK records each request's URL in the
+trace, and a Slack webhook's path is its secret. Slack and PagerDuty calls show as time inside the handler's
+segment instead."""
 
 
 def make_tracer(service: str, environ: Mapping[str, str]) -> Tracer:

@@ -11,14 +11,19 @@ out in this invocation) caps each timeout and each backoff, refuses a call that 
 fails fast a service that already kept a call waiting for its whole read timeout, so a slow Slack costs one
 timeout per invocation, not one per record, and never holds back PagerDuty.
 
-A read timeout leaves the outcome unknown (the request may have been acted on): a call that is not
-idempotent (a Slack post) is then not retried here; the error says `unknown_outcome` and the caller looks
-for the message before posting it again.
+A read timeout, or a connection dropped after the request went out, leaves the outcome unknown (the
+request may have been acted on): a call that is not idempotent (a Slack post) is then not retried here;
+the error says `unknown_outcome` and the caller looks for the message before posting it again.
+
+The transport is urllib3, which botocore has already imported by the time a page goes out (requests
+would add its own import, about 16 ms of every cold start, for nothing we use).
 
 Webhook URLs, tokens and routing keys are secrets: nothing here logs a URL, a header or a payload,
-`requests` exception messages (which quote the URL) are reduced to their class name, and urllib3's
-DEBUG request lines are dropped. A Retry-After longer than the policy allows is not shortened: the
-delivery fails as retryable at once, and the queue's redelivery does the waiting.
+transport errors (whose messages quote the URL) are reduced to a fixed name (ConnectionError,
+ConnectTimeout, ReadTimeout, ConnectionAborted, ...), and urllib3's DEBUG request lines are dropped.
+
+A Retry-After longer than the policy allows is not shortened: the delivery fails as retryable at once, and
+the queue's redelivery does the waiting.
 """
 
 from __future__ import annotations
@@ -28,25 +33,30 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlencode
 
-import requests
+import certifi
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ProtocolError,
+    ProxyError,
+    ReadTimeoutError,
+    SSLError,
+)
 
 # urllib3's log lines carry URL paths, and a webhook's path is its secret: logsafety redacts them.
 from fault_responder import logsafety  # noqa: F401 - imported for its log filters
 
 log = logging.getLogger(__name__)
 
-FailureCheck = Callable[[requests.Response], tuple[bool, bool, str]]
-"""Classifies a 2xx response: (failed, retryable, reason)."""
-
-# Network failures: retried. A read timeout (or a response cut short) means the request may have been acted on.
-_TRANSIENT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
-_UNKNOWN_OUTCOME_ERRORS = (requests.ReadTimeout, requests.exceptions.ChunkedEncodingError)
 _MAX_REASON = 200
 _MIN_CALL_SECONDS = 0.5
 """Less time than this left for a call: it is not made."""
@@ -93,6 +103,91 @@ class RetryPolicy:
 DEFAULT_RETRY_POLICY = RetryPolicy()
 
 
+@dataclass(frozen=True)
+class HttpResponse:
+    """An answer, read in full."""
+
+    status_code: int
+    reason: str
+    headers: Mapping[str, str]
+    """Case-insensitive (urllib3's HTTPHeaderDict)."""
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body as JSON; ValueError when it is not JSON."""
+        return json.loads(self.content)
+
+
+class _TransportError(Exception):
+    """A request that got no answer, under a name that quotes nothing (urllib3's messages quote the URL)."""
+
+    def __init__(self, name: str, *, retryable: bool, unknown_outcome: bool = False, timed_out: bool = False) -> None:
+        super().__init__(name)
+        self.name = name
+        self.retryable = retryable
+        self.unknown_outcome = unknown_outcome
+        """The request may have reached the server and been acted on."""
+        self.timed_out = timed_out
+        """The call waited for its whole read timeout."""
+
+
+class HttpSession:
+    """A connection pool for POSTs: certificates verified (certifi's bundle), no redirects, no hidden retries.
+
+    Thread-safe (urllib3's PoolManager is); the notifiers still keep one per thread, so that parallel deliveries
+    do not queue for one pooled connection.
+    """
+
+    def __init__(self) -> None:
+        self._pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=certifi.where())
+
+    def post(self, url: str, *, body: bytes, headers: Mapping[str, str], timeout: tuple[float, float]) -> HttpResponse:
+        try:
+            response = self._pool.request(
+                "POST",
+                url,
+                body=body,
+                headers=dict(headers),
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+                # Retries are send_json's, under its budget; a redirect would re-send the payload (and its
+                # credentials) somewhere we did not choose.
+                retries=False,
+                redirect=False,
+                preload_content=True,
+            )
+        except HTTPError as exc:
+            raise _transport_error(exc) from None
+        return HttpResponse(response.status, response.reason or "", response.headers, response.data or b"")
+
+    def close(self) -> None:
+        self._pool.clear()
+
+
+def _transport_error(exc: HTTPError) -> _TransportError:
+    # Order matters: NewConnectionError is a ConnectTimeoutError, and both are raised before anything was sent.
+    if isinstance(exc, NewConnectionError):
+        return _TransportError("ConnectionError", retryable=True)
+    if isinstance(exc, ConnectTimeoutError):
+        return _TransportError("ConnectTimeout", retryable=True)
+    if isinstance(exc, ReadTimeoutError):
+        return _TransportError("ReadTimeout", retryable=True, unknown_outcome=True, timed_out=True)
+    if isinstance(exc, ProtocolError):
+        # The connection dropped after the request went out, or the answer was cut short.
+        return _TransportError("ConnectionAborted", retryable=True, unknown_outcome=True)
+    if isinstance(exc, (SSLError, ProxyError)):
+        return _TransportError(type(exc).__name__, retryable=True)
+    # A URL that cannot be parsed or reached as given (LocationParseError, ...): sending it again will not help.
+    return _TransportError(type(exc).__name__, retryable=False)
+
+
+FailureCheck = Callable[[HttpResponse], tuple[bool, bool, str]]
+"""Classifies a 2xx response: (failed, retryable, reason)."""
+
+
 class Budget:
     """The time an invocation has left for calls, and the services that already timed out in it.
 
@@ -128,7 +223,7 @@ class Budget:
 
 
 def send_json(
-    session: requests.Session,
+    session: HttpSession,
     url: str,
     payload: dict[str, Any],
     *,
@@ -140,7 +235,7 @@ def send_json(
     budget: Budget | None = None,
     idempotent: bool = True,
     form: bool = False,
-) -> requests.Response:
+) -> HttpResponse:
     """POST `payload` (JSON, or form-encoded when `form`) and return the accepted response, or raise
     `DeliveryError`."""
     budget = budget or Budget.unlimited()
@@ -162,15 +257,13 @@ def send_json(
             is_failure=is_failure,
             form=form,
         )
-        if isinstance(outcome, requests.Response):
+        if isinstance(outcome, HttpResponse):
             return outcome
-        # Raised here, away from the `except` that caught a requests error, so that error (whose
-        # message quotes the URL) is not chained into the traceback.
         error = outcome.error
-        if error.unknown_outcome:
+        if outcome.timed_out:
             budget.note_timeout(service)
-            if not idempotent:
-                raise error
+        if error.unknown_outcome and not idempotent:
+            raise error
         if not error.retryable or attempt >= policy.max_attempts:
             raise error
         if outcome.retry_after is not None and outcome.retry_after > policy.max_retry_after:
@@ -196,10 +289,11 @@ def send_json(
 class _Failed:
     error: DeliveryError
     retry_after: float | None = None
+    timed_out: bool = False
 
 
 def _post_once(
-    session: requests.Session,
+    session: HttpSession,
     url: str,
     payload: dict[str, Any],
     *,
@@ -208,30 +302,26 @@ def _post_once(
     service: str,
     is_failure: FailureCheck | None,
     form: bool,
-) -> requests.Response | _Failed:
-    body: dict[str, Any] = {"data": payload} if form else {"json": payload}
+) -> HttpResponse | _Failed:
+    sent_headers = dict(headers or {})
+    if form:
+        body = urlencode(payload).encode()
+        sent_headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
+    else:
+        body = json.dumps(payload, allow_nan=False).encode()
+        sent_headers.setdefault("Content-Type", "application/json")
     try:
-        response = session.post(
-            url,
-            headers=headers,
-            timeout=timeout,
-            # A redirect would re-send the payload (and its credentials) somewhere we did not choose.
-            allow_redirects=False,
-            **body,
-        )
-    except _UNKNOWN_OUTCOME_ERRORS as exc:
-        return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=True, unknown_outcome=True))
-    except _TRANSIENT_ERRORS as exc:
-        return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=True))
-    except requests.RequestException as exc:
-        return _Failed(DeliveryError(service, None, type(exc).__name__, retryable=False))
+        response = session.post(url, body=body, headers=sent_headers, timeout=timeout)
+    except _TransportError as exc:
+        error = DeliveryError(service, None, exc.name, exc.retryable, unknown_outcome=exc.unknown_outcome)
+        return _Failed(error, timed_out=exc.timed_out)
     failure = _judge(response, service, is_failure)
     if failure is None:
         return response
     return _Failed(failure, _retry_after_seconds(response.headers.get("Retry-After")))
 
 
-def json_object(response: requests.Response) -> dict[str, Any] | None:
+def json_object(response: HttpResponse) -> dict[str, Any] | None:
     """The response body as a JSON object, or None when it is not one."""
     try:
         body = response.json()
@@ -240,7 +330,7 @@ def json_object(response: requests.Response) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def _judge(response: requests.Response, service: str, is_failure: FailureCheck | None) -> DeliveryError | None:
+def _judge(response: HttpResponse, service: str, is_failure: FailureCheck | None) -> DeliveryError | None:
     status = response.status_code
     if 200 <= status < 300:
         if is_failure is None:
@@ -251,7 +341,7 @@ def _judge(response: requests.Response, service: str, is_failure: FailureCheck |
     return DeliveryError(service, status, _reason(response), retryable)
 
 
-def _reason(response: requests.Response) -> str:
+def _reason(response: HttpResponse) -> str:
     """A short cause from an error body: Slack's `error`, PagerDuty's message and errors, or the text."""
     body = json_object(response)
     if body is not None and isinstance(body.get("error"), str):

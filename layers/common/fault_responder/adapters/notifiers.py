@@ -12,15 +12,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import requests
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from fault_responder.adapters.http import Budget, DeliveryError, RetryPolicy
+from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
+from fault_responder.adapters.http import Budget, DeliveryError, HttpSession, RetryPolicy
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
 
-SLACK_API_URL = "https://slack.com/api"
-PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 _ROUTING_KEY = re.compile(r"^[A-Za-z0-9]{32}$")
 
 
@@ -110,11 +108,11 @@ class SecretChannels:
         return _parse(PagerDutySecret, value, service)
 
     @property
-    def _session(self) -> requests.Session:
+    def _session(self) -> HttpSession:
         """One HTTP session per thread: channels are delivered to in parallel."""
-        session: requests.Session | None = getattr(self._local, "session", None)
+        session: HttpSession | None = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = requests.Session()
+            session = self._local.session = HttpSession()
         return session
 
     def slack_api(self) -> SlackWebApi:

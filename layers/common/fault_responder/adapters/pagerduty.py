@@ -11,19 +11,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import requests
-
+from fault_responder.adapters.endpoints import PAGERDUTY_CHANGE_EVENTS_URL, PAGERDUTY_EVENTS_URL
 from fault_responder.adapters.http import (
     DEFAULT_RETRY_POLICY,
     Budget,
     DeliveryError,
+    HttpResponse,
+    HttpSession,
     RetryPolicy,
     json_object,
     send_json,
 )
 
 SERVICE = "pagerduty"
-EVENTS_V2_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class _PagerDutyEndpoint:
@@ -32,18 +32,18 @@ class _PagerDutyEndpoint:
     def __init__(
         self,
         url: str,
-        session: requests.Session | None = None,
+        session: HttpSession | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         budget: Budget | None = None,
     ) -> None:
         self._url = url
-        self._session = session or requests.Session()
+        self._session = session or HttpSession()
         self._policy = policy
         self._sleep = sleep
         self._budget = budget
 
-    def _post(self, event: dict[str, Any]) -> requests.Response:
+    def _post(self, event: dict[str, Any]) -> HttpResponse:
         return send_json(
             self._session,
             self._url,
@@ -61,8 +61,8 @@ class PagerDutyEvents(_PagerDutyEndpoint):
 
     def __init__(
         self,
-        url: str = EVENTS_V2_URL,
-        session: requests.Session | None = None,
+        url: str = PAGERDUTY_EVENTS_URL,
+        session: HttpSession | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         budget: Budget | None = None,
@@ -78,14 +78,11 @@ class PagerDutyEvents(_PagerDutyEndpoint):
         return dedup_key
 
 
-def _event_failure(response: requests.Response) -> tuple[bool, bool, str]:
+def _event_failure(response: HttpResponse) -> tuple[bool, bool, str]:
     body = json_object(response)
     if body is None or body.get("status") != "success":
         return True, False, "invalid_response"
     return False, False, ""
-
-
-CHANGE_EVENTS_URL = "https://events.pagerduty.com/v2/change/enqueue"
 
 
 class PagerDutyChangeEvents(_PagerDutyEndpoint):
@@ -96,8 +93,8 @@ class PagerDutyChangeEvents(_PagerDutyEndpoint):
 
     def __init__(
         self,
-        url: str = CHANGE_EVENTS_URL,
-        session: requests.Session | None = None,
+        url: str = PAGERDUTY_CHANGE_EVENTS_URL,
+        session: HttpSession | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         budget: Budget | None = None,

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import requests
-
+from fault_responder.adapters.endpoints import SLACK_API_URL
 from fault_responder.adapters.http import (
     DEFAULT_RETRY_POLICY,
     Budget,
     DeliveryError,
+    HttpResponse,
+    HttpSession,
     RetryPolicy,
     json_object,
     send_json,
@@ -34,7 +35,6 @@ from fault_responder.render.slack import SlackMessage
 log = logging.getLogger(__name__)
 
 SERVICE = "slack"
-SLACK_API_URL = "https://slack.com/api"
 
 # Slack's transient `ok: false` codes; any other code (channel_not_found, invalid_auth,
 # invalid_blocks, ...) fails the same way however often it is retried.
@@ -59,7 +59,7 @@ class SlackWebApi:
         self,
         token: str,
         base_url: str = SLACK_API_URL,
-        session: requests.Session | None = None,
+        session: HttpSession | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         *,
         sleep: Callable[[float], None] = time.sleep,
@@ -68,7 +68,7 @@ class SlackWebApi:
     ) -> None:
         self._token = token
         self._base_url = base_url.rstrip("/")
-        self._session = session or requests.Session()
+        self._session = session or HttpSession()
         self._policy = policy
         self._sleep = sleep
         self._budget = budget
@@ -204,13 +204,13 @@ class SlackWebhook:
     def __init__(
         self,
         url: str,
-        session: requests.Session | None = None,
+        session: HttpSession | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         budget: Budget | None = None,
     ) -> None:
         self._url = url
-        self._session = session or requests.Session()
+        self._session = session or HttpSession()
         self._policy = policy
         self._sleep = sleep
         self._budget = budget
@@ -232,7 +232,7 @@ class SlackWebhook:
         )
 
 
-def _web_api_failure(response: requests.Response) -> tuple[bool, bool, str]:
+def _web_api_failure(response: HttpResponse) -> tuple[bool, bool, str]:
     body = json_object(response)
     if body is None:
         return True, False, "invalid_response"
@@ -243,7 +243,7 @@ def _web_api_failure(response: requests.Response) -> tuple[bool, bool, str]:
     return True, code in RETRYABLE_ERRORS, code
 
 
-def _webhook_failure(response: requests.Response) -> tuple[bool, bool, str]:
+def _webhook_failure(response: HttpResponse) -> tuple[bool, bool, str]:
     # Classic webhooks answer plain "ok"; a JSON body with `ok: false` is the Web API's error shape
     # (Workflow Builder triggers and proxies use it) and must not pass for success.
     body = json_object(response)
