@@ -107,7 +107,8 @@ def test_the_runtime_loads_the_shipped_bytecode_and_compiles_nothing(
     ours = [path for path in loaded if path.startswith(str(deployed))]
     compiled = [path for path in ours if path.endswith(".py")]
     assert not compiled, f"compiled at import: {compiled[:10]}"
-    assert len([path for path in ours if path.endswith(".pyc")]) > 200
+    # (and the check above is not vacuous: the handler loaded well over a hundred of the build's modules)
+    assert len([path for path in ours if path.endswith(".pyc")]) > 100
     assert any(path.startswith(f"{code}/__pycache__/app.") for path in ours)
 
 

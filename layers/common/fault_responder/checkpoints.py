@@ -127,8 +127,9 @@ def _relative_file_path(path: str) -> str:
     return path
 
 
+# defer_build: built on first use, by the step that reads checkpoints, not by every task function's import.
 class ManifestFile(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     path: Annotated[str, Field(min_length=1, max_length=_MAX_KEY_BYTES), AfterValidator(_relative_file_path)]
     """Relative to the checkpoint folder, "/"-separated."""
@@ -140,7 +141,7 @@ class ManifestFile(BaseModel):
 class CheckpointManifest(BaseModel):
     """`_COMPLETE`: written last, after every file it lists. Unknown fields are kept, not rejected."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     format: Literal["fault-responder-checkpoint/1"]
     step: Annotated[StrictInt, Field(ge=0)]
@@ -174,7 +175,7 @@ class SkipReason(StrEnum):
 
 
 class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class Checkpoint(_Result):

@@ -14,7 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from fault_responder.domain import Alert, EventKind, Incident, Severity
@@ -176,4 +175,8 @@ def load_routing(name_or_path: str) -> RoutingConfig:
         if not packaged.is_file():
             raise FileNotFoundError(f"no packaged routing file named {name_or_path!r}")
         text = packaged.read_text(encoding="utf-8")
+    # PyYAML is imported by the functions that load a routing file, when they load it: the resume steps
+    # that never page do not pay for it.
+    import yaml  # noqa: PLC0415
+
     return RoutingConfig.model_validate(yaml.safe_load(text))

@@ -41,8 +41,11 @@ NonEmptyStr = Annotated[str, Field(min_length=1)]
 Arn = Annotated[str, Field(min_length=20, pattern=r"^arn:aws[a-z-]*:ecs:")]
 
 
+# defer_build: each model's validator is built when it first validates, not at import. A function that
+# only ever sees health events (the resume workflow) never builds the others, and every cold start of the
+# AlertRouter builds only the models of the event types it is given.
 class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 class HealthCheck(_Tolerant):
@@ -103,7 +106,7 @@ class TaskStateDetail(_Tolerant):
 
 
 class _EcsEvent(EventBridgeModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
     source: Literal["aws.ecs"]
     time: UtcDatetime
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import boto3
 import botocore
@@ -21,19 +21,18 @@ from botocore.client import BaseClient
 from botocore.config import Config
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from fault_responder import lifecycle
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.ecs import EcsAdapter
-from fault_responder.adapters.http import RetryPolicy
-from fault_responder.adapters.notifiers import PAGERDUTY_EVENTS_URL, SLACK_API_URL, SecretChannels
-from fault_responder.adapters.pagerduty import PagerDutyChangeEvents
+from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
 from fault_responder.observability import count
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
-from fault_responder.resume.notify import ResumeNotifier
 from fault_responder.resume.steps import ResumeSteps
-from fault_responder.routing import Router, load_routing
+
+if TYPE_CHECKING:
+    from fault_responder.resume.notify import ResumeNotifier
+
 
 SECRET_CACHE_SECONDS = 300
 # Throttling on a busy cluster is retried by botocore, with backoff, before a step fails.
@@ -115,6 +114,15 @@ def _incident_store() -> DynamoDBInstanceStore:
 
 @cache
 def _notifier() -> ResumeNotifier:
+    # Imported here: only the steps that page need the HTTP clients, the routing file and the renderers,
+    # and every other task function's cold start would pay for them.
+    from fault_responder import lifecycle  # noqa: PLC0415
+    from fault_responder.adapters.http import RetryPolicy  # noqa: PLC0415
+    from fault_responder.adapters.notifiers import SecretChannels  # noqa: PLC0415
+    from fault_responder.adapters.pagerduty import PagerDutyChangeEvents  # noqa: PLC0415
+    from fault_responder.resume.notify import ResumeNotifier  # noqa: PLC0415
+    from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+
     current = settings()
     policy = RetryPolicy(max_attempts=current.http_max_attempts)
     channels = SecretChannels(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -69,6 +70,15 @@ class Notice(_Payload):
         if self.job_id:
             return self.job_id
         return "mass-fault" if self.kind == NoticeKind.MASS_FAULT else "workflow"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """Where a notice went."""
+
+    receivers: tuple[str, ...]
+    threaded: bool
+    """False when the notice went out as standalone messages (no incident thread to reply in)."""
 
 
 class NoticeRequest(_Payload):

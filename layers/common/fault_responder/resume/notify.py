@@ -25,7 +25,7 @@ from fault_responder.domain import Incident
 from fault_responder.record import NoticeFact
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
 from fault_responder.resume.fault import Fault
-from fault_responder.resume.notices import Notice, PagerDutyAction, pagerduty_dedup_key
+from fault_responder.resume.notices import Delivered, Notice, PagerDutyAction, pagerduty_dedup_key
 from fault_responder.routing import Receiver, RouteContext, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore
 from fault_responder.timefmt import iso_utc
@@ -64,13 +64,6 @@ class NotificationFailedError(Exception):
         self.failures = failures
         summary = "; ".join(f"{f.receiver} ({f.channel}): {f.error}" for f in failures)
         super().__init__(f"{len(failures)} delivery failure(s): {summary}")
-
-
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    receivers: tuple[str, ...]
-    threaded: bool
-    """False when the notice went out as standalone messages (no incident thread to reply in)."""
 
 
 class ResumeNotifier:

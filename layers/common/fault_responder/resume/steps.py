@@ -52,8 +52,7 @@ from fault_responder.resume.jobs import (
     tasks_digest,
     untouched_summary,
 )
-from fault_responder.resume.notices import Notice, NoticeRequest, build_notice
-from fault_responder.resume.notify import Delivered
+from fault_responder.resume.notices import Delivered, Notice, NoticeRequest, build_notice
 from fault_responder.resume.relaunch import (
     Launch,
     LaunchState,
