@@ -26,7 +26,8 @@ from fault_responder.resume.watch import StopRequest, TaskWatch
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Built on first use: each task function parses one of these, and builds only its own validator.
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class ClaimInput(_Input):

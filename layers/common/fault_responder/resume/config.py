@@ -19,7 +19,8 @@ EVIDENCE_ITEMS = 10
 
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Built on first use: each task function validates a few of these, and builds only their validators.
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class Mode(StrEnum):
