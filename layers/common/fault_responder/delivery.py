@@ -119,7 +119,14 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
             if sent.alert == "trigger":
                 resolves.append(Step(StepKind.RESOLVE, subject, incident=sent.incident))
             continue
-        if sent.alert == "trigger" and paged is not current and paged is not None and name in paged.receivers:
+        merged = paged is not None and paged.merged_into == current.id
+        if (
+            sent.alert == "trigger"
+            and paged is not current
+            and paged is not None
+            and name in paged.receivers
+            and not merged
+        ):
             # The alert was for an earlier fault of the check that is over: it is resolved, and the new fault
             # is a new alert. (If that fault no longer pages here, a late event showed that what paged belongs
             # to the open one: the open alert carries on with it.)

@@ -174,6 +174,16 @@ class Incident:
     timeline: list[TimelineEntry] = field(default_factory=list)
     opened_count: int = 1
     """This is the n-th episode of its check on this instance that the record still holds."""
+    relapses: int = 0
+    """Times the check went OK and relapsed within the hold-down: more than zero is a flapping incident."""
+    resolves_at: datetime | None = None
+    """The check is OK again: the incident resolves at this time unless it relapses first (the hold-down)."""
+    merged_into: str | None = None
+    """Closed because a relapse learned late made it part of that (earlier) incident."""
+
+    @property
+    def flapping(self) -> bool:
+        return self.relapses > 0
 
     @property
     def is_open(self) -> bool:

@@ -80,6 +80,9 @@ Route = Callable[[RouteContext], RouteDecision]
 class Settings:
     drain_window: timedelta = timedelta(minutes=60)
     """A drain this soon after a fault ended is still attributed to it."""
+    hold_down: timedelta = timedelta(0)
+    """Flap damping: a check must stay OK this long before its incident resolves; a relapse within it
+    continues the same incident (marked flapping). Zero: an OK resolves at once."""
 
 
 def fingerprint(instance: InstanceRef, check_type: str) -> str:
@@ -195,6 +198,15 @@ class _Episode:
     closed_at: datetime | None = None
     close: HealthFact | None = None
     close_reason: str | None = None
+    relapsed: list[HealthFact] = field(default_factory=list)
+    """OKs the check did not hold (a non-OK came within the hold-down): the incident flapped."""
+    recovering: HealthFact | None = None
+    """An OK still inside its hold-down: the incident resolves at `resolves_at` unless the check relapses."""
+    resolves_at: datetime | None = None
+
+    @property
+    def flapping(self) -> bool:
+        return bool(self.relapsed)
 
     @property
     def opened_at(self) -> datetime:
@@ -212,32 +224,63 @@ class _Episode:
         return self.opened_at <= moment and (self.closed_at is None or moment < self.closed_at)
 
 
-def episodes(check_type: str, facts: Iterable[HealthFact], gone: StatusFact | None) -> list[_Episode]:
-    """A check's transitions cut into episodes; an instance that left the cluster closes what is still open."""
+def episodes(
+    check_type: str,
+    facts: Iterable[HealthFact],
+    gone: StatusFact | None,
+    hold_down: timedelta = timedelta(0),
+    now: datetime | None = None,
+) -> list[_Episode]:
+    """A check's transitions cut into episodes; an instance that left the cluster closes what is still open.
+
+    An OK ends the episode once the check has held OK for `hold_down` (as of `now`; None: long after every
+    fact); a non-OK report within the hold-down is a relapse of the same episode, not a new one.
+    """
     found: list[_Episode] = []
     current: _Episode | None = None
     for fact in sorted(facts, key=lambda f: (f.at, f.status == "OK")):
         if fact.status == "OK":
-            if current is not None:
-                current.closed_at, current.close = fact.at, fact
-                current.close_reason = f"{check_type} health check OK"
-                found.append(current)
-                current = None
+            if current is not None and current.recovering is None:
+                current.recovering = fact
         elif current is None:
             current = _Episode(check_type, [fact])
-        else:
+        elif current.recovering is None:
             current.reports.append(fact)
+        elif fact.at - current.recovering.at < hold_down:
+            current.relapsed.append(current.recovering)
+            current.recovering = None
+            current.reports.append(fact)
+        else:
+            found.append(_closed(current, current.recovering))
+            current = _Episode(check_type, [fact])
     if current is not None:
-        found.append(current)
+        ok = current.recovering
+        if ok is not None and (now is None or not hold_down or now - ok.at >= hold_down):
+            found.append(_closed(current, ok))
+        else:
+            if ok is not None:
+                current.resolves_at = ok.at + hold_down
+            found.append(current)
     if gone is not None:
         for episode in found:
-            if episode.is_open:
+            if episode.is_open and episode.recovering is not None and episode.recovering.at <= gone.at:
+                _closed(episode, episode.recovering)
+                episode.resolves_at = None
+            elif episode.is_open:
+                episode.recovering, episode.resolves_at = None, None
                 left_before = gone.at < episode.opened_at
                 episode.closed_at = episode.opened_at if left_before else gone.at
                 episode.close_reason = (
                     "the instance had already left the cluster" if left_before else "the instance left the cluster"
                 )
     return found
+
+
+def _closed(episode: _Episode, ok: HealthFact) -> _Episode:
+    episode.recovering = None
+    episode.closed_at, episode.close = ok.at, ok
+    episode.close_reason = f"{episode.check_type} health check OK"
+    return episode
 
 
 def classify_episode(episode: _Episode) -> Classification:
@@ -265,10 +308,13 @@ class InstanceView:
         return next((incident for incident in self.incidents if incident.id == incident_id), None)
 
 
-def derive(record: InstanceRecord, settings: Settings, route: Route) -> InstanceView:
-    """The incidents and notices the facts make, with their receivers. Same facts, same view, in any order."""
+def derive(record: InstanceRecord, settings: Settings, route: Route, now: datetime | None = None) -> InstanceView:
+    """The incidents and notices the facts make, with their receivers, as of `now` (which only decides whether
+    a hold-down is over; None: long after every fact). Same facts and time, same view, in any order."""
     gone = _left_cluster(record.statuses)
-    by_check = {check: episodes(check, facts, gone) for check, facts in sorted(record.health.items())}
+    by_check = {
+        check: episodes(check, facts, gone, settings.hold_down, now) for check, facts in sorted(record.health.items())
+    }
     all_episodes = [episode for found in by_check.values() for episode in found]
     drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}
     view = InstanceView()
@@ -282,7 +328,7 @@ def derive(record: InstanceRecord, settings: Settings, route: Route) -> Instance
             view.incidents.append(incident)
             kept.append(identity)
         for orphan in known.orphans:
-            incident = _orphan_incident(record, orphan)
+            incident = _orphan_incident(record, orphan, known.absorbed.get(orphan.id))
             view.incidents.append(incident)
             kept.append(orphan)
         view.known[check] = _trimmed(kept)
@@ -295,6 +341,8 @@ def derive(record: InstanceRecord, settings: Settings, route: Route) -> Instance
 class _Identified:
     matched: list[tuple[_Episode, KnownIncident]]
     orphans: list[KnownIncident]
+    absorbed: dict[str, str] = field(default_factory=dict)
+    """Orphan id -> the incident whose episode now contains its anchor (a relapse learned late joined them)."""
 
 
 def _identify(check: str, found: list[_Episode], known: list[KnownIncident], instance: InstanceRef) -> _Identified:
@@ -304,16 +352,18 @@ def _identify(check: str, found: list[_Episode], known: list[KnownIncident], ins
     """
     unclaimed = sorted((copy.deepcopy(k) for k in known), key=lambda k: (k.anchor, k.id))
     matched: list[tuple[_Episode, KnownIncident]] = []
+    absorbed: dict[str, str] = {}
     for episode in found:
         mine = [k for k in unclaimed if episode.contains(k.anchor)]
         if mine:
             identity = mine[0]
             unclaimed = [k for k in unclaimed if k is not identity]
+            absorbed.update({other.id: identity.id for other in mine[1:]})
         else:
             anchor = episode.opened_at
             identity = KnownIncident(f"{fingerprint(instance, check)}@{iso_utc(anchor)}", check, anchor)
         matched.append((episode, identity))
-    return _Identified(matched, unclaimed)
+    return _Identified(matched, unclaimed, absorbed)
 
 
 def _incident(
@@ -342,6 +392,8 @@ def _incident(
         drain=drains[drain_facts[-1]] if drain_facts else None,
         slack_threads=_threads(record, identity.id),
         opened_count=number,
+        relapses=len(episode.relapsed),
+        resolves_at=episode.resolves_at,
     )
     incident.timeline = _timeline(record, episode, within)
     return incident
@@ -353,6 +405,8 @@ def _phase(episode: _Episode, statuses: list[StatusFact]) -> str:
     latest = max(statuses, key=lambda fact: fact.order, default=None)
     if latest is not None and latest.status in _DRAIN_PHASES:
         return latest.status
+    if episode.recovering is not None:
+        return "RECOVERING"
     return episode.reports[-1].status
 
 
@@ -360,11 +414,16 @@ def _timeline(record: InstanceRecord, episode: _Episode, statuses: list[StatusFa
     check = episode.check_type
     entries: list[TimelineEntry] = []
     previous: Classification | None = None
+    relapsed_at = sorted(ok.at for ok in episode.relapsed)
     for fact in episode.reports:
         classification = _classify(fact)
+        relapses = sum(1 for at in relapsed_at if at <= fact.at)
         if previous is None:
             text = f"{check} {fact.status}: {classification.title}"
             entries.append(_health_entry(fact, text, EntryKind.OPENED, page=True))
+        elif relapses and not any(entry.key.startswith(f"relapse:{relapses}:") for entry in entries):
+            text = f"{check} {fact.status} again: {classification.title} (relapse {relapses}: flapping)"
+            entries.append(_health_entry(fact, text, EntryKind.CHANGED, page=False, prefix=f"relapse:{relapses}"))
         elif classification != previous:
             escalated = classification.severity.rank > previous.severity.rank
             text = f"{check} now reports {fact.status}: {classification.title}"
@@ -372,6 +431,11 @@ def _timeline(record: InstanceRecord, episode: _Episode, statuses: list[StatusFa
                 text += f" (severity {previous.severity} → {classification.severity})"
             entries.append(_health_entry(fact, text, EntryKind.CHANGED, page=escalated))
         previous = classification
+    for ok in episode.relapsed:
+        entries.append(_health_entry(ok, f"{check} OK, briefly", EntryKind.RECOVERED, page=False))
+    if episode.recovering is not None and episode.resolves_at is not None:
+        text = f"{check} is OK; resolves at {_clock(episode.resolves_at)} if it stays OK"
+        entries.append(_health_entry(episode.recovering, text, EntryKind.RECOVERED, page=False))
     if episode.close is not None:
         entries.append(_health_entry(episode.close, f"{check} is OK again", EntryKind.RECOVERED, page=True))
     for status in statuses:
@@ -399,8 +463,12 @@ _KIND_ORDER = {
 }
 
 
-def _health_entry(fact: HealthFact, text: str, kind: EntryKind, *, page: bool) -> TimelineEntry:
-    key = f"health:{fact.check_type}:{fact.status}:{iso_utc(fact.at)}"
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%H:%M UTC")
+
+
+def _health_entry(fact: HealthFact, text: str, kind: EntryKind, *, page: bool, prefix: str = "health") -> TimelineEntry:
+    key = f"{prefix}:{fact.check_type}:{fact.status}:{iso_utc(fact.at)}"
     return TimelineEntry(
         key, fact.at, fact.event_id, "RECOVERED" if fact.status == "OK" else fact.status, text, kind, page
     )
@@ -456,8 +524,9 @@ def _remember(identity: KnownIncident, incident: Incident) -> None:
     identity.xid = incident.classification.xid
 
 
-def _orphan_incident(record: InstanceRecord, orphan: KnownIncident) -> Incident:
-    """A known incident no episode contains any more (its facts aged out): closed, so nothing stays open."""
+def _orphan_incident(record: InstanceRecord, orphan: KnownIncident, merged_into: str | None = None) -> Incident:
+    """A known incident no episode contains any more: closed, so nothing stays open. Either its facts aged out,
+    or a relapse learned late showed it to be part of an earlier incident (`merged_into`)."""
     opened = orphan.opened_at or orphan.anchor
     classification = Classification(
         FaultClass(orphan.fault_class) if orphan.fault_class else FaultClass.UNKNOWN_CHECK,
@@ -477,10 +546,15 @@ def _orphan_incident(record: InstanceRecord, orphan: KnownIncident) -> Incident:
         opened_at=opened,
         phase="RESOLVED",
         closed_at=orphan.closed_at,
-        close_reason="its reports aged out of the record; closed so that nothing stays open",
+        close_reason=(
+            f"the check relapsed within the hold-down: this is part of incident {merged_into}"
+            if merged_into
+            else "its reports aged out of the record; closed so that nothing stays open"
+        ),
         receivers=list(orphan.receivers),
         route=orphan.route,
         slack_threads=_threads(record, orphan.id),
+        merged_into=merged_into,
     )
 
 

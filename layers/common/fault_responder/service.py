@@ -115,8 +115,25 @@ class AlertService:
             "receivers": {name: outcome.sent for name, outcome in outcomes.items()},
         }
 
+    def reconcile(self, arn: str, *, seconds_left: float = 60.0) -> dict[str, Any]:
+        """Bring an instance's receivers up to date with what its facts mean now, with no new event: a hold-down
+        that ended, a silence that expired, a delivery left unfinished. Raises DeliveryPendingError as handle
+        does."""
+        record = self.store.load(arn)
+        if record is None:
+            return {"instance": arn, "receivers": {}}
+        owner = uuid.uuid4().hex
+        until = self.epoch() + seconds_left
+        record, held, _ = self._settle(record, None, owner, until)
+        view = self.derive(record)
+        outcomes = self._deliver(record, view, held, owner, until)
+        failures = {name: outcome.failure for name, outcome in outcomes.items() if outcome.failure}
+        if failures:
+            raise DeliveryPendingError(failures)
+        return {"instance": arn, "receivers": {name: outcome.sent for name, outcome in outcomes.items()}}
+
     def derive(self, record: InstanceRecord) -> InstanceView:
-        return derive(record, self.settings, self.router.route)
+        return derive(record, self.settings, self.router.route, self.clock())
 
     # --- 1. Facts ---------------------------------------------------------------------------------------
 
@@ -136,9 +153,16 @@ class AlertService:
                 stored = conflict.stored
         else:
             stored = self.store.load(arn)
+        return self._settle(stored or InstanceRecord(arn, facts.instance), facts, owner, until)
+
+    def _settle(
+        self, stored: InstanceRecord, facts: EventFacts | None, owner: str, until: float
+    ) -> tuple[InstanceRecord, dict[str, Lease], bool]:
+        """Add the facts (if any) and write what changed, identities included, re-reading on a conflict."""
+        arn = stored.arn
         for _ in range(MAX_WRITE_CONFLICTS):
-            record = stored or InstanceRecord(arn, facts.instance)
-            changed = record.add(facts)
+            record = stored
+            changed = record.add(facts) if facts is not None else False
             view = self.derive(record)
             changed = _identities_changed(record.incidents, view.known) or changed
             if not changed:
@@ -150,7 +174,12 @@ class AlertService:
                 committed = self.store.commit(record, leases=leases, deliveries=intents, forget=forget)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
-                stored = conflict.stored if conflict.stored is not None else self.store.load(arn)
+                reloaded = conflict.stored if conflict.stored is not None else self.store.load(arn)
+                if reloaded is None:
+                    if facts is None:
+                        raise
+                    reloaded = InstanceRecord(arn, facts.instance)
+                stored = reloaded
         raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
 
     def _claims(

@@ -116,7 +116,9 @@ class ResumeNotifier:
         record = self.store.load(fault.container_instance_arn)
         if record is None:
             return None
-        return _fault_incident(lifecycle.derive(record, self.settings, self.router.route).incidents, fault)
+        return _fault_incident(
+            lifecycle.derive(record, self.settings, self.router.route, self.clock()).incidents, fault
+        )
 
     def _not_ready(self, fault: Fault, incident: Incident | None, names: list[str]) -> str | None:
         """Why the notice cannot go into the incident yet: no incident, or a bot-token Slack receiver of the
@@ -150,7 +152,7 @@ class ResumeNotifier:
             if record is None:
                 return None
             added = record.add_notice(fact)
-            view = lifecycle.derive(record, self.settings, self.router.route)
+            view = lifecycle.derive(record, self.settings, self.router.route, self.clock())
             if not added:
                 return _fault_incident(view.incidents, fault)
             record.incidents = view.known
