@@ -119,6 +119,8 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
             if sent.alert == "trigger":
                 resolves.append(Step(StepKind.RESOLVE, subject, incident=sent.incident))
             continue
+        if name in current.muted:
+            continue  # nothing new for this receiver now; an alert it already has stays open until resolved
         merged = paged is not None and paged.merged_into == current.id
         if (
             sent.alert == "trigger"
@@ -140,7 +142,7 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
         if alert.superseded_by is not None:
             if sent.alert == "trigger":
                 resolves.append(Step(StepKind.RESOLVE_NOTICE, alert.key))
-        elif sent.alert is None and name in alert.receivers:
+        elif sent.alert is None and name in alert.receivers and name not in alert.muted:
             triggers.append(Step(StepKind.TRIGGER_NOTICE, alert.key))
     # Resolves first: a new alert on the same dedup key opens only once the old one is closed.
     return resolves + triggers
@@ -156,19 +158,20 @@ def _slack_plan(
     steps: list[Step] = []
     for incident in incidents:
         sent = record.delivery(name, incident.id)
+        muted = name in incident.muted
         if sent.ts is None:
-            if name in incident.receivers:
+            if name in incident.receivers and not muted:
                 steps.append(Step(StepKind.POST_ROOT, incident.id))
             continue
         for entry in replies(incident):
-            if entry.key not in sent.steps:
+            if entry.key not in sent.steps and not muted:
                 steps.append(Step(StepKind.REPLY, incident.id, entry))
         if sent.digest != message_digest(render_incident_root(incident)):
             steps.append(Step(StepKind.UPDATE_ROOT, incident.id))
     for alert in alerts:
         sent = record.delivery(name, alert.key)
         if sent.ts is None:
-            if alert.superseded_by is None and name in alert.receivers:
+            if alert.superseded_by is None and name in alert.receivers and name not in alert.muted:
                 steps.append(Step(StepKind.POST_NOTICE, alert.key))
         elif sent.digest != message_digest(notice_message(alert, view)):
             steps.append(Step(StepKind.UPDATE_NOTICE, alert.key))
@@ -179,14 +182,15 @@ def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], rec
     steps: list[Step] = []
     for incident in incidents:
         sent = record.delivery(name, incident.id)
-        if name not in incident.receivers and not sent.steps:
+        if (name not in incident.receivers and not sent.steps) or name in incident.muted:
             continue
         for entry in incident.timeline:
-            if entry.kind != EntryKind.NOTICE and entry.key not in sent.steps:
+            if entry.kind != EntryKind.NOTICE and entry.key not in sent.steps and entry.muted is None:
                 steps.append(Step(StepKind.POST_STEP, incident.id, entry))
     for alert in alerts:
         sent = record.delivery(name, alert.key)
-        if alert.superseded_by is None and name in alert.receivers and WEBHOOK_POSTED not in sent.steps:
+        muted = name in alert.muted
+        if alert.superseded_by is None and name in alert.receivers and WEBHOOK_POSTED not in sent.steps and not muted:
             steps.append(Step(StepKind.POST_NOTICE, alert.key))
     return steps
 
@@ -194,7 +198,7 @@ def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], rec
 def replies(incident: Incident) -> list[TimelineEntry]:
     """The steps that go into the incident's thread: all but the first (the root shows it) and the notices
     (the resume workflow posts those itself)."""
-    return [entry for entry in incident.timeline[1:] if entry.kind != EntryKind.NOTICE]
+    return [entry for entry in incident.timeline[1:] if entry.kind != EntryKind.NOTICE and entry.muted is None]
 
 
 def page_digest(incident: Incident) -> str:

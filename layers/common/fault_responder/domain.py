@@ -138,6 +138,10 @@ class TimelineEntry:
     kind: EntryKind
     page: bool = False
     """Whether this step is pager news (it changes what the PagerDuty alert says)."""
+    muted: str | None = None
+    """Why this step notifies nobody (an inhibition rule): recorded, shown nowhere new."""
+    classification: Classification | None = None
+    """A health report's own classification (an incident is classified by its most severe report)."""
 
 
 @dataclass(slots=True)
@@ -180,6 +184,11 @@ class Incident:
     """The check is OK again: the incident resolves at this time unless it relapses first (the hold-down)."""
     merged_into: str | None = None
     """Closed because a relapse learned late made it part of that (earlier) incident."""
+    fleet_id: str | None = None
+    """The fleet incident it belongs to: on-call hears of it there."""
+    muted: dict[str, str] = field(default_factory=dict)
+    """Receiver -> why it hears nothing new of this incident now (a silence, a maintenance window, an
+    inhibition, the fleet incident, the resume workflow handling it). Updates in place and resolves still go."""
 
     @property
     def flapping(self) -> bool:
@@ -214,3 +223,5 @@ class Alert:
     superseded_by: str | None = None
     """An incident learned later explains it (a DRAINING that arrived before its fault): the message already
     sent is corrected in place to point at the incident, and nothing new is sent for it."""
+    muted: dict[str, str] = field(default_factory=dict)
+    """Receiver -> why it is not told of this notice now."""

@@ -51,6 +51,7 @@ from fault_responder.models.events import (
     InstanceStateEvent,
     TaskStateEvent,
 )
+from fault_responder.policy import Policy
 from fault_responder.record import (
     MAX_INCIDENTS_PER_CHECK,
     EventFacts,
@@ -308,9 +309,16 @@ class InstanceView:
         return next((incident for incident in self.incidents if incident.id == incident_id), None)
 
 
-def derive(record: InstanceRecord, settings: Settings, route: Route, now: datetime | None = None) -> InstanceView:
-    """The incidents and notices the facts make, with their receivers, as of `now` (which only decides whether
-    a hold-down is over; None: long after every fact). Same facts and time, same view, in any order."""
+def derive(
+    record: InstanceRecord,
+    settings: Settings,
+    route: Route,
+    now: datetime | None = None,
+    policy: Policy | None = None,
+) -> InstanceView:
+    """The incidents and notices the facts make, with their receivers and, under a policy, who is not told
+    now and why; as of `now` (None: long after every fact, with no silence or window in force). Same facts and
+    time, same view, in any order."""
     gone = _left_cluster(record.statuses)
     by_check = {
         check: episodes(check, facts, gone, settings.hold_down, now) for check, facts in sorted(record.health.items())
@@ -334,6 +342,8 @@ def derive(record: InstanceRecord, settings: Settings, route: Route, now: dateti
         view.known[check] = _trimmed(kept)
     view.incidents.sort(key=lambda incident: (incident.opened_at, incident.id))
     view.alerts = _alerts(record, view.incidents, drains, route)
+    if policy is not None:
+        view.alerts = policy.apply(view.incidents, view.alerts, record.notices, now)
     return view
 
 
@@ -394,6 +404,7 @@ def _incident(
         opened_count=number,
         relapses=len(episode.relapsed),
         resolves_at=episode.resolves_at,
+        fleet_id=identity.fleet,
     )
     incident.timeline = _timeline(record, episode, within)
     return incident
@@ -469,9 +480,9 @@ def _clock(moment: datetime) -> str:
 
 def _health_entry(fact: HealthFact, text: str, kind: EntryKind, *, page: bool, prefix: str = "health") -> TimelineEntry:
     key = f"{prefix}:{fact.check_type}:{fact.status}:{iso_utc(fact.at)}"
-    return TimelineEntry(
-        key, fact.at, fact.event_id, "RECOVERED" if fact.status == "OK" else fact.status, text, kind, page
-    )
+    phase = "RECOVERED" if fact.status == "OK" else fact.status
+    classification = None if fact.status == "OK" else _classify(fact)
+    return TimelineEntry(key, fact.at, fact.event_id, phase, text, kind, page, classification=classification)
 
 
 def _status_entry(fact: StatusFact) -> TimelineEntry:

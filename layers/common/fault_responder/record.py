@@ -139,6 +139,8 @@ class NoticeFact:
     at: datetime
     title: str
     pages: bool = False
+    kind: str | None = None
+    """What the workflow did (resumed, give_up, ...): a resumed job keeps the incident quiet."""
 
 
 # --- What was delivered, and who delivers -----------------------------------------------------------
@@ -204,6 +206,8 @@ class KnownIncident:
     anchor: datetime
     receivers: list[str] = field(default_factory=list)
     route: str | None = None
+    fleet: str | None = None
+    """The fleet incident this incident joined while it was open: its own pages are left to the fleet's."""
     status: str = "OPEN"
     opened_at: datetime | None = None
     closed_at: datetime | None = None

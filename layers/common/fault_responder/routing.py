@@ -8,18 +8,42 @@ tried too. See docs/routing.md.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 from fnmatch import fnmatchcase
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from fault_responder.domain import Alert, EventKind, Incident, Severity
+from fault_responder.matchers import LABEL_NAMES, Matcher, MatcherError, parse_matcher
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-MATCHER_KEYS = ("kind", "cluster", "capacity_provider", "check_type", "fault_class", "severity", "drain_attribution")
+MATCHER_KEYS = (
+    "kind",
+    "cluster",
+    "capacity_provider",
+    "check_type",
+    "fault_class",
+    "severity",
+    "drain_attribution",
+    "fleet",
+)
+GroupLabel = Literal["cluster", "capacity_provider", "check_type", "fault_class", "xid", "severity"]
+"""What fleet incidents may be grouped by."""
+_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `10m`, `1h30m`, `2h`: a positive duration."""
+    found = _DURATION.match(text.strip()) if isinstance(text, str) else None
+    if found is None or not any(found.groupdict().values()):
+        raise ValueError(f"{text!r} is not a duration: write e.g. 90s, 10m, 1h30m")
+    hours, minutes, seconds = (int(found[part] or 0) for part in ("h", "m", "s"))
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)
 
 
 class _Strict(BaseModel):
@@ -74,10 +98,89 @@ class Route(_Strict):
         return value
 
 
+def _duration(value: Any) -> Any:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+def _default_group() -> list[GroupLabel]:
+    return ["cluster", "capacity_provider", "check_type"]
+
+
+class Grouping(_Strict):
+    """Fleet incidents: `threshold` open faults of one group within `window` become one incident."""
+
+    enabled: bool = True
+    by: list[GroupLabel] = Field(default_factory=_default_group, min_length=1)
+    threshold: int = Field(default=3, ge=2, le=1000)
+    window: Duration = timedelta(minutes=10)
+
+    @field_validator("window")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0) or value > timedelta(days=1):
+            raise ValueError("window must be more than 0s and at most 24h")
+        return value
+
+
+class Flapping(_Strict):
+    """A check must hold OK for `hold_down` before its incident resolves; a relapse within it is the same one."""
+
+    hold_down: Duration = timedelta(minutes=10)
+
+    @field_validator("hold_down")
+    @classmethod
+    def _bounded(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0) or value > timedelta(hours=6):
+            raise ValueError("hold_down must be between 0s and 6h")
+        return value
+
+
+class InhibitRule(_Strict):
+    """While an open incident matches `source_matchers`, what matches `target_matchers` and has the same values
+    for the `equal` labels notifies nobody (it is still recorded)."""
+
+    name: Name
+    source_matchers: list[str] = Field(min_length=1)
+    target_matchers: list[str] = Field(min_length=1)
+    equal: list[str] = Field(default_factory=list)
+
+    @field_validator("source_matchers", "target_matchers")
+    @classmethod
+    def _readable(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                parse_matcher(text)
+            except MatcherError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    @field_validator("equal")
+    @classmethod
+    def _labels(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(LABEL_NAMES))
+        if unknown:
+            raise ValueError(f"unknown labels {unknown} in equal; labels are {list(LABEL_NAMES)}")
+        return value
+
+    @property
+    def sources(self) -> tuple[Matcher, ...]:
+        return tuple(parse_matcher(text) for text in self.source_matchers)
+
+    @property
+    def targets(self) -> tuple[Matcher, ...]:
+        return tuple(parse_matcher(text) for text in self.target_matchers)
+
+
 class RoutingConfig(_Strict):
     version: Literal[1] = 1
     receivers: dict[Name, Receiver] = Field(min_length=1)
     routes: list[Route] = Field(min_length=1)
+    grouping: Grouping = Field(default_factory=Grouping)
+    flapping: Flapping = Field(default_factory=Flapping)
+    inhibit_rules: list[InhibitRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> RoutingConfig:
@@ -89,6 +192,10 @@ class RoutingConfig(_Strict):
             missing = [name for name in route.receivers if name not in self.receivers]
             if missing:
                 raise ValueError(f"route {route.name!r} names unknown receivers {missing}")
+        rules = [rule.name for rule in self.inhibit_rules]
+        repeated = sorted({name for name in rules if rules.count(name) > 1})
+        if repeated:
+            raise ValueError(f"inhibit rule names must be unique: {repeated}")
         return self
 
 
@@ -103,6 +210,8 @@ class RouteContext:
     fault_class: str
     severity: Severity
     drain_attribution: str | None
+    fleet: str = "false"
+    """"true" for a fleet incident."""
 
     def value(self, key: str) -> str:
         raw = getattr(self, key)

@@ -155,6 +155,7 @@ def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
                 "at": _ts(f.at),
                 "title": f.title,
                 "pages": f.pages,
+                "kind": f.kind,
             }
             for f in record.notices
         ],
@@ -194,6 +195,7 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
             at=_req(f["at"]),
             title=f["title"],
             pages=bool(f.get("pages")),
+            kind=f.get("kind"),
         )
         for f in data.get("notices") or []
     ]

@@ -37,6 +37,7 @@ from fault_responder.delivery import (
 )
 from fault_responder.lifecycle import InstanceView, derive, facts_from_event
 from fault_responder.models.events import EcsEvent, HealthChangeEvent, InstanceStateEvent, parse_ecs_event
+from fault_responder.policy import Policy
 from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease
 from fault_responder.routing import Receiver, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
@@ -76,6 +77,7 @@ class AlertService:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         epoch: Callable[[], float] = time.time,
         workers: int = 8,
+        policy: Policy | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -85,6 +87,7 @@ class AlertService:
         self.count = count
         self.clock = clock
         self.epoch = epoch
+        self.policy = policy
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver")
 
     def handle(self, raw: dict[str, Any], *, seconds_left: float = 60.0) -> dict[str, Any]:
@@ -133,7 +136,7 @@ class AlertService:
         return {"instance": arn, "receivers": {name: outcome.sent for name, outcome in outcomes.items()}}
 
     def derive(self, record: InstanceRecord) -> InstanceView:
-        return derive(record, self.settings, self.router.route, self.clock())
+        return derive(record, self.settings, self.router.route, self.clock(), self.policy)
 
     # --- 1. Facts ---------------------------------------------------------------------------------------
 

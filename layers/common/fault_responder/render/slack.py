@@ -67,7 +67,7 @@ def render_incident_root(incident: Incident) -> SlackMessage:
     blocks = [_incident_header(incident), *_field_sections(_incident_fields(incident))]
     if not incident.is_open:
         blocks.append(_section(_resolution_line(incident)))
-    recent = incident.timeline[-_RECENT_STEPS:]
+    recent = [entry for entry in incident.timeline if entry.muted is None][-_RECENT_STEPS:]
     if recent:
         blocks.append(_section("\n".join(["*Latest*", *(_step_line(entry) for entry in recent)])))
     blocks.append(_incident_context(incident))

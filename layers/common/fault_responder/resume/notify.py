@@ -146,6 +146,7 @@ class ResumeNotifier:
             at=self.clock(),
             title=notice.title,
             pages=notice.pages,
+            kind=notice.kind.value,
         )
         for _ in range(MAX_SAVE_CONFLICTS):
             record = self.store.load(fault.container_instance_arn)
