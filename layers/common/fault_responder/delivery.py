@@ -26,8 +26,8 @@ from typing import Any, Protocol, TypeVar
 from fault_responder.adapters.http import DeliveryError
 from fault_responder.adapters.slack import SlackPostRef
 from fault_responder.domain import Alert, EntryKind, Incident, TimelineEntry
-from fault_responder.lifecycle import InstanceView
-from fault_responder.record import Delivery, InstanceRecord, Pending
+from fault_responder.record import Delivery, Pending
+from fault_responder.render.fleet import render_fleet_root, render_fleet_steps, render_fleet_trigger
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.render.slack import (
     SlackMessage,
@@ -39,11 +39,37 @@ from fault_responder.render.slack import (
 )
 from fault_responder.routing import Receiver
 
+
+class View(Protocol):
+    """What was derived for one record (an instance's incidents and notices, or a group's fleet incidents)."""
+
+    @property
+    def incidents(self) -> list[Incident]: ...
+
+    @property
+    def alerts(self) -> list[Alert]: ...
+
+    def incident(self, incident_id: str) -> Incident | None: ...
+
+
+class Told(Protocol):
+    """What one record's receivers were told."""
+
+    @property
+    def deliveries(self) -> dict[tuple[str, str], Delivery]: ...
+
+    def delivery(self, receiver: str, subject: str) -> Delivery: ...
+
+
 METADATA_INCIDENT = "gpu_fault_incident"
 METADATA_STEP = "gpu_fault_incident_step"
 METADATA_NOTICE = "gpu_fault_notice"
 WEBHOOK_POSTED = "posted"
 LOOKBACK = timedelta(minutes=2)
+FLEET_BATCH = 10
+"""A fleet incident's member updates go out together: ten at a time, or a minute after the last batch (the next
+event or the sweep sends them), or at once when one of them is pager news."""
+FLEET_BATCH_WAIT = timedelta(minutes=1)
 """A message whose post outcome is unknown is looked for from this long before the post started."""
 
 
@@ -70,6 +96,8 @@ class Step:
     entry: TimelineEntry | None = None
     incident: str | None = None
     """The incident to render, when it is not the subject (a PagerDuty trigger)."""
+    batch: tuple[TimelineEntry, ...] = ()
+    """A fleet incident's thread reply (or webhook message) names every member step since the last one."""
 
     def marker(self, receiver: Receiver) -> str | None:
         """For a Slack post that must never happen twice, what its metadata names (its intent is recorded
@@ -87,7 +115,7 @@ class Step:
 # --- Planning (pure) ----------------------------------------------------------------------------------
 
 
-def plan(name: str, receiver: Receiver, view: InstanceView, record: InstanceRecord) -> list[Step]:
+def plan(name: str, receiver: Receiver, view: View, record: Told) -> list[Step]:
     """The steps that bring receiver `name` up to date with the view, in the order they must go out."""
     incidents = [
         incident
@@ -102,7 +130,7 @@ def plan(name: str, receiver: Receiver, view: InstanceView, record: InstanceReco
     return _webhook_plan(name, incidents, alerts, record)
 
 
-def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: InstanceRecord) -> list[Step]:
+def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: Told) -> list[Step]:
     """One PagerDuty alert per check at a time (its dedup key is the fingerprint): open while an incident of
     the check is open and pages here, showing that incident; resolved when none is."""
     resolves: list[Step] = []
@@ -152,9 +180,7 @@ def pagerduty_subject(fingerprint: str) -> str:
     return f"pd:{fingerprint}"
 
 
-def _slack_plan(
-    name: str, incidents: list[Incident], alerts: list[Alert], record: InstanceRecord, view: InstanceView
-) -> list[Step]:
+def _slack_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: Told, view: View) -> list[Step]:
     steps: list[Step] = []
     for incident in incidents:
         sent = record.delivery(name, incident.id)
@@ -163,10 +189,16 @@ def _slack_plan(
             if name in incident.receivers and not muted:
                 steps.append(Step(StepKind.POST_ROOT, incident.id))
             continue
-        for entry in replies(incident):
-            if entry.key not in sent.steps and not muted:
-                steps.append(Step(StepKind.REPLY, incident.id, entry))
-        if sent.digest != message_digest(render_incident_root(incident)):
+        unsent = [entry for entry in replies(incident) if entry.key not in sent.steps and not muted]
+        if incident.fleet is not None:
+            due = fleet_batch_due(incident, unsent, sent) or not incident.is_open
+            if unsent and due:
+                steps.append(Step(StepKind.REPLY, incident.id, unsent[0], batch=tuple(unsent)))
+            if not due:
+                continue  # the root is brought up to date with the next batch
+        else:
+            steps.extend(Step(StepKind.REPLY, incident.id, entry) for entry in unsent)
+        if sent.digest != message_digest(root_message(incident)):
             steps.append(Step(StepKind.UPDATE_ROOT, incident.id))
     for alert in alerts:
         sent = record.delivery(name, alert.key)
@@ -178,21 +210,39 @@ def _slack_plan(
     return steps
 
 
-def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: InstanceRecord) -> list[Step]:
+def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: Told) -> list[Step]:
     steps: list[Step] = []
     for incident in incidents:
         sent = record.delivery(name, incident.id)
         if (name not in incident.receivers and not sent.steps) or name in incident.muted:
             continue
-        for entry in incident.timeline:
-            if entry.kind != EntryKind.NOTICE and entry.key not in sent.steps and entry.muted is None:
-                steps.append(Step(StepKind.POST_STEP, incident.id, entry))
+        unsent = [
+            entry
+            for entry in incident.timeline
+            if entry.kind != EntryKind.NOTICE and entry.key not in sent.steps and entry.muted is None
+        ]
+        if incident.fleet is not None:
+            if unsent and fleet_batch_due(incident, unsent, sent):
+                steps.append(Step(StepKind.POST_STEP, incident.id, unsent[0], batch=tuple(unsent)))
+        else:
+            steps.extend(Step(StepKind.POST_STEP, incident.id, entry) for entry in unsent)
     for alert in alerts:
         sent = record.delivery(name, alert.key)
         muted = name in alert.muted
         if alert.superseded_by is None and name in alert.receivers and WEBHOOK_POSTED not in sent.steps and not muted:
             steps.append(Step(StepKind.POST_NOTICE, alert.key))
     return steps
+
+
+def fleet_batch_due(incident: Incident, unsent: list[TimelineEntry], sent: Delivery) -> bool:
+    """Whether a fleet incident's waiting member updates (and its root's update) go out now: ten of them, pager
+    news, or a minute since the last batch (as of the derivation: the next event or the sweep sends them)."""
+    fleet = incident.fleet
+    if not unsent or len(unsent) >= FLEET_BATCH or any(entry.page for entry in unsent):
+        return True
+    if fleet is None or fleet.as_of is None or sent.last_at is None:
+        return True
+    return fleet.as_of - sent.last_at >= FLEET_BATCH_WAIT
 
 
 def replies(incident: Incident) -> list[TimelineEntry]:
@@ -202,17 +252,31 @@ def replies(incident: Incident) -> list[TimelineEntry]:
 
 
 def page_digest(incident: Incident) -> str:
-    """What a PagerDuty trigger says that matters to a pager: a change sends the trigger again."""
+    """What a PagerDuty trigger says that matters to a pager: a change sends the trigger again. A fleet
+    incident's page is sent again when its size doubles, not for every member."""
     drain = incident.drain.label if incident.drain is not None else None
     classification = incident.classification
+    if incident.fleet is not None:
+        size = len(incident.fleet.members).bit_length()
+        return _digest([classification.severity.value, classification.fault_class.value, classification.xid, size])
     return _digest([classification.severity.value, classification.title, drain])
+
+
+def root_message(incident: Incident) -> SlackMessage:
+    return render_fleet_root(incident) if incident.fleet is not None else render_incident_root(incident)
+
+
+def trigger_event(incident: Incident, routing_key: str) -> dict[str, Any]:
+    if incident.fleet is not None:
+        return render_fleet_trigger(incident, routing_key, incident.dedup_key)
+    return render_trigger(incident, routing_key)
 
 
 def message_digest(message: SlackMessage) -> str:
     return _digest([message.text, message.blocks])
 
 
-def notice_message(alert: Alert, view: InstanceView) -> SlackMessage:
+def notice_message(alert: Alert, view: View) -> SlackMessage:
     owner = view.incident(alert.superseded_by) if alert.superseded_by else None
     return render_superseded_alert(alert, owner) if owner is not None else render_alert(alert)
 
@@ -276,7 +340,7 @@ class Courier:
         self.channels = channels
         self.clock = clock
 
-    def perform(self, name: str, receiver: Receiver, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+    def perform(self, name: str, receiver: Receiver, step: Step, view: View, sent: Delivery) -> Delivery:
         if receiver.pagerduty is not None:
             service = receiver.pagerduty.service
             return self._once_more_if_rotated("pagerduty", lambda: self._pagerduty(service, step, view, sent))
@@ -300,19 +364,19 @@ class Courier:
 
     # --- Slack (bot token) ---
 
-    def _slack(self, channel: str, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+    def _slack(self, channel: str, step: Step, view: View, sent: Delivery) -> Delivery:
         api = self.channels.slack_api()
         if step.kind == StepKind.POST_ROOT:
             incident = _incident(view, step.subject)
-            return self._post(api, channel, render_incident_root(incident), step, sent, thread_ts=None)
+            return self._post(api, channel, root_message(incident), step, sent, thread_ts=None)
         if step.kind == StepKind.REPLY:
             incident = _incident(view, step.subject)
             entry = _required(step.entry, "a reply without its step")
             channel, ts = _posted_root(sent)
-            message = render_timeline_reply(incident, entry)
+            message = render_fleet_steps(incident, step.batch) if step.batch else render_timeline_reply(incident, entry)
             return self._post(api, channel, message, step, sent, thread_ts=ts)
         if step.kind == StepKind.UPDATE_ROOT:
-            message = render_incident_root(_incident(view, step.subject))
+            message = root_message(_incident(view, step.subject))
             api.update_message(*_posted_root(sent), message)
             return replace(sent, digest=message_digest(message))
         alert = _alert(view, step.subject)
@@ -332,26 +396,32 @@ class Courier:
         if since is not None:
             found = api.find_message(sent.channel or channel, event_type, marker, since - LOOKBACK, thread_ts)
             if found is not None:
-                return _posted(sent, step, found, message, marker)
+                return _posted(sent, step, found, message, marker, now=self.clock())
         metadata = {"event_type": event_type, "event_payload": {"id": marker}}
         ref = api.post_message(channel, message, thread_ts, metadata=metadata)
-        return _posted(sent, step, ref, message, marker)
+        return _posted(sent, step, ref, message, marker, now=self.clock())
 
     # --- Slack (incoming webhook) ---
 
-    def _webhook(self, webhook: str, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+    def _webhook(self, webhook: str, step: Step, view: View, sent: Delivery) -> Delivery:
         hook = self.channels.slack_webhook(webhook)
         if step.kind == StepKind.POST_STEP:
             incident = _incident(view, step.subject)
             entry = _required(step.entry, "a webhook step without its step")
-            hook.post(render_webhook_step(incident, entry))
+            if step.batch:
+                hook.post(render_fleet_steps(incident, step.batch))
+                keys = [item.key for item in step.batch]
+                return replace(sent, steps=[*sent.steps, *keys], last_at=self.clock())
+            hook.post(
+                render_fleet_steps(incident, (entry,)) if incident.fleet else render_webhook_step(incident, entry)
+            )
             return replace(sent, steps=[*sent.steps, entry.key])
         hook.post(render_alert(_alert(view, step.subject)))
         return replace(sent, steps=[*sent.steps, WEBHOOK_POSTED])
 
     # --- PagerDuty ---
 
-    def _pagerduty(self, service: str, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+    def _pagerduty(self, service: str, step: Step, view: View, sent: Delivery) -> Delivery:
         key = self.channels.routing_key(service)
         events = self.channels.pagerduty()
         if step.kind == StepKind.RESOLVE:
@@ -359,7 +429,7 @@ class Courier:
             return replace(sent, alert="resolve", incident=None)
         if step.kind == StepKind.TRIGGER:
             incident = _incident(view, step.incident or "")
-            events.send(render_trigger(incident, key))
+            events.send(trigger_event(incident, key))
             return replace(sent, alert="trigger", digest=page_digest(incident), incident=incident.id)
         alert = _alert(view, step.subject)
         if step.kind == StepKind.RESOLVE_NOTICE:
@@ -373,10 +443,15 @@ def alert_dedup_key(alert: Alert) -> str:
     return f"{alert.kind.value}/{alert.instance.cluster_name}/{alert.event_id}"[:255]
 
 
-def _posted(sent: Delivery, step: Step, ref: SlackPostRef, message: SlackMessage, marker: str) -> Delivery:
+def _posted(
+    sent: Delivery, step: Step, ref: SlackPostRef, message: SlackMessage, marker: str, *, now: datetime
+) -> Delivery:
     pending = _without(sent.pending, marker)
+    if step.batch:
+        keys = [entry.key for entry in step.batch]
+        return replace(sent, steps=[*sent.steps, *keys], pending=pending, last_at=now)
     if step.entry is not None:
-        return replace(sent, steps=[*sent.steps, step.entry.key], pending=pending)
+        return replace(sent, steps=[*sent.steps, step.entry.key], pending=pending, last_at=now)
     return replace(sent, channel=ref.channel, ts=ref.ts, digest=message_digest(message), pending=pending)
 
 
@@ -431,14 +506,14 @@ def _posted_root(sent: Delivery) -> tuple[str, str]:
     return sent.channel, sent.ts
 
 
-def _incident(view: InstanceView, incident_id: str) -> Incident:
+def _incident(view: View, incident_id: str) -> Incident:
     incident = view.incident(incident_id)
     if incident is None:
         raise LookupError(f"incident {incident_id} is not in the view")
     return incident
 
 
-def _alert(view: InstanceView, key: str) -> Alert:
+def _alert(view: View, key: str) -> Alert:
     alert = next((alert for alert in view.alerts if alert.key == key), None)
     if alert is None:
         raise LookupError(f"notice {key} is not in the view")

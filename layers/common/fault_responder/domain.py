@@ -144,6 +144,44 @@ class TimelineEntry:
     """A health report's own classification (an incident is classified by its most severe report)."""
 
 
+@dataclass(frozen=True, slots=True)
+class FleetMember:
+    """One instance's fault in a fleet incident: its latest incident of the group's check."""
+
+    instance: InstanceRef
+    incident: str
+    opened_at: datetime
+    closed_at: datetime | None
+    severity: Severity
+    fault_class: FaultClass
+    title: str
+    xid: int | None
+    phase: str
+    version: int
+    """The instance record's version this was derived from: an older one never overwrites a newer one."""
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSummary:
+    """What makes an incident a fleet incident: its group and its members."""
+
+    group: tuple[tuple[str, str], ...]
+    """The grouping labels and their values, e.g. (("cluster", "gpu"), ("capacity_provider", "p5"), ...)."""
+    members: tuple[FleetMember, ...]
+    threshold: int
+    window_minutes: int
+    as_of: datetime | None = None
+    """When it was derived: member updates wait a little to go out together (see delivery.fleet_batch)."""
+
+    @property
+    def open_members(self) -> tuple[FleetMember, ...]:
+        return tuple(member for member in self.members if member.is_open)
+
+
 @dataclass(slots=True)
 class SlackThread:
     receiver: str
@@ -186,6 +224,9 @@ class Incident:
     """Closed because a relapse learned late made it part of that (earlier) incident."""
     fleet_id: str | None = None
     """The fleet incident it belongs to: on-call hears of it there."""
+    fleet: FleetSummary | None = None
+    """Set on a fleet incident (many instances of one group at once); its `instance` names only the group's
+    cluster and capacity provider."""
     muted: dict[str, str] = field(default_factory=dict)
     """Receiver -> why it hears nothing new of this incident now (a silence, a maintenance window, an
     inhibition, the fleet incident, the resume workflow handling it). Updates in place and resolves still go."""

@@ -7,14 +7,15 @@ id and a ts), so everything upstream runs exactly as it does against Slack and P
 from __future__ import annotations
 
 import itertools
+import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from fault_responder.adapters.slack import SlackPostRef
-from fault_responder.delivery import Courier, Step
-from fault_responder.lifecycle import InstanceView
+from fault_responder.delivery import Courier, Step, View
 from fault_responder.record import Delivery
 from fault_responder.render.slack import SlackMessage
 from fault_responder.routing import Receiver
@@ -36,6 +37,8 @@ class Sent:
     thread_ts: str | None = None
     receiver: str | None = None
     """The routing file's receiver, when the courier said which (see ReceiverCourier)."""
+    body: str = ""
+    """Every text in the message's blocks (Slack), or its custom details as JSON (PagerDuty)."""
 
 
 @dataclass
@@ -74,11 +77,11 @@ class RecordingChannels:
         with self._lock:
             ts = f"{next(self._ts)}.000000"
         action = "reply" if thread_ts else "post"
-        self._record(Sent("slack", action, channel, message.text, ts=ts, thread_ts=thread_ts))
+        self._record(Sent("slack", action, channel, message.text, ts=ts, thread_ts=thread_ts, body=_texts(message)))
         return SlackPostRef(channel=DRY_RUN_CHANNEL, ts=ts)
 
     def update_message(self, channel: str, ts: str, message: SlackMessage) -> None:
-        self._record(Sent("slack", "update", channel, message.text, ts=ts))
+        self._record(Sent("slack", "update", channel, message.text, ts=ts, body=_texts(message)))
 
     def find_message(
         self, channel: str, event_type: str, marker: str, oldest: datetime, thread_ts: str | None = None
@@ -90,7 +93,9 @@ class RecordingChannels:
     def send(self, event: dict[str, Any]) -> str:
         payload = event.get("payload") or {}
         action, key = str(event["event_action"]), str(event["dedup_key"])
-        self._record(Sent("pagerduty", action, key, str(payload.get("summary", "")), severity=payload.get("severity")))
+        details = json.dumps(payload.get("custom_details") or {}, sort_keys=True, default=str)
+        summary = str(payload.get("summary", ""))
+        self._record(Sent("pagerduty", action, key, summary, severity=payload.get("severity"), body=details))
         return key
 
 
@@ -100,19 +105,38 @@ class _Hook:
     name: str
 
     def post(self, message: SlackMessage) -> None:
-        self.channels._record(Sent("webhook", "post", self.name, message.text))
+        self.channels._record(Sent("webhook", "post", self.name, message.text, body=_texts(message)))
 
 
 class ReceiverCourier(Courier):
     """A Courier over RecordingChannels that tags each recorded call with its receiver."""
 
-    def __init__(self, channels: RecordingChannels) -> None:
-        super().__init__(channels, clock=lambda: datetime.now(UTC))
+    def __init__(self, channels: RecordingChannels, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        super().__init__(channels, clock=clock)
         self.recording = channels
 
-    def perform(self, name: str, receiver: Receiver, step: Step, view: InstanceView, sent: Delivery) -> Delivery:
+    def perform(self, name: str, receiver: Receiver, step: Step, view: View, sent: Delivery) -> Delivery:
         self.recording._current.receiver = name
         try:
             return super().perform(name, receiver, step, view, sent)
         finally:
             self.recording._current.receiver = None
+
+
+def _texts(message: SlackMessage) -> str:
+    """Every text of a Block Kit message, one per line."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("text"), str):
+                found.append(value["text"])
+            for item in value.values():
+                if isinstance(item, dict | list):
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(message.blocks)
+    return "\n".join(found)

@@ -178,6 +178,8 @@ class Delivery:
     """PagerDuty: the last event_action sent (trigger or resolve), None if none was."""
     incident: str | None = None
     """PagerDuty: the incident the open alert was last triggered for (a check's episodes share one alert key)."""
+    last_at: datetime | None = None
+    """When the last thread reply (or webhook message) went out: a fleet incident's updates wait for the next."""
 
 
 @dataclass(frozen=True, slots=True)

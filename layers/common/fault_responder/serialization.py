@@ -10,7 +10,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from fault_responder.domain import InstanceRef
+from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
 from fault_responder.record import (
     Delivery,
     HealthFact,
@@ -91,6 +91,7 @@ def _known_to_dict(known: KnownIncident) -> dict[str, Any]:
         "anchor": _ts(known.anchor),
         "receivers": list(known.receivers),
         "route": known.route,
+        "fleet": known.fleet,
         "status": known.status,
         "opened_at": _ts(known.opened_at),
         "closed_at": _ts(known.closed_at),
@@ -109,6 +110,7 @@ def _known_from_dict(data: dict[str, Any]) -> KnownIncident:
         anchor=_req(data["anchor"]),
         receivers=list(data.get("receivers") or []),
         route=data.get("route"),
+        fleet=data.get("fleet"),
         status=data.get("status") or "OPEN",
         opened_at=_dt(data.get("opened_at")),
         closed_at=_dt(data.get("closed_at")),
@@ -117,6 +119,47 @@ def _known_from_dict(data: dict[str, Any]) -> KnownIncident:
         title=data.get("title"),
         fault_class=data.get("fault_class"),
         xid=int(data["xid"]) if data.get("xid") is not None else None,
+    )
+
+
+def known_list_to_dict(known: list[KnownIncident]) -> list[dict[str, Any]]:
+    return [_known_to_dict(k) for k in known]
+
+
+def known_list_from_dict(data: list[dict[str, Any]] | None) -> list[KnownIncident]:
+    return [_known_from_dict(k) for k in data or []]
+
+
+# --- Fleet members ------------------------------------------------------------------------------------
+
+
+def member_to_dict(member: FleetMember) -> dict[str, Any]:
+    return {
+        "instance": instance_to_dict(member.instance),
+        "incident": member.incident,
+        "opened_at": _ts(member.opened_at),
+        "closed_at": _ts(member.closed_at),
+        "severity": member.severity.value,
+        "fault_class": member.fault_class.value,
+        "title": member.title,
+        "xid": member.xid,
+        "phase": member.phase,
+        "v": member.version,
+    }
+
+
+def member_from_dict(data: dict[str, Any]) -> FleetMember:
+    return FleetMember(
+        instance=instance_from_dict(data["instance"]),
+        incident=data["incident"],
+        opened_at=_req(data["opened_at"]),
+        closed_at=_dt(data.get("closed_at")),
+        severity=Severity(data["severity"]),
+        fault_class=FaultClass(data["fault_class"]),
+        title=data["title"],
+        xid=int(data["xid"]) if data.get("xid") is not None else None,
+        phase=data["phase"],
+        version=int(data["v"]),
     )
 
 
@@ -215,6 +258,7 @@ def delivery_to_dict(delivery: Delivery) -> dict[str, Any]:
         "steps": list(delivery.steps),
         "alert": delivery.alert,
         "incident": delivery.incident,
+        "last_at": _ts(delivery.last_at),
     }
 
 
@@ -229,6 +273,7 @@ def delivery_from_dict(data: dict[str, Any]) -> Delivery:
         steps=list(data.get("steps") or []),
         alert=data.get("alert"),
         incident=data.get("incident"),
+        last_at=_dt(data.get("last_at")),
     )
 
 

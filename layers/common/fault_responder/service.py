@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +28,7 @@ from fault_responder.delivery import (
     Courier,
     Step,
     StepKind,
+    View,
     as_seen_by,
     pagerduty_subject,
     pending_since,
@@ -35,11 +36,21 @@ from fault_responder.delivery import (
     with_pending,
     without_pending,
 )
+from fault_responder.fleet import (
+    FleetView,
+    GroupRecord,
+    derive_fleet,
+    group_arn,
+    group_of,
+    group_where,
+    latest_incidents,
+    member_of,
+)
 from fault_responder.lifecycle import InstanceView, derive, facts_from_event
 from fault_responder.models.events import EcsEvent, HealthChangeEvent, InstanceStateEvent, parse_ecs_event
 from fault_responder.policy import Policy
 from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease
-from fault_responder.routing import Receiver, Router
+from fault_responder.routing import Grouping, Receiver, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
 
 Counter = Callable[[str, str, str], None]
@@ -78,6 +89,7 @@ class AlertService:
         epoch: Callable[[], float] = time.time,
         workers: int = 8,
         policy: Policy | None = None,
+        grouping: Grouping | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -88,6 +100,7 @@ class AlertService:
         self.clock = clock
         self.epoch = epoch
         self.policy = policy
+        self.grouping = grouping if grouping is not None and grouping.enabled else None
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver")
 
     def handle(self, raw: dict[str, Any], *, seconds_left: float = 60.0) -> dict[str, Any]:
@@ -105,17 +118,17 @@ class AlertService:
         record, held, changed = self._apply(facts, owner, until)
         if not changed:
             self.count("EventsIgnored", "Kind", kind)
+        groups: list[GroupRecord] = []
+        if changed:
+            record, groups = self._group(record, _touched(facts, record))
         view = self.derive(record)
         self._count_drain(facts, view, changed)
-        outcomes = self._deliver(record, view, held, owner, until)
-        failures = {name: outcome.failure for name, outcome in outcomes.items() if outcome.failure}
-        if failures:
-            raise DeliveryPendingError(failures)
+        outcomes = self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until)
         return {
             "event_id": event.id,
             "kind": kind,
             "ignored": None if changed else "already known",
-            "receivers": {name: outcome.sent for name, outcome in outcomes.items()},
+            "receivers": outcomes,
         }
 
     def reconcile(self, arn: str, *, seconds_left: float = 60.0) -> dict[str, Any]:
@@ -127,13 +140,31 @@ class AlertService:
             return {"instance": arn, "receivers": {}}
         owner = uuid.uuid4().hex
         until = self.epoch() + seconds_left
-        record, held, _ = self._settle(record, None, owner, until)
+        record, held, changed = self._settle(record, None, owner, until)
+        groups: list[GroupRecord] = []
+        if changed:
+            record, groups = self._group(record, set(record.incidents))
         view = self.derive(record)
-        outcomes = self._deliver(record, view, held, owner, until)
-        failures = {name: outcome.failure for name, outcome in outcomes.items() if outcome.failure}
-        if failures:
-            raise DeliveryPendingError(failures)
-        return {"instance": arn, "receivers": {name: outcome.sent for name, outcome in outcomes.items()}}
+        return {
+            "instance": arn,
+            "receivers": self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until),
+        }
+
+    def reconcile_group(self, arn: str, *, seconds_left: float = 60.0) -> dict[str, Any]:
+        """Bring a group's fleet incidents and their receivers up to date (the sweep: a delivery left unfinished)."""
+        group = self.store.load_group(arn)
+        if group is None or self.grouping is None:
+            return {"group": arn, "receivers": {}}
+        owner = uuid.uuid4().hex
+        until = self.epoch() + seconds_left
+        group = self._settle_fleets(group)
+        outcomes = self._collect(self._submit_group(group, owner, until))
+        return {"group": arn, "receivers": outcomes}
+
+    def derive_fleet(self, group: GroupRecord) -> FleetView:
+        if self.grouping is None:
+            return FleetView()
+        return derive_fleet(group, self.grouping, self.router.route, self.clock(), self.policy)
 
     def derive(self, record: InstanceRecord) -> InstanceView:
         return derive(record, self.settings, self.router.route, self.clock(), self.policy)
@@ -205,13 +236,124 @@ class AlertService:
                     intents.append(with_pending(sent, marker, now, owner))
         return leases, intents
 
-    # --- 2. Deliveries ------------------------------------------------------------------------------------
+    # --- 2. Groups ---------------------------------------------------------------------------------------
 
-    def _deliver(
-        self, record: InstanceRecord, view: InstanceView, held: dict[str, Lease], owner: str, until: float
-    ) -> dict[str, _Drained]:
+    def _group(self, record: InstanceRecord, checks: set[str]) -> tuple[InstanceRecord, list[GroupRecord]]:
+        """Write the instance's member of each group its changed checks belong to; note which open fleet
+        incident its incidents joined (they are muted from then on). Returns the record as stored and the groups."""
+        if self.grouping is None:
+            return record, []
+        latest = latest_incidents(self.derive(record).incidents)
+        groups: list[GroupRecord] = []
+        joined: dict[str, str] = {}
+        for check in sorted(checks):
+            incident = latest.get(check)
+            if incident is None:
+                continue
+            group = group_of(incident, self.grouping)
+            arn = group_arn(group)
+            stored = self.store.put_member(
+                arn, group, group_where(incident), record.arn, member_of(incident, record.version)
+            )
+            if record.arn not in stored.members:
+                self.count("FleetMembersNotGrouped", "Reason", "group full")
+                continue
+            stored = self._settle_fleets(stored)
+            fleet = self.derive_fleet(stored).open_fleet_of(incident.id)
+            if fleet is not None:
+                joined[incident.id] = fleet.id
+            groups.append(stored)
+        if joined:
+            record = self._join(record, joined)
+        return record, groups
+
+    def _settle_fleets(self, group: GroupRecord) -> GroupRecord:
+        """Write the group's fleet identities when the derivation changed them (a fleet opened or closed)."""
+        for _ in range(MAX_WRITE_CONFLICTS):
+            view = self.derive_fleet(group)
+            if view.known == group.incidents:
+                return group
+            opened = {k.id for k in view.known if k.status == "OPEN"} - {
+                k.id for k in group.incidents if k.status == "OPEN"
+            }
+            group.incidents = view.known
+            try:
+                committed = self.store.commit_fleets(group)
+            except ConcurrentUpdateError:
+                reloaded = self.store.load_group(group.arn)
+                if reloaded is None:
+                    raise
+                group = reloaded
+                continue
+            for _fleet in opened:
+                self.count("FleetIncidentsOpened", "Group", "fleet")
+            return committed
+        raise ConcurrentUpdateError(f"{group.arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
+
+    def _join(self, record: InstanceRecord, joined: dict[str, str]) -> InstanceRecord:
+        """Mark the instance's incidents as members of the fleet incidents they joined (once)."""
+        for _ in range(MAX_WRITE_CONFLICTS):
+            marked = False
+            for known in record.incidents.values():
+                for identity in known:
+                    fleet = joined.get(identity.id)
+                    if fleet is not None and identity.fleet != fleet and identity.status == "OPEN":
+                        identity.fleet = fleet
+                        marked = True
+            if not marked:
+                return record
+            try:
+                return self.store.commit(record).record
+            except ConcurrentUpdateError as conflict:
+                reloaded = conflict.stored if conflict.stored is not None else self.store.load(record.arn)
+                if reloaded is None:
+                    raise
+                record = reloaded
+        raise ConcurrentUpdateError(f"{record.arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
+
+    # --- 3. Deliveries ------------------------------------------------------------------------------------
+
+    def _deliver_all(
+        self,
+        record: InstanceRecord,
+        view: InstanceView,
+        *,
+        held: dict[str, Lease],
+        groups: list[GroupRecord],
+        owner: str,
+        until: float,
+    ) -> dict[str, list[str]]:
+        """Drain every receiver with work, the instance's and its groups' fleet incidents', all at once."""
+        target = self._instance_target(record.arn)
+        jobs = self._submit(record, view, held=held, owner=owner, until=until, target=target)
+        for group in groups:
+            jobs.update(self._submit_group(group, owner, until))
+        return self._collect(jobs)
+
+    def _submit_group(self, group: GroupRecord, owner: str, until: float) -> dict[str, Future[_Drained]]:
+        target = self._group_target(group.arn)
+        jobs = self._submit(group, self.derive_fleet(group), held={}, owner=owner, until=until, target=target)
+        return {f"{name} (fleet)": job for name, job in jobs.items()}
+
+    def _collect(self, jobs: dict[str, Future[_Drained]]) -> dict[str, list[str]]:
+        outcomes = {name: job.result() for name, job in jobs.items()}
+        failures = {name: outcome.failure for name, outcome in outcomes.items() if outcome.failure}
+        if failures:
+            raise DeliveryPendingError(failures)
+        return {name: outcome.sent for name, outcome in outcomes.items()}
+
+    def _submit(
+        self,
+        record: InstanceRecord | GroupRecord,
+        view: View,
+        *,
+        held: dict[str, Lease],
+        owner: str,
+        until: float,
+        target: _Target,
+    ) -> dict[str, Future[_Drained]]:
         arn = record.arn
-        jobs = {}
+        jobs: dict[str, Future[_Drained]] = {}
         for name, receiver in self.receivers.items():
             lease = held.get(name)
             if lease is None:
@@ -221,22 +363,33 @@ class AlertService:
                 if not self.store.take_lease(arn, candidate, self.epoch()):
                     continue  # its holder delivers this event's facts before it lets go
                 lease = candidate
-            jobs[name] = self._pool.submit(self._drain, name, receiver, lease, record)
-        return {name: job.result() for name, job in jobs.items()}
+            jobs[name] = self._pool.submit(self._drain, name, receiver, lease, record, target)
+        return jobs
 
-    def _drain(self, name: str, receiver: Receiver, lease: Lease, record: InstanceRecord) -> _Drained:
+    def _instance_target(self, arn: str) -> _Target:
+        return _Target(load=lambda: self.store.load(arn), derive=self._derive_any)
+
+    def _group_target(self, arn: str) -> _Target:
+        return _Target(load=lambda: self.store.load_group(arn), derive=self._derive_any)
+
+    def _derive_any(self, record: InstanceRecord | GroupRecord) -> View:
+        return self.derive_fleet(record) if isinstance(record, GroupRecord) else self.derive(record)
+
+    def _drain(
+        self, name: str, receiver: Receiver, lease: Lease, record: InstanceRecord | GroupRecord, target: _Target
+    ) -> _Drained:
         """Send what `name` is missing until nothing is, then let go of its lease."""
         drained = _Drained()
         local = record
         channel = "pagerduty" if receiver.pagerduty is not None else "slack"
         try:
             while True:
-                view = self.derive(local)
+                view = target.derive(local)
                 steps = plan(name, receiver, view, local)
                 if not steps:
                     if self.store.release(local.arn, lease, local.version):
                         return drained
-                    reloaded = self.store.load(local.arn)
+                    reloaded = target.load()
                     if reloaded is None:
                         raise LeaseLostError(f"{local.arn} is gone")
                     local = reloaded
@@ -258,7 +411,14 @@ class AlertService:
         return drained
 
     def _perform(
-        self, name: str, receiver: Receiver, lease: Lease, *, local: InstanceRecord, view: InstanceView, step: Step
+        self,
+        name: str,
+        receiver: Receiver,
+        lease: Lease,
+        *,
+        local: InstanceRecord | GroupRecord,
+        view: View,
+        step: Step,
     ) -> None:
         arn = local.arn
         before = as_seen_by(local.delivery(name, step.subject), lease.owner)
@@ -286,6 +446,22 @@ class AlertService:
         alert = next((a for a in view.alerts if a.key == f"drain:{facts.status.event_id}"), None)
         if alert is not None and alert.drain is not None:
             self.count("DrainAttributions", "Attribution", alert.drain.cause.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """How a drain re-reads and re-derives what it delivers (an instance, or a group)."""
+
+    load: Callable[[], InstanceRecord | GroupRecord | None]
+    derive: Callable[[InstanceRecord | GroupRecord], View]
+
+
+def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
+    """The checks whose incidents an event may have changed: its own, or all of them when the instance left."""
+    checks = {fact.check_type for fact in facts.health}
+    if facts.status is not None and facts.status.status == "INACTIVE":
+        checks |= set(record.incidents)
+    return checks
 
 
 def _identities_changed(known: dict[str, list[KnownIncident]], derived: dict[str, list[KnownIncident]]) -> bool:

@@ -8,6 +8,10 @@ routing CLI (`make route`) and unit tests. Both keep the same contract:
 - a receiver's lease is taken only if it is free or its owner's invocation is over, and a delivery is
   recorded only by the lease's owner;
 - a lease is released only if no facts arrived since the owner last looked (otherwise the owner looks again).
+
+Groups (fleet incidents, fault_responder.fleet) live beside the instances: a member is written only if it is
+newer than the member stored (by its instance record's version); the fleet identities only if they are still
+at the version read. Leases and deliveries work the same on a group's key as on an instance's.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from fault_responder.domain import FleetMember, InstanceRef
+from fault_responder.fleet import MAX_MEMBERS, Group, GroupRecord, is_group
 from fault_responder.record import Delivery, InstanceRecord, Lease
 
 
@@ -97,12 +103,27 @@ class InstanceStore(Protocol):
 
     def mark_delivered(self, key: str) -> None: ...
 
+    def load_group(self, arn: str) -> GroupRecord | None: ...
+
+    def put_member(
+        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
+    ) -> GroupRecord:
+        """Write an instance's member of a group unless the stored one is as new or newer (by version), and
+        return the group as stored. A group already holding MAX_MEMBERS others does not take a new one."""
+        ...
+
+    def commit_fleets(self, record: GroupRecord) -> GroupRecord:
+        """Write the group's fleet identities if they are still at record.incidents_version; raises
+        ConcurrentUpdateError (without `stored`) otherwise."""
+        ...
+
 
 class MemoryInstanceStore:
     """InstanceStore in a dict, with the same conditional semantics (one lock makes each call atomic)."""
 
     def __init__(self) -> None:
         self._records: dict[str, InstanceRecord] = {}
+        self._groups: dict[str, GroupRecord] = {}
         self._delivered: set[str] = set()
         self._lock = threading.Lock()
 
@@ -169,7 +190,7 @@ class MemoryInstanceStore:
 
     def take_lease(self, arn: str, lease: Lease, now: float) -> bool:
         with self._lock:
-            stored = self._records.get(arn)
+            stored = self._any(arn)
             if stored is None:
                 return False
             current = stored.leases.get(lease.receiver)
@@ -193,12 +214,15 @@ class MemoryInstanceStore:
 
     def drop_lease(self, arn: str, lease: Lease) -> None:
         with self._lock:
-            stored = self._records.get(arn)
+            stored = self._any(arn)
             if stored is not None and stored.leases.get(lease.receiver) == lease:
                 del stored.leases[lease.receiver]
 
-    def _held(self, arn: str, lease: Lease) -> InstanceRecord:
-        stored = self._records.get(arn)
+    def _any(self, arn: str) -> InstanceRecord | GroupRecord | None:
+        return self._groups.get(arn) if is_group(arn) else self._records.get(arn)
+
+    def _held(self, arn: str, lease: Lease) -> InstanceRecord | GroupRecord:
+        stored = self._any(arn)
         if stored is None or stored.leases.get(lease.receiver) != lease:
             raise LeaseLostError(f"lease of {lease.receiver} on {arn} is not held by {lease.owner}")
         return stored
@@ -208,3 +232,29 @@ class MemoryInstanceStore:
 
     def mark_delivered(self, key: str) -> None:
         self._delivered.add(key)
+
+    def load_group(self, arn: str) -> GroupRecord | None:
+        with self._lock:
+            return copy.deepcopy(self._groups.get(arn))
+
+    def put_member(
+        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
+    ) -> GroupRecord:
+        with self._lock:
+            stored = self._groups.get(arn) or GroupRecord(arn, group, where)
+            current = stored.members.get(instance_arn)
+            room = current is not None or len(stored.members) < MAX_MEMBERS
+            if room and (current is None or current.version < member.version):
+                stored.members[instance_arn] = member
+                stored.version += 1
+            self._groups[arn] = stored
+            return copy.deepcopy(stored)
+
+    def commit_fleets(self, record: GroupRecord) -> GroupRecord:
+        with self._lock:
+            stored = self._groups.get(record.arn)
+            if stored is None or stored.incidents_version != record.incidents_version:
+                raise ConcurrentUpdateError(f"{record.arn}: its fleet incidents changed since they were read")
+            stored.incidents = copy.deepcopy(record.incidents)
+            stored.incidents_version += 1
+            return copy.deepcopy(stored)

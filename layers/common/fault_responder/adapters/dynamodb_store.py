@@ -8,6 +8,11 @@ attributes, so each writer sets only its own with UpdateItem:
 - `l_<digest>`: one receiver's lease; `d_<digest>`: what one receiver was told about one subject.
 The training auto-resume notifier's delivery ledger uses pk = DELIVERY#<key>, sk = DELIVERY.
 
+One item per group of instances (fleet incidents): pk = GROUP#<group labels>, sk = RECORD, with `ver` (bumped
+by every member written), `grp` and `where` (the group), `m_<digest>` (one instance's member, written only over
+an older version of it), `f` and `fv` (the fleet identities and their own version), and the same lease and
+delivery attributes as an instance.
+
 Keys are hashed when too long for DynamoDB (partition key 2,048 bytes), and a record is compacted (oldest
 facts first) before it could pass the 400 KB item limit. Every item expires through TTL (`expires_at`): a
 record with an open incident after OPEN_RECORD_TTL without news, any other after the retention period.
@@ -26,6 +31,8 @@ import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from fault_responder.domain import FleetMember, InstanceRef
+from fault_responder.fleet import Group, GroupRecord, is_group
 from fault_responder.record import Delivery, InstanceRecord, Lease, compact, digest
 from fault_responder.serialization import (
     apply_instance_facts,
@@ -37,8 +44,12 @@ from fault_responder.serialization import (
     instance_facts_to_dict,
     instance_from_dict,
     instance_to_dict,
+    known_list_from_dict,
+    known_list_to_dict,
     lease_from_dict,
     lease_to_dict,
+    member_from_dict,
+    member_to_dict,
 )
 from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError
 
@@ -58,6 +69,17 @@ def instance_pk(container_instance_arn: str) -> str:
     if len(encoded) <= MAX_KEY_BYTES:
         return f"INSTANCE#{container_instance_arn}"
     return f"INSTANCE#sha256:{digest(container_instance_arn, 64)}"
+
+
+def group_pk(arn: str) -> str:
+    encoded = arn.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_KEY_BYTES:
+        return f"GROUP#{arn}"
+    return f"GROUP#sha256:{digest(arn, 64)}"
+
+
+def member_attribute(instance_arn: str) -> str:
+    return f"m_{digest(instance_arn, 24)}"
 
 
 def check_attribute(check: str) -> str:
@@ -246,6 +268,71 @@ class DynamoDBInstanceStore:
                 raise LeaseLostError(f"lease of {lease.receiver} on {arn} is not held by {lease.owner}") from None
             raise _VersionMoved from None
 
+    # --- Groups (fleet incidents) ----------------------------------------------------------------------------
+
+    def load_group(self, arn: str) -> GroupRecord | None:
+        response = self._client.get_item(TableName=self.table_name, Key=_key(arn), ConsistentRead=True)
+        item = response.get("Item")
+        return decode_group(arn, item) if item else None
+
+    def put_member(
+        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
+    ) -> GroupRecord:
+        update = _Update()
+        attribute = member_attribute(instance_arn)
+        name, version = update.name(attribute), update.name("ver")
+        update.set(attribute, member_to_dict(member))
+        update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(1)}")
+        for field_name, value in (("grp", [list(pair) for pair in group]), ("where", instance_to_dict(where))):
+            placeholder = update.name(field_name)
+            update.set_expression(f"{placeholder} = if_not_exists({placeholder}, {update.value(value)})")
+        update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
+        newer = f"attribute_not_exists({name}) OR {name}.{update.name('v')} < {update.value(member.version)}"
+        try:
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(arn),
+                ConditionExpression=newer,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if _too_large(error):
+                # A group past DynamoDB's item size (about a thousand members): this one is not grouped and
+                # pages on its own (MAX_MEMBERS bounds the in-memory store the same way).
+                return self.load_group(arn) or GroupRecord(arn, group, where)
+            if not _condition_failed(error):
+                raise
+            old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+            return decode_group(arn, old) if old else GroupRecord(arn, group, where)
+        return decode_group(arn, response["Attributes"])
+
+    def commit_fleets(self, record: GroupRecord) -> GroupRecord:
+        update = _Update()
+        update.set("f", known_list_to_dict(record.incidents))
+        update.set("fv", record.incidents_version + 1)
+        fv = update.name("fv")
+        if record.incidents_version == 0:
+            condition = f"attribute_exists(pk) AND attribute_not_exists({fv})"
+        else:
+            condition = f"{fv} = {update.value(record.incidents_version)}"
+        try:
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(record.arn),
+                ConditionExpression=condition,
+                ReturnValues="ALL_NEW",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                raise ConcurrentUpdateError(
+                    f"{record.arn}: its fleet incidents changed since they were read"
+                ) from error
+            raise
+        return decode_group(record.arn, response["Attributes"])
+
     # --- The resume notifier's ledger ---------------------------------------------------------------------
 
     def delivered(self, key: str) -> bool:
@@ -337,8 +424,39 @@ def decode(arn: str, item: dict[str, Any]) -> InstanceRecord:
     return record
 
 
+def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
+    """A stored group item back into a record."""
+    data = _plain(item)
+    group: Group = tuple((str(name), str(value)) for name, value in data.get("grp") or [])
+    record = GroupRecord(
+        arn,
+        group,
+        instance_from_dict(data["where"]),
+        version=int(data.get("ver", 0)),
+        incidents_version=int(data.get("fv", 0)),
+    )
+    record.incidents = known_list_from_dict(data.get("f"))
+    for name, value in data.items():
+        if name.startswith("m_"):
+            member = member_from_dict(value)
+            record.members[member.instance.container_instance_arn] = member
+        elif name.startswith("d_"):
+            delivery = delivery_from_dict(value)
+            record.deliveries[(delivery.receiver, delivery.subject)] = delivery
+        elif name.startswith("l_"):
+            lease = lease_from_dict(value)
+            record.leases[lease.receiver] = lease
+    return record
+
+
 def _key(arn: str) -> dict[str, Any]:
-    return {"pk": {"S": instance_pk(arn)}, "sk": {"S": SK}}
+    pk = group_pk(arn) if is_group(arn) else instance_pk(arn)
+    return {"pk": {"S": pk}, "sk": {"S": SK}}
+
+
+def _too_large(error: ClientError) -> bool:
+    details = error.response.get("Error", {})
+    return details.get("Code") == "ValidationException" and "size" in str(details.get("Message", "")).lower()
 
 
 def _condition_failed(error: ClientError) -> bool:

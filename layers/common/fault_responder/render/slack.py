@@ -187,6 +187,8 @@ def _status_text(incident: Incident) -> str:
     phase = escape_mrkdwn(incident.phase)
     if incident.phase in _DRAIN_PHASES and incident.drain is not None:
         return f"{phase} — {escape_mrkdwn(incident.drain.label)}"
+    if incident.resolves_at is not None:
+        return f"{phase} — resolves {_slack_time(incident.resolves_at)} if it stays OK"
     return phase
 
 
@@ -223,9 +225,14 @@ def _step_context(entry: TimelineEntry) -> dict[str, Any]:
 def _incident_context(incident: Incident) -> dict[str, Any]:
     elements = [f"Incident `{escape_mrkdwn(incident.fingerprint)}`"]
     if incident.opened_count > 1:
-        elements.append(f"Opened {incident.opened_count} times (flapping)")
+        elements.append(f"Opened {incident.opened_count} times")
+    if incident.flapping:
+        elements.append(f"Flapping: relapsed {incident.relapses} time{'s' if incident.relapses != 1 else ''}")
     if incident.route:
         elements.append(f"Route `{escape_mrkdwn(incident.route)}`")
+    if incident.fleet_id:
+        elements.append(f"Part of fleet incident `{escape_mrkdwn(incident.fleet_id)}`: updates are in its thread")
+    elements.extend(f"Quiet: {escape_mrkdwn(reason)}" for reason in sorted(set(incident.muted.values())))
     return _context(elements)
 
 

@@ -1,0 +1,183 @@
+"""Fleet incidents through AlertService with the in-memory store: a storm across a capacity provider pages once,
+names every instance, and resolves when every member has recovered or left."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fault_responder import lifecycle
+from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
+from fault_responder.fleet import group_arn
+from fault_responder.policy import Policy
+from fault_responder.routing import Grouping, Router, load_routing
+from fault_responder.service import AlertService
+from fault_responder.store import MemoryInstanceStore
+from tests.conftest import health_check, load_event, vary
+
+START = datetime(2026, 4, 11, 1, 0, tzinfo=UTC)
+CLUSTER = "arn:aws:ecs:us-west-2:123456789012:cluster/my-cluster"
+GROUP = (
+    ("cluster", "my-cluster"),
+    ("capacity_provider", "my-capacity-provider"),
+    ("check_type", "ACCELERATED_COMPUTE"),
+)
+
+
+def instance_arn(number: int) -> str:
+    return f"arn:aws:ecs:us-west-2:123456789012:container-instance/my-cluster/{number:032x}"
+
+
+def report(number: int, status: str, at: datetime, copy: int = 0) -> dict[str, Any]:
+    base = load_event("aws-docs/health-change-accelerated-compute-xid46.json")
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    event = health_check(
+        base,
+        status=status,
+        lastStatusChange=stamp,
+        lastUpdated=stamp,
+        statusReason=None if status == "OK" else "XID_79",
+    )
+    return vary(
+        event,
+        event_id=f"i{number}-{status}-{copy}",
+        time=stamp,
+        overallStatus=status,
+        containerInstanceArn=instance_arn(number),
+        ec2InstanceId=f"i-{number:017x}",
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START + timedelta(minutes=5)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class World:
+    def __init__(self, threshold: int = 3) -> None:
+        self.clock = Clock()
+        self.store = MemoryInstanceStore()
+        self.channels = RecordingChannels()
+        routing = load_routing("default.yaml")
+        self.grouping = Grouping(threshold=threshold)
+        receivers = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
+        self.service = AlertService(
+            self.store,
+            Router(routing),
+            ReceiverCourier(self.channels, clock=self.clock),
+            lifecycle.Settings(),
+            clock=self.clock,
+            grouping=self.grouping,
+            policy=Policy(pagerduty_receivers=receivers),
+        )
+
+    def pages_opened(self) -> int:
+        opened, open_keys = 0, set()
+        for sent in self.channels.sent:
+            if sent.service != "pagerduty":
+                continue
+            if sent.action == "trigger" and sent.target not in open_keys:
+                opened += 1
+                open_keys.add(sent.target)
+            elif sent.action == "resolve":
+                open_keys.discard(sent.target)
+        return opened
+
+    def roots(self) -> list[Sent]:
+        return [s for s in self.channels.sent if s.service == "slack" and s.action == "post" and s.thread_ts is None]
+
+    def slack_text(self) -> str:
+        posted = "\n".join(s.text for s in self.channels.sent if s.service == "slack")
+        group = self.store.load_group(group_arn(GROUP))
+        assert group is not None
+        fleet = self.service.derive_fleet(group)
+        return posted + "\n".join(str(i.fleet.members) for i in fleet.incidents if i.fleet)
+
+
+def storm(size: int, reports: int = 3) -> list[dict[str, Any]]:
+    """`size` instances impaired within two minutes, each reported `reports` times."""
+    events = []
+    for number in range(size):
+        at = START + timedelta(seconds=120 * number / size)
+        events.extend(report(number, "IMPAIRED", at, copy) for copy in range(reports))
+    return events
+
+
+def test_a_storm_of_a_hundred_instances_pages_once_and_names_every_instance() -> None:
+    # Given 100 instances of one provider with XID 79 within two minutes, each re-reported three times,
+    # arriving in a random order
+    world = World()
+    world.clock.now = START
+    events = storm(100)
+    random.Random(7).shuffle(events)
+
+    # When every event is handled as it arrives
+    for event in events:
+        world.clock.now = max(world.clock.now, _at(event))
+        world.service.handle(event)
+    world.clock.now += timedelta(minutes=1)
+    world.service.reconcile_group(group_arn(GROUP))  # the sweep sends what waited to go out together
+
+    # Then on-call got the first instances' own pages and one fleet incident, no more
+    assert world.pages_opened() <= 5
+    assert len(world.roots()) <= 10
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None and len(group.members) == 100
+    [fleet] = world.service.derive_fleet(group).incidents
+    assert fleet.is_open and fleet.fleet is not None and len(fleet.fleet.members) == 100
+    # and every instance is named in what Slack received (the fleet root or its thread) or had its own page
+    slack = "\n".join(s.body for s in world.channels.sent if s.service == "slack")
+    paged_alone = {s.target for s in world.channels.sent if s.service == "pagerduty" and "fleet" not in s.target}
+    for number in range(100):
+        name = f"i-{number:017x}"
+        assert name in slack or any(f"{number:032x}" in key for key in paged_alone), name
+
+
+def test_a_fleet_incident_resolves_when_every_member_recovered_or_left() -> None:
+    world = World()
+    for event in storm(5, reports=1):
+        world.service.handle(event)
+    for number in range(5):
+        world.service.handle(report(number, "OK", START + timedelta(minutes=4, seconds=number)))
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None
+    [fleet] = world.service.derive_fleet(group).incidents
+    assert fleet.status == "CLOSED"
+    fleet_pages = [s for s in world.channels.sent if s.service == "pagerduty" and s.target.startswith("fleet/")]
+    # (a trigger again as the fleet grows is an update of its one alert, not another alert)
+    assert {s.action for s in fleet_pages[:-1]} == {"trigger"} and fleet_pages[-1].action == "resolve"
+
+
+def test_two_faults_below_the_threshold_are_two_ordinary_incidents() -> None:
+    world = World()
+    for event in storm(2, reports=1):
+        world.service.handle(event)
+    assert world.pages_opened() == 2
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None and world.service.derive_fleet(group).incidents == []
+
+
+def test_the_fleet_is_the_same_whatever_order_its_members_arrive_in() -> None:
+    summaries = set()
+    for seed in range(5):
+        world = World()
+        events = storm(12, reports=2)
+        random.Random(seed).shuffle(events)
+        for event in events:
+            world.service.handle(event)
+        group = world.store.load_group(group_arn(GROUP))
+        assert group is not None
+        [fleet] = world.service.derive_fleet(group).incidents
+        assert fleet.fleet is not None
+        # (its id is anchored where it was first known, as an instance's incident is; what it is does not vary)
+        summaries.add((fleet.opened_at, len(fleet.fleet.members), fleet.status, fleet.classification))
+        assert world.pages_opened() == 3  # the two members before the threshold, and the fleet
+    assert len(summaries) == 1
+
+
+def _at(event: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
