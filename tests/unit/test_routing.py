@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from fault_responder.domain import Severity
 from fault_responder.routecheck import main as routecheck
-from fault_responder.routing import RouteContext, Router, RoutingConfig, load_routing
+from fault_responder.routing import RouteContext, Router, RouteRunbook, RoutingConfig, load_routing
 from tests.conftest import EVENTS
 
 
@@ -126,6 +126,60 @@ def test_an_invalid_routing_file_is_rejected_with_a_clear_reason(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         config(routes, receivers)
+
+
+def test_the_first_matched_route_with_a_runbook_gives_it() -> None:
+    router = Router(
+        config(
+            [
+                {"name": "training", "match": {"cluster": "gpu-train*"}, "receivers": ["chat"], "continue": True},
+                {
+                    "name": "p5",
+                    "match": {"capacity_provider": "gpu-p5-*"},
+                    "receivers": ["chat"],
+                    "continue": True,
+                    "runbook": {"url": "https://wiki.example.com/p5"},
+                },
+                {"name": "all", "receivers": ["pager"], "runbook": {"action": "Call the GPU team."}},
+            ]
+        )
+    )
+
+    decision = router.route(context())
+
+    assert decision.routes == ("training", "p5", "all")
+    assert decision.runbook == RouteRunbook(url="https://wiki.example.com/p5")
+    assert router.route(context(capacity_provider="other")).runbook == RouteRunbook(action="Call the GPU team.")
+
+
+def test_a_decision_has_no_runbook_when_no_matched_route_gives_one() -> None:
+    router = Router(
+        config(
+            [
+                {"name": "p5", "match": {"capacity_provider": "gpu-p5-*"}, "receivers": ["chat"]},
+                {"name": "all", "receivers": ["pager"], "runbook": {"action": "Call the GPU team."}},
+            ]
+        )
+    )
+
+    assert router.route(context()).runbook is None
+    assert Router(load_routing("default.yaml")).route(context()).runbook is None
+
+
+@pytest.mark.parametrize(
+    ("runbook", "message"),
+    [
+        ({"url": "http://wiki.example.com/gpu"}, "routes.0.runbook.url\n.*must be https"),
+        ({"url": "https://wiki.example.com/a page"}, "routes.0.runbook.url\n.*no spaces"),
+        ({"action": "first line\nsecond line"}, "routes.0.runbook.action\n.*one line"),
+        ({}, "routes.0.runbook\n.*needs 'url', 'action' or both"),
+        ({"link": "https://wiki.example.com/gpu"}, "routes.0.runbook.link\n.*Extra inputs"),
+        ({"url": 42}, "routes.0.runbook.url\n.*valid string"),
+    ],
+)
+def test_a_bad_runbook_is_rejected_naming_the_field(runbook: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        config([{"name": "all", "receivers": ["chat"], "runbook": runbook}])
 
 
 def test_a_routing_file_can_be_loaded_from_a_path(tmp_path: Path) -> None:
