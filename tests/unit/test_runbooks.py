@@ -18,6 +18,7 @@ from fault_responder.runbooks import (
     runbook_for,
 )
 from fault_responder.xid import CRITICAL_XIDS, RESTART_APP_XIDS
+from tests.conftest import ROOT
 
 KNOWN_XIDS = sorted(set(CRITICAL_XIDS) | RESTART_APP_XIDS)
 ALL_DEFAULTS = [*XID_RUNBOOKS.values(), *CLASS_RUNBOOKS.values()]
@@ -128,3 +129,21 @@ def test_a_link_that_is_not_plain_https_is_refused(url: str, reason: str) -> Non
 def test_an_action_that_is_not_one_short_line_is_refused(action: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         check_action(action)
+
+
+def test_docs_list_every_default_line_and_link() -> None:
+    docs = (ROOT / "docs/runbooks.md").read_text(encoding="utf-8")
+    critical = {xid: XID_RUNBOOKS[xid].action.split(": ECS replaces the instance")[0] for xid in CRITICAL_XIDS}
+    others = [runbook.action for xid, runbook in XID_RUNBOOKS.items() if xid not in CRITICAL_XIDS]
+
+    missing = [
+        *(f"XID {xid}" for xid, meaning in critical.items() if f"| {xid} | {meaning} |" not in docs),
+        *(action for action in others if " ".join(action.split()) not in " ".join(docs.split())),
+        *(
+            f"{fault_class}"
+            for fault_class, runbook in CLASS_RUNBOOKS.items()
+            if f"| `{fault_class}` | {runbook.action} |" not in docs
+        ),
+        *(runbook.url for runbook in ALL_DEFAULTS if runbook.url not in docs),
+    ]
+    assert missing == [], "docs/runbooks.md is not what runbooks.py says"
