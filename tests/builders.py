@@ -24,6 +24,7 @@ from fault_responder.domain import (
     Severity,
     TimelineEntry,
 )
+from fault_responder.runbooks import runbook_for
 
 ROUTING_KEY = "0123456789abcdef0123456789abcdef"
 OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)
@@ -61,7 +62,7 @@ def an_incident(
     xid: int | None = 79,
     check_type: str = "ACCELERATED_COMPUTE",
 ) -> Incident:
-    """An open incident on INSTANCE, IMPAIRED since OPENED; by default XID 79."""
+    """An open incident on INSTANCE, IMPAIRED since OPENED, with the default runbook; by default XID 79."""
     fingerprint = f"gpu-training/a1b2c3d4e5f6/{check_type}"
     return Incident(
         id=f"{fingerprint}@{OPENED.isoformat()}",
@@ -74,6 +75,7 @@ def an_incident(
         phase="IMPAIRED",
         last_status_change=OPENED,
         timeline=[step(OPENED, "evt-impaired", "IMPAIRED", f"{check_type} IMPAIRED: {reason}", EntryKind.OPENED)],
+        runbook=runbook_for(fault_class, xid),
     )
 
 
@@ -105,7 +107,8 @@ def resolved(incident: Incident, *, by: TimelineEntry = RECOVERED, reason: str =
 
 
 def an_alert(**changes: Any) -> Alert:
-    """A standalone alert on INSTANCE at OPENED: by default a manual drain, with `changes` applied."""
+    """A standalone alert on INSTANCE at OPENED: by default a manual drain, with `changes` applied and the default
+    runbook of its fault class unless `changes` gives one."""
     alert = Alert(
         key="drain:evt-manual",
         event_id="evt-manual",
@@ -118,4 +121,5 @@ def an_alert(**changes: Any) -> Alert:
         fault_class=FaultClass.INSTANCE_LIFECYCLE,
         drain=MANUAL_DRAIN,
     )
-    return dataclasses.replace(alert, **changes)
+    changed = dataclasses.replace(alert, **changes)
+    return changed if "runbook" in changes else dataclasses.replace(changed, runbook=runbook_for(changed.fault_class))

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from fault_responder import lifecycle
-from fault_responder.domain import DrainCause, FaultClass, Incident, InstanceRef, Severity
+from fault_responder.domain import DrainCause, FaultClass, Incident, InstanceRef, Runbook, Severity
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
 from fault_responder.record import InstanceRecord, QuarantineFact
-from fault_responder.routing import Router, load_routing
+from fault_responder.routing import Router, RoutingConfig, load_routing
+from fault_responder.runbooks import CLASS_RUNBOOKS, XID_RUNBOOKS
 from fault_responder.service import AlertService
 from fault_responder.store import ConcurrentUpdateError, MemoryInstanceStore
 from tests.conftest import health_check, load_event, vary
@@ -23,11 +24,14 @@ KEY = "my-cluster/a1b2c3d4EXAMPLE/ACCELERATED_COMPUTE"
 
 
 class World:
-    def __init__(self) -> None:
+    def __init__(self, routing: RoutingConfig | None = None) -> None:
         self.store = MemoryInstanceStore()
         self.channels = RecordingChannels()
         self.service = AlertService(
-            self.store, Router(load_routing("default.yaml")), ReceiverCourier(self.channels), lifecycle.Settings()
+            self.store,
+            Router(routing or load_routing("default.yaml")),
+            ReceiverCourier(self.channels),
+            lifecycle.Settings(),
         )
 
     def send(self, event: dict[str, Any]) -> list[Sent]:
@@ -375,6 +379,94 @@ def test_each_health_check_in_one_event_is_its_own_incident_with_its_own_pages(
 def test_initializing_is_not_an_incident(world: World, xid46: dict[str, Any]) -> None:
     assert world.send(health_check(xid46, status="INITIALIZING", statusReason=None)) == []
     assert world.store.load(INSTANCE) is None
+
+
+# --- Runbooks -------------------------------------------------------------------------------------
+
+
+def test_an_incident_carries_the_runbook_of_its_xid(world: World, xid46: dict[str, Any]) -> None:
+    world.send(xid46)
+    assert world.incident().runbook == XID_RUNBOOKS[46]
+
+
+def test_an_escalated_incident_carries_the_runbook_of_its_most_severe_report(world: World) -> None:
+    restart_app = load_event("health/accelerated-compute-xid13-restart-app.json")
+    arn = restart_app["detail"]["containerInstanceArn"]
+    world.send(restart_app)
+    assert world.incident(arn=arn).runbook == XID_RUNBOOKS[13]
+
+    world.send(
+        health_check(
+            vary(restart_app, event_id="xid79"), statusReason="XID_79", lastStatusChange="2026-04-11T23:59:00Z"
+        )
+    )
+
+    assert world.incident(arn=arn).runbook == XID_RUNBOOKS[79]
+
+
+def test_notices_carry_the_runbook_of_their_class(world: World) -> None:
+    drain, spot = load_event("state/draining-manual.json"), load_event("task/stopped-spot-interruption.json")
+    world.send(drain)
+    world.send(spot)
+
+    [drain_notice] = world.alerts(arn=drain["detail"]["containerInstanceArn"])
+    [spot_notice] = world.alerts(arn=spot["detail"]["containerInstanceArn"])
+    assert drain_notice.runbook == CLASS_RUNBOOKS[FaultClass.INSTANCE_LIFECYCLE]
+    assert spot_notice.runbook == CLASS_RUNBOOKS[FaultClass.TASK_INTERRUPTION]
+
+
+def routing_with_runbooks() -> RoutingConfig:
+    """my-cluster's GPU faults have the team's own runbook; its drains keep the default link with their own line."""
+    return RoutingConfig.model_validate(
+        {
+            "receivers": {"chat": {"slack": {"channel": "#gpu"}}},
+            "routes": [
+                {
+                    "name": "my-cluster-gpu",
+                    "match": {"cluster": "my-cluster", "check_type": "ACCELERATED_COMPUTE"},
+                    "receivers": ["chat"],
+                    "runbook": {"url": "https://wiki.example.com/gpu", "action": "Follow the GPU team's runbook."},
+                },
+                {
+                    "name": "drains",
+                    "match": {"kind": "instance_state"},
+                    "receivers": ["chat"],
+                    "runbook": {"action": "Ask in #capacity whether this drain was planned."},
+                },
+                {"name": "everything-else", "receivers": ["chat"]},
+            ],
+        }
+    )
+
+
+def test_a_route_runbook_replaces_the_default_for_what_it_routes(xid46: dict[str, Any]) -> None:
+    world = World(routing_with_runbooks())
+    world.send(xid46)
+
+    assert world.incident().runbook == Runbook(
+        "Follow the GPU team's runbook.", "https://wiki.example.com/gpu", "Runbook (wiki.example.com)"
+    )
+
+
+def test_a_route_runbook_with_only_an_action_keeps_the_default_link() -> None:
+    world = World(routing_with_runbooks())
+    drain = load_event("state/draining-manual.json")
+    world.send(drain)
+
+    [notice] = world.alerts(arn=drain["detail"]["containerInstanceArn"])
+    default = CLASS_RUNBOOKS[FaultClass.INSTANCE_LIFECYCLE]
+    assert notice.runbook == Runbook("Ask in #capacity whether this drain was planned.", default.url, default.link_text)
+
+
+def test_what_a_route_without_a_runbook_routes_keeps_the_defaults() -> None:
+    world = World(routing_with_runbooks())
+    event = load_event("aws-docs/health-change-daemon-impaired.json")
+    world.send(event)
+
+    assert (
+        world.incident("DAEMON", arn=event["detail"]["containerInstanceArn"]).runbook
+        == CLASS_RUNBOOKS[FaultClass.DAEMON]
+    )
 
 
 # --- The store's contract -------------------------------------------------------------------------

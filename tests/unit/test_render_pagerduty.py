@@ -8,6 +8,8 @@ import pytest
 
 from fault_responder.domain import EventKind, FaultClass, Severity
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
+from fault_responder.routing import RouteRunbook
+from fault_responder.runbooks import CLASS_RUNBOOKS, NVIDIA_XID_CATALOG, XID_RUNBOOKS, runbook_for
 from sandbox.standins import event_errors
 from tests.builders import INSTANCE, OPENED, ROUTING_KEY, an_alert, an_incident, draining, step
 
@@ -108,11 +110,12 @@ def test_custom_details_keep_only_the_last_five_steps() -> None:
     assert [step["phase"] for step in timeline] == ["STEP_7", "STEP_8", "STEP_9", "STEP_10", "STEP_11"]
 
 
-def test_trigger_links_to_the_console() -> None:
+def test_trigger_links_to_the_console_and_the_runbook() -> None:
     event = render_trigger(an_incident(), ROUTING_KEY)
 
     assert event["links"] == [
-        {"href": CONSOLE_URL, "text": "ECS container instance a1b2c3d4e5f6 in cluster gpu-training"}
+        {"href": CONSOLE_URL, "text": "ECS container instance a1b2c3d4e5f6 in cluster gpu-training"},
+        {"href": NVIDIA_XID_CATALOG, "text": "NVIDIA Xid catalog: Xid 79"},
     ]
     assert event["client"] == "GPU Fault Responder"
     assert event["client_url"] == CONSOLE_URL
@@ -158,3 +161,42 @@ def test_long_untrusted_detail_strings_are_clipped() -> None:
     details = render_trigger(incident, ROUTING_KEY)["payload"]["custom_details"]
 
     assert len(details["reason"]) == 1024
+
+
+# --- Runbooks --------------------------------------------------------------------------------------------------------
+
+
+def test_trigger_says_what_to_do_first_in_the_custom_details() -> None:
+    details = render_trigger(an_incident(), ROUTING_KEY)["payload"]["custom_details"]
+
+    assert next(iter(details)) == "what_to_do"
+    assert details["what_to_do"] == XID_RUNBOOKS[79].action
+
+
+def test_a_route_runbook_is_the_trigger_link_and_what_to_do() -> None:
+    override = RouteRunbook(url="https://wiki.example.com/gpu", action="Page the hardware team.")
+    incident = dataclasses.replace(an_incident(), runbook=runbook_for(FaultClass.XID_CRITICAL, 79, override=override))
+
+    event = render_trigger(incident, ROUTING_KEY)
+
+    assert event["links"][1] == {"href": "https://wiki.example.com/gpu", "text": "Runbook (wiki.example.com)"}
+    assert event["payload"]["custom_details"]["what_to_do"] == "Page the hardware team."
+    assert event_errors(event, frozenset({ROUTING_KEY})) == []
+
+
+def test_a_notice_trigger_links_to_its_runbook_and_says_what_to_do() -> None:
+    event = render_alert_trigger(SPOT_INTERRUPTION, ROUTING_KEY, "standalone/evt-spot")
+
+    runbook = CLASS_RUNBOOKS[FaultClass.TASK_INTERRUPTION]
+    assert event["links"] == [
+        {"href": CONSOLE_URL, "text": "ECS container instance a1b2c3d4e5f6 in cluster gpu-training"},
+        {"href": runbook.url, "text": "ECS: stopped task errors"},
+    ]
+    assert event["payload"]["custom_details"]["what_to_do"] == runbook.action
+
+
+def test_a_trigger_without_a_runbook_links_only_to_the_console() -> None:
+    event = render_trigger(dataclasses.replace(an_incident(), runbook=None), ROUTING_KEY)
+
+    assert [link["href"] for link in event["links"]] == [CONSOLE_URL]
+    assert "what_to_do" not in event["payload"]["custom_details"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fault_responder.domain import DrainAttribution, DrainCause, Severity
+from fault_responder.domain import DrainAttribution, DrainCause, FaultClass, Severity
 from fault_responder.render.slack import (
     SlackMessage,
     escape_mrkdwn,
@@ -19,6 +19,8 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
+from fault_responder.routing import RouteRunbook
+from fault_responder.runbooks import MAX_ACTION, MAX_URL, runbook_for
 from sandbox.standins import block_errors
 from tests.builders import INSTANCE, OPENED, an_alert, an_incident, draining, resolved, step
 
@@ -39,6 +41,10 @@ def text_objects(message: SlackMessage) -> list[dict[str, Any]]:
 def field_text(message: SlackMessage, label: str) -> str:
     fields: list[str] = [f["text"] for block in message.blocks for f in block.get("fields", [])]
     return next(text.split("\n", 1)[1] for text in fields if text.startswith(f"*{label}*\n"))
+
+
+def section_texts(message: SlackMessage) -> list[str]:
+    return [block["text"]["text"] for block in message.blocks if block["type"] == "section" and "text" in block]
 
 
 def header_text(message: SlackMessage) -> str:
@@ -219,7 +225,7 @@ def test_resolved_incident_says_resolved_with_duration_and_reason() -> None:
     # Then the header, the status and a resolution line say so
     assert header_text(message) == ":white_check_mark: RESOLVED · XID 79: GPU has fallen off the bus"
     assert field_text(message, "Status") == "RESOLVED after 8m 30s"
-    resolution = message.blocks[2]["text"]["text"]
+    [resolution] = [text for text in section_texts(message) if text.startswith(":white_check_mark: *Resolved*")]
     assert resolution.startswith(":white_check_mark: *Resolved* after 8m 30s")
     assert resolution.endswith(": health check OK")
     assert message.text == (
@@ -298,3 +304,81 @@ def test_missing_ec2_id_and_capacity_provider_render_as_dashes() -> None:
     assert field_text(message, "EC2 instance") == "—"
     assert field_text(message, "Capacity provider") == "—"
     assert "a1b2c3d4e5f6" in message.text
+
+
+# --- Runbooks --------------------------------------------------------------------------------------------------------
+
+XID_79_WHAT_TO_DO = (
+    "*What to do:* The GPU fell off the bus: ECS replaces the instance if auto-repair is on; otherwise drain and "
+    "replace it.\n*Runbook:* <https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html|NVIDIA Xid catalog: "
+    "Xid 79>"
+)
+
+
+def test_open_root_says_what_to_do_with_the_runbook_link_right_under_the_header() -> None:
+    message = render_incident_root(an_incident())
+
+    assert message.blocks[1]["text"]["text"] == XID_79_WHAT_TO_DO
+
+
+def test_resolved_root_keeps_the_runbook_link_but_not_what_to_do() -> None:
+    message = render_incident_root(resolved(draining(an_incident())))
+
+    runbook = [text for text in section_texts(message) if "Runbook" in text]
+    assert runbook == [
+        "*Runbook:* <https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html|NVIDIA Xid catalog: Xid 79>"
+    ]
+    assert not any("What to do" in text for text in section_texts(message))
+
+
+def test_webhook_step_says_what_to_do_while_the_incident_is_open() -> None:
+    incident = draining(an_incident())
+
+    message = render_webhook_step(incident, incident.timeline[-1])
+
+    assert XID_79_WHAT_TO_DO in section_texts(message)
+
+
+def test_notice_says_what_to_do_before_its_details() -> None:
+    alert = an_alert(details={f"key-{i}": f"value-{i}" for i in range(600)})
+
+    message = render_alert(alert)
+
+    # The block limit cuts details from the end; what to do is never among what it cuts.
+    assert section_texts(message)[1].startswith("*What to do:* Nothing for a planned or ECS auto-repair drain")
+    assert (
+        "<https://docs.aws.amazon.com/AmazonECS/latest/developerguide/container-instance-draining.html|"
+        in (section_texts(message)[1])
+    )
+
+
+def test_a_route_runbook_is_escaped_like_any_untrusted_text() -> None:
+    # Given a route's runbook whose line and link carry Slack markup (routing files are reviewed, not trusted)
+    override = RouteRunbook(action=HOSTILE, url="https://wiki.example.com/gpu?team=a|b&x=<y>")
+    incident = dataclasses.replace(an_incident(), runbook=runbook_for(FaultClass.XID_CRITICAL, 79, override=override))
+
+    # When the root message is rendered
+    [section] = [text for text in section_texts(render_incident_root(incident)) if "Runbook" in text]
+
+    # Then the line mentions nobody and the link is one well-formed link
+    assert section == (
+        f"*What to do:* {HOSTILE_ESCAPED}\n"
+        "*Runbook:* <https://wiki.example.com/gpu?team=a%7Cb&amp;x=&lt;y&gt;|Runbook (wiki.example.com)>"
+    )
+
+
+def test_the_longest_runbook_a_route_may_give_fits_slack_limits_with_its_link_whole() -> None:
+    override = RouteRunbook(action="a" * MAX_ACTION, url="https://wiki.example.com/" + "p" * (MAX_URL - 25))
+    incident = dataclasses.replace(an_incident(), runbook=runbook_for(FaultClass.XID_CRITICAL, 79, override=override))
+
+    message = render_incident_root(incident)
+
+    assert_within_slack_limits(message)
+    [section] = [text for text in section_texts(message) if "Runbook" in text]
+    assert section.endswith("|Runbook (wiki.example.com)>")
+
+
+def test_an_incident_without_a_runbook_has_no_runbook_section() -> None:
+    message = render_incident_root(dataclasses.replace(an_incident(), runbook=None))
+
+    assert not any("Runbook" in text or "What to do" in text for text in section_texts(message))

@@ -6,6 +6,7 @@ as a reviewer would: these files are what on-call sees.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
+from fault_responder.routing import RouteRunbook
+from fault_responder.runbooks import runbook_for
 from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved, step
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "render"
@@ -41,6 +44,14 @@ def xid79_draining() -> Incident:
 def xid79_resolved() -> Incident:
     replaced = step(RESOLVED_AT, "evt-inactive", "INACTIVE", "The instance left the cluster; a replacement is running")
     return resolved(xid79_draining(), by=replaced, reason="instance replaced by ECS auto-repair")
+
+
+def xid79_with_a_route_runbook() -> Incident:
+    override = RouteRunbook(
+        url="https://wiki.example.com/gpu/xid-79",
+        action="Follow the GPU team's XID 79 runbook; page #gpu-hardware if more than one host is hit.",
+    )
+    return dataclasses.replace(an_incident(), runbook=runbook_for(FaultClass.XID_CRITICAL, 79, override=override))
 
 
 def slack(message: SlackMessage) -> dict[str, Any]:
@@ -72,6 +83,7 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "xid79_opened": lambda: incident_payloads(an_incident()),
     "xid79_draining_auto_repair": lambda: incident_payloads(xid79_draining()),
     "xid79_resolved": lambda: incident_payloads(xid79_resolved()),
+    "xid79_route_runbook": lambda: incident_payloads(xid79_with_a_route_runbook()),
     "manual_drain_alert": lambda: alert_payloads(
         an_alert(event_id="evt-manual-drain", details={"status": "DRAINING", "running tasks": "3"})
     ),

@@ -11,8 +11,10 @@ from pydantic import ValidationError
 
 from fault_responder.domain import Severity
 from fault_responder.routecheck import main as routecheck
-from fault_responder.routing import RouteContext, Router, RoutingConfig, load_routing
-from tests.conftest import EVENTS
+from fault_responder.routing import RouteContext, Router, RouteRunbook, RoutingConfig, load_routing
+from tests.conftest import EVENTS, ROOT
+
+DOCUMENTED_RUNBOOKS = ROOT / "docs" / "examples" / "routing-with-runbooks.yaml"
 
 
 def context(**labels: Any) -> RouteContext:
@@ -128,6 +130,60 @@ def test_an_invalid_routing_file_is_rejected_with_a_clear_reason(
         config(routes, receivers)
 
 
+def test_the_first_matched_route_with_a_runbook_gives_it() -> None:
+    router = Router(
+        config(
+            [
+                {"name": "training", "match": {"cluster": "gpu-train*"}, "receivers": ["chat"], "continue": True},
+                {
+                    "name": "p5",
+                    "match": {"capacity_provider": "gpu-p5-*"},
+                    "receivers": ["chat"],
+                    "continue": True,
+                    "runbook": {"url": "https://wiki.example.com/p5"},
+                },
+                {"name": "all", "receivers": ["pager"], "runbook": {"action": "Call the GPU team."}},
+            ]
+        )
+    )
+
+    decision = router.route(context())
+
+    assert decision.routes == ("training", "p5", "all")
+    assert decision.runbook == RouteRunbook(url="https://wiki.example.com/p5")
+    assert router.route(context(capacity_provider="other")).runbook == RouteRunbook(action="Call the GPU team.")
+
+
+def test_a_decision_has_no_runbook_when_no_matched_route_gives_one() -> None:
+    router = Router(
+        config(
+            [
+                {"name": "p5", "match": {"capacity_provider": "gpu-p5-*"}, "receivers": ["chat"]},
+                {"name": "all", "receivers": ["pager"], "runbook": {"action": "Call the GPU team."}},
+            ]
+        )
+    )
+
+    assert router.route(context()).runbook is None
+    assert Router(load_routing("default.yaml")).route(context()).runbook is None
+
+
+@pytest.mark.parametrize(
+    ("runbook", "message"),
+    [
+        ({"url": "http://wiki.example.com/gpu"}, "routes.0.runbook.url\n.*must be https"),
+        ({"url": "https://wiki.example.com/a page"}, "routes.0.runbook.url\n.*no spaces"),
+        ({"action": "first line\nsecond line"}, "routes.0.runbook.action\n.*one line"),
+        ({}, "routes.0.runbook\n.*needs 'url', 'action' or both"),
+        ({"link": "https://wiki.example.com/gpu"}, "routes.0.runbook.link\n.*Extra inputs"),
+        ({"url": 42}, "routes.0.runbook.url\n.*valid string"),
+    ],
+)
+def test_a_bad_runbook_is_rejected_naming_the_field(runbook: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        config([{"name": "all", "receivers": ["chat"], "runbook": runbook}])
+
+
 def test_a_routing_file_can_be_loaded_from_a_path(tmp_path: Path) -> None:
     path = tmp_path / "mine.yaml"
     path.write_text(
@@ -157,6 +213,41 @@ def test_routecheck_shows_a_manual_drain_reaches_slack_only(capsys: pytest.Captu
     assert routecheck([str(EVENTS / "state" / "draining-manual.json")]) == 0
     out = capsys.readouterr().out
     assert "route: manual-drains-are-informational -> gpu-alerts (slack #gpu-alerts)" in out
+
+
+def test_routecheck_shows_the_default_runbook(capsys: pytest.CaptureFixture[str]) -> None:
+    assert routecheck([str(EVENTS / "incident-xid79" / "01-impaired-xid79.json")]) == 0
+    out = capsys.readouterr().out
+    assert "    runbook (default): The GPU fell off the bus: ECS replaces the instance if auto-repair is on;" in out
+    assert "      link: https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html" in out
+
+
+def test_routecheck_shows_which_route_gave_a_runbook(capsys: pytest.CaptureFixture[str]) -> None:
+    events = [str(EVENTS / "incident-xid79" / "01-impaired-xid79.json"), str(EVENTS / "state" / "draining-manual.json")]
+
+    assert routecheck(["--routing-file", str(DOCUMENTED_RUNBOOKS), *events]) == 0
+
+    out = capsys.readouterr().out
+    assert "    runbook (from route inference-gpu-hardware): Confirm ECS auto-repair started" in out
+    assert "      link: https://wiki.example.com/runbooks/gpu-inference-hardware" in out
+    assert "    runbook (from route manual-drains-are-informational): Check the change calendar;" in out
+    assert (
+        "      link: https://docs.aws.amazon.com/AmazonECS/latest/developerguide/container-instance-draining.html"
+        in out
+    )
+
+
+def test_routecheck_refuses_a_bad_runbook_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    routing = yaml.safe_load(DOCUMENTED_RUNBOOKS.read_text(encoding="utf-8"))
+    routing["routes"][1]["runbook"]["url"] = "http://wiki.example.com/runbooks/gpu-inference-hardware"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(routing), encoding="utf-8")
+
+    assert routecheck(["--routing-file", str(path), str(EVENTS / "state" / "draining-manual.json")]) == 2
+
+    err = capsys.readouterr().err
+    assert "routes.1.runbook.url" in err
+    assert "a runbook url must be https://host/..." in err
 
 
 def test_routecheck_rejects_a_missing_file(capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,6 +73,17 @@ class Classification:
 
 
 @dataclass(frozen=True, slots=True)
+class Runbook:
+    """What on-call should do about a fault, in one line, and where to read more (fault_responder.runbooks)."""
+
+    action: str
+    """One line, e.g. "The GPU fell off the bus: ECS replaces the instance if auto-repair is on; ..."."""
+    url: str
+    """An https link: NVIDIA's XID catalog, the ECS documentation, or a route's own runbook."""
+    link_text: str
+
+
+@dataclass(frozen=True, slots=True)
 class DrainAttribution:
     cause: DrainCause
     label: str
@@ -216,6 +227,8 @@ class Incident:
     timeline: list[TimelineEntry] = field(default_factory=list)
     opened_count: int = 1
     """This is the n-th episode of its check on this instance that the record still holds."""
+    runbook: Runbook | None = None
+    """What to do: the default for its classification, or its route's override."""
     relapses: int = 0
     """Times the check went OK and relapsed within the hold-down: more than zero is a flapping incident."""
     resolves_at: datetime | None = None
@@ -261,6 +274,8 @@ class Alert:
     drain: DrainAttribution | None = None
     details: dict[str, str] = field(default_factory=dict)
     receivers: tuple[str, ...] = ()
+    runbook: Runbook | None = None
+    """What to do: the default for its fault class, or its route's override."""
     superseded_by: str | None = None
     """An incident learned later explains it (a DRAINING that arrived before its fault): the message already
     sent is corrected in place to point at the incident, and nothing new is sent for it."""

@@ -41,6 +41,7 @@ from fault_responder.matchers import incident_labels
 from fault_responder.policy import Policy
 from fault_responder.record import Delivery, KnownIncident, Lease, bounded_id, digest
 from fault_responder.routing import Grouping, RouteContext, RouteDecision
+from fault_responder.runbooks import runbook_for
 from fault_responder.timefmt import iso_utc
 
 GROUP_PREFIX = "group:"
@@ -224,6 +225,8 @@ def derive_fleet(
         identity.receivers = list(decision.receivers)
         identity.route = ",".join(decision.routes) or None
         incident.receivers, incident.route = list(decision.receivers), identity.route
+        classification = incident.classification
+        incident.runbook = runbook_for(classification.fault_class, classification.xid, override=decision.runbook)
         identity.status, identity.opened_at, identity.closed_at = (
             incident.status,
             incident.opened_at,

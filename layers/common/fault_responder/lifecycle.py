@@ -64,6 +64,7 @@ from fault_responder.record import (
     clip,
 )
 from fault_responder.routing import RouteContext, RouteDecision, alert_context, incident_context
+from fault_responder.runbooks import runbook_for
 from fault_responder.timefmt import iso_utc
 
 MAX_TIMELINE = 100
@@ -515,12 +516,15 @@ def _threads(record: InstanceRecord, subject: str) -> list[SlackThread]:
 def _route(incident: Incident, identity: KnownIncident, route: Route) -> None:
     """Routed by what the incident is now (its most severe report, its drain). A receiver that heard of it
     and is no longer routed to (a late event showed the critical report belonged to an earlier incident) is
-    brought up to date by delivery: its page resolved, its Slack root kept current."""
+    brought up to date by delivery: its page resolved, its Slack root kept current. Its runbook is the default
+    for what it is now, unless a matched route gives its own."""
     decision = route(incident_context(incident))
     identity.route = ",".join(decision.routes) or None
     identity.receivers = list(decision.receivers)
     incident.receivers = list(decision.receivers)
     incident.route = identity.route
+    classification = incident.classification
+    incident.runbook = runbook_for(classification.fault_class, classification.xid, override=decision.runbook)
 
 
 def _remember(identity: KnownIncident, incident: Incident) -> None:
@@ -677,7 +681,11 @@ def _alerts(
                 superseded_by=owner,
             )
         )
-    routed = [replace(alert, receivers=route(alert_context(alert)).receivers) for alert in alerts]
+    decisions = [(alert, route(alert_context(alert))) for alert in alerts]
+    routed = [
+        replace(alert, receivers=decision.receivers, runbook=runbook_for(alert.fault_class, override=decision.runbook))
+        for alert, decision in decisions
+    ]
     return sorted(routed, key=lambda alert: (alert.at, alert.key))
 
 

@@ -18,11 +18,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from fault_responder import lifecycle
-from fault_responder.domain import Alert, Incident
+from fault_responder.domain import Alert, Incident, Runbook
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels
 from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.models.events import UnsupportedEventError
-from fault_responder.routing import Receiver, Router, RoutingConfig, alert_context, incident_context, load_routing
+from fault_responder.routing import (
+    Receiver,
+    RouteDecision,
+    Router,
+    RoutingConfig,
+    alert_context,
+    incident_context,
+    load_routing,
+)
 from fault_responder.service import AlertService
 from fault_responder.store import MemoryInstanceStore
 
@@ -80,16 +88,30 @@ def _subjects(
         lines.append(f"  {action}: {incident.fingerprint} ({incident.phase})")
         lines.append(f"    labels: {labels}")
         lines.append(f"    route: {incident.route or 'no route matched'} -> {_named(incident.receivers, routing)}")
+        lines.extend(_runbook(incident.runbook, router.route(context), routing))
     for alert in alerts:
         if alert.superseded_by is not None or not receivers & set(alert.receivers):
             continue
         context = alert_context(alert)
         labels = ", ".join(f"{key}={context.value(key)}" for key in _LABELS)
-        route = ",".join(router.route(context).routes) or "no route matched"
+        decision = router.route(context)
+        route = ",".join(decision.routes) or "no route matched"
         lines.append(f"  notice: {alert.title}")
         lines.append(f"    labels: {labels}")
         lines.append(f"    route: {route} -> {_named(list(alert.receivers), routing)}")
+        lines.extend(_runbook(alert.runbook, decision, routing))
     return lines
+
+
+def _runbook(runbook: Runbook | None, decision: RouteDecision, routing: RoutingConfig) -> list[str]:
+    """The line on-call will read and its link, and whether a route gave them or they are the defaults."""
+    if runbook is None:
+        return []
+    given = next(
+        (route.name for route in routing.routes if route.name in decision.routes and route.runbook is not None), None
+    )
+    source = f"from route {given}" if given else "default"
+    return [f"    runbook ({source}): {runbook.action}", f"      link: {runbook.url}"]
 
 
 def _named(names: list[str], routing: RoutingConfig) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 
 from fault_responder.domain import Alert, EventKind, Incident, Severity
 from fault_responder.matchers import LABEL_NAMES, Matcher, MatcherError, parse_matcher
+from fault_responder.runbooks import check_action, check_https_url
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 MATCHER_KEYS = (
@@ -76,11 +77,35 @@ class Receiver(_Strict):
         return self
 
 
+class RouteRunbook(_Strict):
+    """A route's own runbook for what it routes, in place of the defaults (fault_responder.runbooks)."""
+
+    url: str | None = Field(default=None, description="An https link that replaces the default link.")
+    action: str | None = Field(default=None, description="One line that replaces the default what-to-do.")
+
+    @field_validator("url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        return None if value is None else check_https_url(value)
+
+    @field_validator("action")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        return None if value is None else check_action(value)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> RouteRunbook:
+        if self.url is None and self.action is None:
+            raise ValueError("a runbook needs 'url', 'action' or both")
+        return self
+
+
 class Route(_Strict):
     name: Name
     match: dict[str, list[str]] = Field(default_factory=dict)
     receivers: list[Name] = Field(min_length=1)
     continue_: bool = Field(default=False, alias="continue")
+    runbook: RouteRunbook | None = None
 
     @field_validator("match", mode="before")
     @classmethod
@@ -222,6 +247,8 @@ class RouteContext:
 class RouteDecision:
     routes: tuple[str, ...]
     receivers: tuple[str, ...]
+    runbook: RouteRunbook | None = None
+    """The runbook of the first matched route that has one: what it routes uses it instead of the defaults."""
 
 
 class Router:
@@ -238,7 +265,10 @@ class Router:
             receivers.extend(name for name in route.receivers if name not in receivers)
             if not route.continue_:
                 break
-        return RouteDecision(tuple(routes), tuple(receivers))
+        return RouteDecision(tuple(routes), tuple(receivers), self._runbook(routes))
+
+    def _runbook(self, matched: list[str]) -> RouteRunbook | None:
+        return next((r.runbook for r in self.config.routes if r.name in matched and r.runbook is not None), None)
 
 
 def _matches(route: Route, context: RouteContext) -> bool:

@@ -31,7 +31,11 @@ def render_fleet_root(incident: Incident) -> SlackMessage:
         )
     else:
         header = blocks._header(blocks.RESOLVED_EMOJI, "RESOLVED FLEET", incident.classification.title)
-    result: list[dict[str, Any]] = [header, *blocks._field_sections(_fields(incident))]
+    result: list[dict[str, Any]] = [
+        header,
+        *blocks._runbook_sections(incident.runbook, with_action=incident.is_open),
+        *blocks._field_sections(_fields(incident)),
+    ]
     if incident.is_open:
         result.append(blocks._section(_repair_note(len(fleet.open_members))))
     else:
@@ -94,7 +98,15 @@ def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -
         "class": incident.classification.fault_class.value,
         "custom_details": details,
     }
-    return {"routing_key": routing_key, "event_action": "trigger", "dedup_key": dedup_key, "payload": payload}
+    links = [{"href": incident.runbook.url, "text": incident.runbook.link_text}] if incident.runbook else []
+    if incident.runbook is not None:
+        details = {"what_to_do": incident.runbook.action, **details}
+        payload["custom_details"] = details
+    event: dict[str, Any] = {"routing_key": routing_key, "event_action": "trigger", "dedup_key": dedup_key}
+    event["payload"] = payload
+    if links:
+        event["links"] = links
+    return event
 
 
 def _fleet(incident: Incident) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fault_responder.domain import Alert, DrainAttribution, Incident, InstanceRef, TimelineEntry
+from fault_responder.domain import Alert, DrainAttribution, Incident, InstanceRef, Runbook, TimelineEntry
 from fault_responder.timefmt import iso_utc
 
 CLIENT_NAME = "GPU Fault Responder"
@@ -44,7 +44,7 @@ def render_trigger(incident: Incident, routing_key: str) -> dict[str, Any]:
         "event_action": "trigger",
         "dedup_key": _checked_dedup_key(incident.dedup_key),
         "payload": _without_none(payload),
-        **_context(instance),
+        **_context(instance, incident.runbook),
     }
 
 
@@ -72,7 +72,7 @@ def render_alert_trigger(alert: Alert, routing_key: str, dedup_key: str) -> dict
         "event_action": "trigger",
         "dedup_key": _checked_dedup_key(dedup_key),
         "payload": _without_none(payload),
-        **_context(instance),
+        **_context(instance, alert.runbook),
     }
 
 
@@ -87,6 +87,7 @@ def _incident_summary(incident: Incident) -> str:
 def _incident_details(incident: Incident) -> dict[str, Any]:
     classification = incident.classification
     details: dict[str, Any] = {
+        "what_to_do": incident.runbook.action if incident.runbook else None,
         "incident": incident.id,
         "fingerprint": incident.fingerprint,
         "xid": classification.xid,
@@ -107,6 +108,7 @@ def _incident_details(incident: Incident) -> dict[str, Any]:
 
 def _alert_details(alert: Alert) -> dict[str, Any]:
     details: dict[str, Any] = {
+        "what_to_do": alert.runbook.action if alert.runbook else None,
         "event_id": alert.event_id,
         "kind": alert.kind.value,
         "text": alert.text,
@@ -140,10 +142,13 @@ def _timeline_item(entry: TimelineEntry) -> dict[str, Any]:
     return {"at": iso_utc(entry.at), "phase": entry.phase, "text": entry.text}
 
 
-def _context(instance: InstanceRef) -> dict[str, Any]:
+def _context(instance: InstanceRef, runbook: Runbook | None) -> dict[str, Any]:
     label = f"ECS container instance {instance.container_instance_id} in cluster {instance.cluster_name}"
+    links = [{"href": instance.console_url, "text": _clip(label, MAX_SUMMARY)}]
+    if runbook is not None:
+        links.append({"href": runbook.url, "text": _clip(runbook.link_text, MAX_SUMMARY)})
     return {
-        "links": [{"href": instance.console_url, "text": _clip(label, MAX_SUMMARY)}],
+        "links": links,
         "client": CLIENT_NAME,
         "client_url": instance.console_url,
     }

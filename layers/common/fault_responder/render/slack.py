@@ -18,6 +18,7 @@ from fault_responder.domain import (
     DrainAttribution,
     Incident,
     InstanceRef,
+    Runbook,
     Severity,
     TimelineEntry,
 )
@@ -64,7 +65,11 @@ def escape_mrkdwn(text: str) -> str:
 
 def render_incident_root(incident: Incident) -> SlackMessage:
     """The incident's root message with its current status; posted once, then updated in place."""
-    blocks = [_incident_header(incident), *_field_sections(_incident_fields(incident))]
+    blocks = [
+        _incident_header(incident),
+        *_runbook_sections(incident.runbook, with_action=incident.is_open),
+        *_field_sections(_incident_fields(incident)),
+    ]
     if not incident.is_open:
         blocks.append(_section(_resolution_line(incident)))
     recent = [entry for entry in incident.timeline if entry.muted is None][-_RECENT_STEPS:]
@@ -87,6 +92,8 @@ def render_alert(alert: Alert) -> SlackMessage:
     if alert.text:
         # Slack rejects an empty text object, and with it the whole message.
         blocks.append(_section(escape_mrkdwn(alert.text)))
+    # Before the details, which can be many: the block limit cuts from the end.
+    blocks.extend(_runbook_sections(alert.runbook, with_action=True))
     blocks.extend(_field_sections(_alert_fields(alert)))
     blocks.append(_context([f"{escape_mrkdwn(alert.kind.value)} · ECS event `{escape_mrkdwn(alert.event_id)}`"]))
     fallback = (
@@ -116,7 +123,11 @@ def render_webhook_step(incident: Incident, entry: TimelineEntry) -> SlackMessag
     It carries the incident's current status and the step it announces, so each message can be read on its
     own in the channel.
     """
-    blocks = [_incident_header(incident), _section(_step_text(incident, entry))]
+    blocks = [
+        _incident_header(incident),
+        _section(_step_text(incident, entry)),
+        *_runbook_sections(incident.runbook, with_action=incident.is_open),
+    ]
     step = f"{escape_mrkdwn(entry.phase)}: {escape_mrkdwn(entry.text)}"
     fallback = f"{_incident_subject(incident)} · {step}"
     blocks.extend(_field_sections(_incident_fields(incident)))
@@ -124,6 +135,15 @@ def render_webhook_step(incident: Incident, entry: TimelineEntry) -> SlackMessag
         blocks.append(_section(_resolution_line(incident)))
     blocks.append(_incident_context(incident))
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
+
+
+def _runbook_sections(runbook: Runbook | None, *, with_action: bool) -> list[dict[str, Any]]:
+    """What to do and where to read more; once a fault is over, only the link (the action is history)."""
+    if runbook is None:
+        return []
+    lines = [f"*What to do:* {_clip(escape_mrkdwn(runbook.action), _STEP_TEXT_BUDGET)}"] if with_action else []
+    lines.append(f"*Runbook:* {_link(runbook.url, runbook.link_text)}")
+    return [_section("\n".join(lines))]
 
 
 def _thread_pointer(incident: Incident) -> str:
