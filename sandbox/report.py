@@ -117,7 +117,7 @@ def _number(text: str) -> int | float:
 
 def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The incidents of every instance record, derived with the layer's own code and the stack's routing."""
-    records = [item for item in items if item.get("sk") == "RECORD"]
+    records = [item for item in items if item.get("sk") == "RECORD" and str(item.get("pk", "")).startswith("INSTANCE#")]
     if not records:
         return []
     with layer_on_path(sandbox.stack):

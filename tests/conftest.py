@@ -32,6 +32,15 @@ def vary(
     return varied
 
 
+def incidents_table() -> dict[str, Any]:
+    """CreateTable's arguments, but the name, for the incidents table as template.yaml defines it."""
+    from sandbox.template import load_template  # noqa: PLC0415  # the sandbox only where a test needs it
+
+    properties = load_template(ROOT / "template.yaml").resources["IncidentsTable"]["Properties"]
+    keys = ("AttributeDefinitions", "KeySchema", "BillingMode", "GlobalSecondaryIndexes")
+    return {key: copy.deepcopy(properties[key]) for key in keys if key in properties}
+
+
 def health_check(event: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A copy of a Health Change event whose single health check has some fields replaced."""
     varied = copy.deepcopy(event)

@@ -33,9 +33,18 @@ async def record_handler(record: SQSRecord) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     router = alert_router()
-    router.idempotency.register_lambda_context(context)
     router.start_invocation(context.get_remaining_time_in_millis() / 1000)
     metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
     return async_process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    """SweepFunction, every minute: open incidents brought up to date with the time (fault_responder.service)."""
+    router = alert_router()
+    router.start_invocation(context.get_remaining_time_in_millis() / 1000)
+    return router.sweep()

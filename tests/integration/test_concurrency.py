@@ -20,7 +20,7 @@ import boto3
 import pytest
 
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
-from tests.conftest import load_event
+from tests.conftest import incidents_table, load_event
 from tests.integration.parallel import Workers, free_port, serve_moto, wait_for
 
 RUNS = 100
@@ -37,15 +37,7 @@ def world() -> Iterator[dict[str, Any]]:
     endpoint = f"http://127.0.0.1:{port}"
     credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": REGION}
     dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, **credentials)
-    for table, keys in (("incidents", ("pk", "sk")), ("idempotency", ("id",))):
-        dynamodb.create_table(
-            TableName=table,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
-            KeySchema=[
-                {"AttributeName": key, "KeyType": kind} for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
-            ],
-        )
+    dynamodb.create_table(TableName="incidents", **incidents_table())
     dlq = boto3.client("sqs", endpoint_url=endpoint, **credentials).create_queue(QueueName="dlq")["QueueUrl"]
     secrets = boto3.client("secretsmanager", endpoint_url=endpoint, **credentials)
     with StandIns() as standins:
@@ -60,7 +52,6 @@ def world() -> Iterator[dict[str, Any]]:
             "AWS_DEFAULT_REGION": REGION,
             "AWS_REGION": REGION,
             "INCIDENTS_TABLE": "incidents",
-            "IDEMPOTENCY_TABLE": "idempotency",
             "ALERT_DLQ_URL": dlq,
             "SLACK_SECRET_NAME": "slack",
             "PAGERDUTY_SECRET_NAME": "pagerduty",

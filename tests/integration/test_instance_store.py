@@ -27,6 +27,7 @@ from fault_responder.record import (
     TaskStopFact,
 )
 from fault_responder.store import ConcurrentUpdateError, LeaseLostError
+from tests.conftest import incidents_table
 
 TABLE = "incidents"
 ARN = "arn:aws:ecs:us-west-2:123456789012:container-instance/gpu/abc123"
@@ -38,15 +39,7 @@ INSTANCE = InstanceRef("us-west-2", "123456789012", "arn:aws:ecs:us-west-2:12345
 def dynamodb() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        )
+        client.create_table(TableName=TABLE, **incidents_table())
         yield client
 
 

@@ -35,7 +35,6 @@ def test_globals_are_merged_into_the_router_function(real_template: Template) ->
     variables = properties["Environment"]["Variables"]
     assert variables["POWERTOOLS_SERVICE_NAME"] == "gpu-fault-responder"
     assert variables["INCIDENTS_TABLE"] == "<IncidentsTable>"
-    assert variables["IDEMPOTENCY_TABLE"] == "<IdempotencyTable>"
     assert variables["ALERT_DLQ_URL"] == "<AlertDLQ>"
     assert properties["Handler"] == "app.lambda_handler"
 

@@ -28,7 +28,7 @@ RELAUNCH = {
     "ResumeTaskDefinitionFamilies": "llm-train,llm-eval",
     "ResumeTaskRoleArns": f"{TASK_ROLE},{EXECUTION_ROLE}",
 }
-TABLES = {"arn:IncidentsTable.Arn": "IncidentsTable", "arn:IdempotencyTable.Arn": "IdempotencyTable"}
+TABLES = {"arn:IncidentsTable.Arn": "IncidentsTable"}
 
 # Actions that have no resource types in the Service Authorization Reference, so "*" is their narrowest
 # resource. Anything else with "*" is a grant wider than it has to be.
@@ -189,7 +189,6 @@ def test_the_router_uses_exactly_these_table_actions_one_statement_per_table() -
 
     assert table_actions(resolver, "AlertRouterRole") == {
         "IncidentsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-        "IdempotencyTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
     }
 
 
@@ -204,12 +203,25 @@ def test_the_router_sends_only_to_the_dlq_and_reads_only_the_two_secrets() -> No
     ]
 
 
-def test_the_router_writes_only_its_own_log_group_and_creates_none() -> None:
+def test_the_router_and_the_sweep_write_only_their_own_log_groups_and_create_none() -> None:
     resolver = stack()
 
-    writes = granting(resolver, "logs:PutLogEvents")
-    assert [s["Resource"] for s in writes] == ["arn:AlertRouterLogGroup.Arn"]
+    assert [s["Resource"] for s in granting(resolver, "logs:PutLogEvents", "AlertRouterLogsPolicy")] == [
+        "arn:AlertRouterLogGroup.Arn"
+    ]
+    assert [s["Resource"] for s in granting(resolver, "logs:PutLogEvents", "SweepLogsPolicy")] == [
+        "arn:SweepLogGroup.Arn"
+    ]
     assert granting(resolver, "logs:CreateLogGroup") == []
+
+
+def test_the_sweep_reads_and_writes_the_incidents_table_and_lists_only_its_open_index() -> None:
+    resolver = stack()
+
+    assert table_actions(resolver, "SweepRole") == {"IncidentsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"}}
+    [query] = granting(resolver, "dynamodb:Query", "SweepRole")
+    assert query["Resource"] == "arn:IncidentsTable.Arn/index/Open"
+    assert granting(resolver, "sqs:SendMessage", "SweepRole") == []
 
 
 # --- The resume functions' table actions -----------------------------------------------------------
@@ -234,12 +246,6 @@ def test_each_resume_function_has_only_the_incident_table_actions_its_step_uses(
     function: str, actions: set[str]
 ) -> None:
     assert table_actions(stack(**RELAUNCH), function) == {"IncidentsTable": actions}
-
-
-def test_no_statement_grants_on_both_tables() -> None:
-    for logical_id, statement in statements(stack(**RELAUNCH)):
-        tables = [resource for resource in as_list(statement["Resource"]) if resource in TABLES]
-        assert len(tables) <= 1, (logical_id, statement.get("Sid"))
 
 
 # --- Wildcard resources ----------------------------------------------------------------------------

@@ -478,7 +478,6 @@ def _environment(monkeypatch: pytest.MonkeyPatch, deploy: Deployment, standins: 
         "POWERTOOLS_TRACE_DISABLED": "1",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
         **deploy.environment,
-        "IDEMPOTENCY_TABLE": "idempotency",
         "ALERT_DLQ_URL": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/alert-dlq",
         "SLACK_API_URL": standins.slack_api_url,
         "PAGERDUTY_EVENTS_URL": standins.pagerduty_url,
@@ -497,12 +496,7 @@ def _account(deploy: Deployment, standins: StandIns) -> None:
         KeySchema=table["KeySchema"],
         AttributeDefinitions=table["AttributeDefinitions"],
         BillingMode=table["BillingMode"],
-    )
-    dynamodb.create_table(
-        TableName="idempotency",
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
+        GlobalSecondaryIndexes=table.get("GlobalSecondaryIndexes", []),
     )
     secrets = boto3.client("secretsmanager", region_name=REGION)
     secrets.create_secret(

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
 import boto3
 from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder import lifecycle
@@ -26,13 +20,16 @@ from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.delivery import Courier
 from fault_responder.envelope import RejectedEvent, read_envelope
+from fault_responder.envtypes import Names
 from fault_responder.models.events import UnsupportedEventError
 from fault_responder.observability import count, logger
-from fault_responder.routing import Router, load_routing
+from fault_responder.policy import Policy, QuietWhenHandled
+from fault_responder.routing import Router, RoutingConfig, load_routing
 from fault_responder.service import AlertService
 
 SECRET_CACHE_SECONDS = 300
-IDEMPOTENCY_SECONDS = 24 * 3600
+QUIET_MODES = frozenset({"auto", "approve"})
+"""Resume modes in which the workflow acts on a fault itself, so its incident need not page while it does."""
 BUDGET_MARGIN_SECONDS = 3.0
 """Kept back from the invocation's time for recording outcomes and answering SQS."""
 MAX_REASON = 1000
@@ -45,7 +42,6 @@ class RouterSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     incidents_table: str = Field(alias="INCIDENTS_TABLE", min_length=1)
-    idempotency_table: str = Field(alias="IDEMPOTENCY_TABLE", min_length=1)
     alert_dlq_url: str = Field(alias="ALERT_DLQ_URL", min_length=1)
     slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
     pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
@@ -56,6 +52,10 @@ class RouterSettings(BaseModel):
     slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL)
     pagerduty_events_url: str = Field(alias="PAGERDUTY_EVENTS_URL", default=PAGERDUTY_EVENTS_URL)
     http_max_attempts: int = Field(alias="HTTP_MAX_ATTEMPTS", default=4, ge=1, le=10)
+    training_capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
+    resume_check_types: Names = Field(alias="RESUME_CHECK_TYPES", default=("ACCELERATED_COMPUTE",))
+    resume_mode: str = Field(alias="RESUME_MODE", default="auto")
+    resume_page_deadline_minutes: int = Field(alias="RESUME_PAGE_DEADLINE_MINUTES", default=30, ge=1, le=1440)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -77,6 +77,7 @@ class AlertRouter:
     def __init__(self, settings: RouterSettings) -> None:
         self.settings = settings
         routing = load_routing(settings.routing_file)
+        router = Router(routing)
         self.channels = SecretChannels(
             fetch_secret=_fetch_json_secret,
             slack_secret_name=settings.slack_secret_name,
@@ -88,18 +89,16 @@ class AlertRouter:
         store = DynamoDBInstanceStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
         self.service = AlertService(
             store,
-            Router(routing),
+            router,
             Courier(self.channels, clock=lambda: datetime.now(UTC)),
-            lifecycle.Settings(drain_window=timedelta(minutes=settings.drain_attribution_window_minutes)),
+            lifecycle.Settings(
+                drain_window=timedelta(minutes=settings.drain_attribution_window_minutes),
+                hold_down=routing.flapping.hold_down,
+            ),
             count=count,
+            policy=policy_for(routing, settings),
+            grouping=routing.grouping,
         )
-        self.idempotency = IdempotencyConfig(
-            event_key_jmespath="id", expires_after_seconds=IDEMPOTENCY_SECONDS, raise_on_no_idempotency_key=True
-        )
-        persistence = DynamoDBPersistenceLayer(table_name=settings.idempotency_table)
-        self._handle_once: Callable[..., dict[str, Any]] = idempotent_function(
-            data_keyword_argument="event", config=self.idempotency, persistence_store=persistence
-        )(self._handle)
         self._sqs = boto3.client("sqs")
         self._ends_at = time.monotonic() + LAMBDA_MAX_SECONDS
 
@@ -108,6 +107,13 @@ class AlertRouter:
         seconds_left = min(seconds_left, LAMBDA_MAX_SECONDS)
         self._ends_at = time.monotonic() + seconds_left
         self.channels.budget = Budget(seconds_left, margin=BUDGET_MARGIN_SECONDS)
+
+    def sweep(self) -> dict[str, int]:
+        """One run of the sweep (SweepFunction): every open record brought up to date with the time."""
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        tally = self.service.sweep(seconds_left=seconds_left)
+        logger.info("sweep done", extra=tally)
+        return tally
 
     def _handle(self, event: dict[str, Any]) -> dict[str, Any]:
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
@@ -126,17 +132,12 @@ class AlertRouter:
         logger.thread_safe_append_keys(correlation_id=event_id)
         try:
             try:
-                result = self._handle_once(event=raw)
+                # No idempotency record first: facts are idempotent and deliveries leased, so a copy of an event
+                # finds its facts known and its pages sent (or being sent by the lease holder) and does nothing.
+                result = self._handle(raw)
             except (ValidationError, UnsupportedEventError) as error:
                 self._dead_letter(body, message_id, event_id, f"malformed: {_describe(error)}", receive_count)
                 return None
-            except IdempotencyAlreadyInProgressError:
-                if last:
-                    logger.warning(
-                        "a copy of this event is being processed; this one is done", extra={"event_id": event_id}
-                    )
-                    return None
-                raise
             except Exception as error:
                 reason = f"{type(error).__name__}: {error}"
                 if last:
@@ -170,6 +171,20 @@ class AlertRouter:
                 name: {"DataType": "String", "StringValue": value or "(empty)"} for name, value in attributes.items()
             },
         )
+
+
+def policy_for(routing: RoutingConfig, settings: RouterSettings) -> Policy:
+    """Who hears nothing new, and why: the routing file's inhibition rules, and quiet while the training
+    auto-resume workflow handles a fault it acts on."""
+    quiet = None
+    if settings.training_capacity_providers and settings.resume_mode in QUIET_MODES:
+        quiet = QuietWhenHandled(
+            capacity_providers=frozenset(settings.training_capacity_providers),
+            check_types=frozenset(settings.resume_check_types),
+            deadline=timedelta(minutes=settings.resume_page_deadline_minutes),
+        )
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    return Policy(inhibit_rules=tuple(routing.inhibit_rules), quiet=quiet, pagerduty_receivers=pagerduty)
 
 
 def _describe(error: Exception) -> str:

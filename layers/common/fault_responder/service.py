@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from fault_responder.fleet import (
     group_arn,
     group_of,
     group_where,
+    is_group,
     latest_incidents,
     member_of,
 )
@@ -53,11 +55,16 @@ from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIn
 from fault_responder.routing import Grouping, Receiver, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
 
+log = logging.getLogger(__name__)
+
 Counter = Callable[[str, str, str], None]
 """count(metric, dimension name, dimension value)."""
 
 MAX_WRITE_CONFLICTS = 10
 MAX_STEPS_PER_DRAIN = 200
+SWEEP_LIMIT = 2000
+"""Records one sweep run reconciles at most; the rest wait for the next run."""
+SWEEP_MARGIN_SECONDS = 10.0
 """A bound on one worker's loop; far above what one instance ever needs."""
 
 
@@ -160,6 +167,29 @@ class AlertService:
         group = self._settle_fleets(group)
         outcomes = self._collect(self._submit_group(group, owner, until))
         return {"group": arn, "receivers": outcomes}
+
+    def sweep(self, *, seconds_left: float, limit: int = SWEEP_LIMIT) -> dict[str, int]:
+        """Reconcile every record with something open, as time alone may have changed what it means (a hold-down
+        or a quiet deadline ended, fleet updates waited, a run died mid-delivery). Bounded by `limit` records
+        and the time left; what is not reached now is reached by the next run."""
+        ends = self.epoch() + seconds_left
+        tally = {"records": 0, "failed": 0, "deferred": 0}
+        for arn in self.store.open_records():
+            left = ends - self.epoch()
+            if tally["records"] >= limit or left < SWEEP_MARGIN_SECONDS:
+                tally["deferred"] += 1
+                continue
+            tally["records"] += 1
+            try:
+                if is_group(arn):
+                    self.reconcile_group(arn, seconds_left=left)
+                else:
+                    self.reconcile(arn, seconds_left=left)
+            except Exception as error:  # one record's failure must not stop the sweep of the others
+                tally["failed"] += 1
+                self.count("SweepFailures", "Kind", type(error).__name__)
+                log.warning("the sweep could not bring %s up to date (the next run tries again): %s", arn, error)
+        return tally
 
     def derive_fleet(self, group: GroupRecord) -> FleetView:
         if self.grouping is None:

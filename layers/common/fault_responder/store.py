@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -115,6 +115,10 @@ class InstanceStore(Protocol):
     def commit_fleets(self, record: GroupRecord) -> GroupRecord:
         """Write the group's fleet identities if they are still at record.incidents_version; raises
         ConcurrentUpdateError (without `stored`) otherwise."""
+        ...
+
+    def open_records(self) -> Iterator[str]:
+        """The ARNs of the records (instances and groups) with an open incident or fleet incident."""
         ...
 
 
@@ -258,3 +262,13 @@ class MemoryInstanceStore:
             stored.incidents = copy.deepcopy(record.incidents)
             stored.incidents_version += 1
             return copy.deepcopy(stored)
+
+    def open_records(self) -> Iterator[str]:
+        with self._lock:
+            instances = [
+                arn
+                for arn, record in self._records.items()
+                if any(k.status == "OPEN" for known in record.incidents.values() for k in known)
+            ]
+            groups = [arn for arn, group in self._groups.items() if any(k.status == "OPEN" for k in group.incidents)]
+        yield from sorted(instances) + sorted(groups)

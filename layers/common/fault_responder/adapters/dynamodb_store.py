@@ -5,7 +5,9 @@ attributes, so each writer sets only its own with UpdateItem:
 - `ver`: bumped by every write of facts or incidents (the optimistic lock);
 - `ref`: the instance; `inst`: the instance-level facts (statuses, tasks, quarantine, notices);
 - `c_<digest>`: one health check's facts and incidents;
-- `l_<digest>`: one receiver's lease; `d_<digest>`: what one receiver was told about one subject.
+- `l_<digest>`: one receiver's lease; `d_<digest>`: what one receiver was told about one subject;
+- `sweep` and `rid`, only while an incident is open: the table's `Open` index lists these records (`sweep`
+  is one of SWEEP_SHARDS values, `rid` the record's ARN) for the sweep.
 The training auto-resume notifier's delivery ledger uses pk = DELIVERY#<key>, sk = DELIVERY.
 
 One item per group of instances (fleet incidents): pk = GROUP#<group labels>, sk = RECORD, with `ver` (bumped
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -62,6 +64,9 @@ MAX_ITEM_BYTES = 380_000
 """Below DynamoDB's 400 KB with room for attribute names and the few parts written separately."""
 MAX_KEY_BYTES = 1_900
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+OPEN_INDEX = "Open"
+SWEEP_SHARDS = 8
+"""The Open index's partition key values: a storm's writes spread over these many index partitions."""
 
 
 def instance_pk(container_instance_arn: str) -> str:
@@ -122,6 +127,7 @@ class DynamoDBInstanceStore:
         update.set("ver", record.version + 1)
         update.set("expires_at", self._expiry(record))
         update.set("ref", instance_to_dict(record.instance))
+        _mark_open(update, record.arn, is_open=_has_open(record))
         if "inst" in parts:
             update.set("inst", parts["inst"])
         for name, value in parts.items():
@@ -149,6 +155,7 @@ class DynamoDBInstanceStore:
         update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(1)}")
         update.set_expression(f"{ref} = if_not_exists({ref}, {update.value(instance_to_dict(record.instance))})")
         update.set("expires_at", self._expiry(record))
+        _mark_open(update, record.arn, is_open=_has_open(record))
         conditions = [f"attribute_not_exists({update.name('inst')})"]
         for check in checks:
             attribute = check_attribute(check)
@@ -201,7 +208,7 @@ class DynamoDBInstanceStore:
         raise RecordTooLargeError(f"the record of {record.arn} does not fit in a DynamoDB item even compacted")
 
     def _expiry(self, record: InstanceRecord) -> int:
-        open_incident = any(k.status == "OPEN" for known in record.incidents.values() for k in known)
+        open_incident = _has_open(record)
         keep = max(self.retention, OPEN_RECORD_TTL) if open_incident else self.retention
         return int(time.time() + keep.total_seconds())
 
@@ -312,6 +319,7 @@ class DynamoDBInstanceStore:
         update = _Update()
         update.set("f", known_list_to_dict(record.incidents))
         update.set("fv", record.incidents_version + 1)
+        _mark_open(update, record.arn, is_open=any(k.status == "OPEN" for k in record.incidents))
         fv = update.name("fv")
         if record.incidents_version == 0:
             condition = f"attribute_exists(pk) AND attribute_not_exists({fv})"
@@ -332,6 +340,28 @@ class DynamoDBInstanceStore:
                 ) from error
             raise
         return decode_group(record.arn, response["Attributes"])
+
+    # --- The sweep ---------------------------------------------------------------------------------------------
+
+    def open_records(self) -> Iterator[str]:
+        """The ARNs of the records with something open (instances and groups), from the Open index."""
+        for shard in range(SWEEP_SHARDS):
+            arguments: dict[str, Any] = {
+                "TableName": self.table_name,
+                "IndexName": OPEN_INDEX,
+                "KeyConditionExpression": "#s = :s",
+                "ExpressionAttributeNames": {"#s": "sweep"},
+                "ExpressionAttributeValues": {":s": {"S": _shard(shard)}},
+            }
+            while True:
+                page = self._client.query(**arguments)
+                for item in page.get("Items", []):
+                    rid = item.get("rid", {}).get("S")
+                    if rid:
+                        yield rid
+                if "LastEvaluatedKey" not in page:
+                    break
+                arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     # --- The resume notifier's ledger ---------------------------------------------------------------------
 
@@ -452,6 +482,24 @@ def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
 def _key(arn: str) -> dict[str, Any]:
     pk = group_pk(arn) if is_group(arn) else instance_pk(arn)
     return {"pk": {"S": pk}, "sk": {"S": SK}}
+
+
+def _has_open(record: InstanceRecord) -> bool:
+    return any(k.status == "OPEN" for known in record.incidents.values() for k in known)
+
+
+def _shard(number: int) -> str:
+    return f"open#{number}"
+
+
+def _mark_open(update: _Update, arn: str, *, is_open: bool) -> None:
+    """List the record in the Open index while it has something open, and take it off when it has not."""
+    if is_open:
+        update.set("sweep", _shard(int(digest(arn), 16) % SWEEP_SHARDS))
+        update.set("rid", arn)
+    else:
+        update.remove("sweep")
+        update.remove("rid")
 
 
 def _too_large(error: ClientError) -> bool:

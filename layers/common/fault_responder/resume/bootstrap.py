@@ -12,20 +12,21 @@ import os
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore
 from aws_lambda_powertools.utilities import parameters
 from botocore.client import BaseClient
 from botocore.config import Config
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
+from fault_responder.envtypes import Names
 from fault_responder.observability import count
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.steps import ResumeSteps
@@ -37,16 +38,6 @@ if TYPE_CHECKING:
 SECRET_CACHE_SECONDS = 300
 # Throttling on a busy cluster is retried by botocore, with backoff, before a step fails.
 AWS_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8})
-
-
-def _names(value: Any) -> Any:
-    """A comma-delimited stack parameter (CommaDelimitedList joined by !Join) as a tuple of names."""
-    if isinstance(value, str):
-        return tuple(item.strip() for item in value.split(",") if item.strip())
-    return value
-
-
-Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
 
 
 class ResumeSettings(BaseModel):
