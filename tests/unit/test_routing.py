@@ -356,3 +356,10 @@ def test_routecheck_refuses_a_time_it_cannot_place(at: str, says: str, capsys: p
 
     assert exit_.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_the_example_in_docs_silences_md_is_the_example_file() -> None:
+    document = (ROOT / "docs/silences.md").read_text(encoding="utf-8")
+    yaml_blocks = [block.split("```", 1)[0] for block in document.split("```yaml\n")[1:]]
+
+    assert MAINTENANCE_EXAMPLE.read_text(encoding="utf-8") in yaml_blocks
