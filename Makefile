@@ -115,15 +115,15 @@ smoke: build-host $(VENV)/.installed ## make invoke of the built functions (one 
 standins: $(VENV)/.installed ## Serve the Slack/PagerDuty stand-ins env.json points sam local invoke at, until Ctrl-C
 	$(PY) -m sandbox standins --host $(STANDINS_HOST) --port $(STANDINS_PORT)
 
-scenarios: $(VENV)/.installed ## Run every training auto-resume scenario in the sandbox and check its expectations
+scenarios: $(VENV)/.installed ## Run every scenario in scenarios/ in the sandbox and check its expectations
 	@for scenario in scenarios/*.yaml; do $(PY) -m sandbox run $$scenario --quiet || exit 1; echo "ok  $$scenario"; done
 
 demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair drain -> instance gone) in the sandbox
 	@mkdir -p reports
 	$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
 
-route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] EVENT="<file>..."
-	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck --routing-file $(ROUTING_FILE) $(EVENT)
+route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] [AT=<ISO 8601>] EVENT="<file>..."
+	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck --routing-file $(ROUTING_FILE) $(if $(AT),--at $(AT)) $(EVENT)
 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)

@@ -582,6 +582,14 @@ class Timeline:
         if summary.get("error"):
             self._print(f"error {summary['error']}: {summary.get('cause')}", 8)
 
+    def cli(self, entry: Mapping[str, Any]) -> None:
+        for line in str(entry["stdout"]).splitlines():
+            self._print(line, 4)
+        for line in str(entry["stderr"]).splitlines():
+            self._print(f"stderr: {line}", 4)
+        outcome = "as expected" if entry["passed"] else f"FAIL: expected {entry['expect_exit']}"
+        self._print(f"exit {entry['exit_code']} ({outcome})", 4)
+
     def action(self, entry: Mapping[str, Any]) -> None:
         self._print(f"action {entry['action']}: {entry['outcome']}", 4)
 

@@ -21,6 +21,8 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
 - workflow_invocations: [{function, request_id, error, duration_ms, logs}]
 - ecs: {instances: [...], tasks: [...], run_task_requests: [...]} (sandbox.report.collect_ecs)
 - pagerduty_changes: the change events PagerDuty accepted; actions: [{action, after_seconds, outcome, ...}]
+- cli: [{step, args, exit_code, expect_exit, passed, stdout, stderr}], one per `cli` step (python -m
+  fault_responder.cli run in process against the stack's IncidentsTable)
 - expectations: [{name, select, passed, selected, problems}]
 """
 
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
+import shlex
 import threading
 import time
 from collections.abc import Sequence
@@ -40,12 +44,15 @@ from botocore.exceptions import ClientError
 from sandbox import expectations
 from sandbox import scenario as model
 from sandbox.ecs_emulation import EcsEmulation
+from sandbox.errors import SandboxError
 from sandbox.eventbridge import EventBus, SqsTargetDeliverer, StatesTargetDeliverer
+from sandbox.lambda_runtime import patched_environ
 from sandbox.replay import load_event_file
 from sandbox.report import ReportBuilder, Timeline, collect_ecs
 from sandbox.scenario import LoadedScenario
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import BatchOutcome, SqsEventSourceMapping
+from sandbox.stack import layer_on_path
 from sandbox.standins import Fault
 from sandbox.stepfunctions import (
     ExecutionTracker,
@@ -58,7 +65,10 @@ from sandbox.stepfunctions import (
     strings_in,
 )
 from sandbox.template import load_template
-from sandbox.world import World, deep_merge, point_at, seed_world
+from sandbox.world import INCIDENTS_TABLE, World, deep_merge, point_at, seed_world
+
+CLI_USER = "sandbox"
+"""The author of a silence a `cli` step adds without --author."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,7 @@ class _Run:
     actions: list[_PendingAction] = field(default_factory=list)
     used_commands: list[TaskCommand] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
+    cli_steps: list[dict[str, Any]] = field(default_factory=list)
 
     def execute(self) -> RunResult:
         scenario, sandbox = self.loaded.scenario, self.sandbox
@@ -155,7 +166,10 @@ class _Run:
             for repetition in range(step.repeat):
                 if step.delay_seconds:
                     time.sleep(step.delay_seconds)
-                self._deliver(number, step, repetition, world, bus)
+                if step.cli is not None:
+                    self._run_cli(number, step.cli, step.expect_exit or 0, world)
+                else:
+                    self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
                     self._drain(mapping)
                 last = number == len(scenario.events) and repetition == step.repeat - 1
@@ -222,6 +236,39 @@ class _Run:
                 filled = point_at(filled, world.instance(step.instance), self.sandbox.identity)
             events.append(deep_merge(filled, world.fill(step.overrides)))
         return events
+
+    def _run_cli(self, number: int, arguments: list[str], expected: int, world: World) -> None:
+        """`python -m fault_responder.cli` in process, against the deployed stack's incidents table in moto."""
+        filled = [str(argument) for argument in world.fill(arguments)]
+        self.timeline.step(number, f"python -m fault_responder.cli {shlex.join(filled)}")
+        table = self.sandbox.stack.resources.get(INCIDENTS_TABLE)
+        if table is None:
+            raise SandboxError(
+                f"{self.loaded.path}: step {number} runs the CLI, and the stack has no {INCIDENTS_TABLE}"
+            )
+        target = ["--table", str(table.ref), "--region", self.sandbox.identity.region]
+        target += ["--endpoint-url", self.sandbox.moto_endpoint]
+        out, err = io.StringIO(), io.StringIO()
+        with layer_on_path(self.sandbox.stack):
+            from fault_responder import cli  # noqa: PLC0415 - the stack's layer, on the path only here
+
+            # The run's environment is the functions' (no USER): `silence add` without --author is by "sandbox".
+            with patched_environ({"USER": CLI_USER}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = cli.main([*filled, *target])
+            if status == 0 and filled[:2] == ["silence", "add"]:
+                comment = str(cli.build_parser().parse_args([*filled, *target]).comment).strip()
+                world.silences.append((out.getvalue().strip(), comment))
+        entry = {
+            "step": number,
+            "args": filled,
+            "exit_code": status,
+            "expect_exit": expected,
+            "passed": status == expected,
+            "stdout": out.getvalue(),
+            "stderr": err.getvalue(),
+        }
+        self.cli_steps.append(entry)
+        self.timeline.cli(entry)
 
     def _drain(self, mapping: SqsEventSourceMapping) -> None:
         def record(outcome: BatchOutcome) -> None:
@@ -328,9 +375,14 @@ class _Run:
                 "ecs": ecs,
                 "pagerduty_changes": sandbox.standins.pagerduty_changes(),
                 "actions": [action.to_json() for action in self.actions],
+                "cli": self.cli_steps,
             }
         )
-        results = [self._finished_in_time(), *expectations.check([_filled(e, world) for e in scenario.expect], report)]
+        results = [
+            self._finished_in_time(),
+            *self._cli_exited_as_expected(),
+            *expectations.check([_filled(e, world) for e in scenario.expect], report),
+        ]
         passed = all(result["passed"] for result in results)
         report["expectations"] = results
         report["scenario"]["passed"] = passed
@@ -349,6 +401,25 @@ class _Run:
             "selected": len(self.timed_out),
             "problems": [f"{arn.rsplit(':', 1)[-1]} was still running: stopped" for arn in self.timed_out],
         }
+
+    def _cli_exited_as_expected(self) -> list[dict[str, Any]]:
+        """The expectation every scenario with cli steps has: each exited with its expect_exit (default 0)."""
+        if not self.cli_steps:
+            return []
+        failed = [entry for entry in self.cli_steps if not entry["passed"]]
+        return [
+            {
+                "name": "every cli step exited as expected",
+                "select": "cli",
+                "passed": not failed,
+                "selected": len(failed),
+                "problems": [
+                    f"step {entry['step']} exited {entry['exit_code']}, expected {entry['expect_exit']}: "
+                    + ((entry["stderr"] or entry["stdout"]).strip().splitlines() or ["(no output)"])[0]
+                    for entry in failed
+                ],
+            }
+        ]
 
 
 def _keys(sandbox: Sandbox, logical_id: str) -> tuple[str, str]:

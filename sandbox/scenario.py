@@ -170,11 +170,19 @@ class World(_Model):
 # --- Events, faults, actions -------------------------------------------------------------------------
 
 
+CLI_TARGET_OPTIONS = ("--stack", "--table", "--region", "--endpoint-url")
+"""Chosen by the runner for a `cli` step: the deployed stack's IncidentsTable, in the sandbox's moto."""
+
+
 class EventStep(_Model):
-    """One event: from a file or inline, adjusted, delivered once or more."""
+    """One step: an event (from a file or inline, adjusted, delivered once or more), or a CLI command."""
 
     file: str | None = None
     event: dict[str, Any] | None = None
+    cli: list[str] | None = None
+    """`python -m fault_responder.cli` arguments, run in process against the sandbox's incidents table."""
+    expect_exit: int | None = Field(default=None, ge=0, le=255)
+    """A `cli` step's expected exit status (default 0); any other fails the scenario."""
     instance: str | None = None
     """Point the event at this instance: cluster, container instance, EC2 instance, capacity provider."""
     overrides: dict[str, Any] = {}
@@ -187,10 +195,41 @@ class EventStep(_Model):
     wait: bool = True
     """Wait for the executions it started before the next step (the last step always waits)."""
 
+    @field_validator("cli", mode="before")
+    @classmethod
+    def _arguments_as_text(cls, value: Any) -> Any:
+        # YAML reads `--duration, 1h` as text but `--expect, 2` as a number: every argument is text to a CLI.
+        if isinstance(value, list):
+            return [item if isinstance(item, str) else str(item) for item in value]
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> EventStep:
-        if (self.file is None) == (self.event is None):
-            raise ValueError("give exactly one of file or event")
+        if sum(source is not None for source in (self.file, self.event, self.cli)) != 1:
+            raise ValueError("give exactly one of file, event or cli")
+        if self.cli is None:
+            if self.expect_exit is not None:
+                raise ValueError("expect_exit is for cli steps")
+            return self
+        if not self.cli:
+            raise ValueError("cli needs the command's arguments, e.g. [silence, list]")
+        unsupported = [
+            name
+            for name, given in (
+                ("instance", self.instance is not None),
+                ("overrides", bool(self.overrides)),
+                ("repeat", self.repeat != 1),
+                ("concurrently", self.concurrently != 1),
+            )
+            if given
+        ]
+        if unsupported:
+            raise ValueError(f"a cli step takes no {', '.join(unsupported)}")
+        targets = [arg for arg in self.cli if arg.split("=", 1)[0] in CLI_TARGET_OPTIONS]
+        if targets:
+            raise ValueError(
+                f"a cli step names no target ({', '.join(targets)}): the sandbox's incidents table is used"
+            )
         return self
 
 
@@ -240,6 +279,7 @@ Collection = Literal[
     "dlq",
     "errors",
     "actions",
+    "cli",
 ]
 COLLECTIONS: tuple[str, ...] = get_args(Collection)
 

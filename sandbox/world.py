@@ -68,6 +68,8 @@ class World:
     tasks: dict[str, SeededTask] = field(default_factory=dict)
     checkpoints: dict[str, list[str]] = field(default_factory=dict)
     """Checkpoint URI prefix -> the complete checkpoint folders written, oldest first."""
+    silences: list[tuple[str, str]] = field(default_factory=list)
+    """(id, comment) of each silence the scenario's cli steps added, in order."""
 
     def instance(self, name: str) -> SeededInstance:
         if name not in self.instances:
@@ -105,6 +107,10 @@ class World:
         for prefix, folders in self.checkpoints.items():
             if folders:
                 refs[f"checkpoints.{prefix}.newest"] = folders[-1]
+        for silence_id, comment in self.silences:
+            refs[f"silences.{comment}"] = silence_id  # the newest with that comment
+        if self.silences:
+            refs["silences.last"] = self.silences[-1][0]
         return refs
 
     def fill(self, value: Any, now: datetime | None = None) -> Any:

@@ -47,7 +47,39 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_an_event_step_needs_exactly_one_source(tmp_path: Path) -> None:
     path = _scenario_file(tmp_path, "events: [{file: x.json, event: {id: x}}]\n")
 
-    with pytest.raises(SandboxError, match="give exactly one of file or event"):
+    with pytest.raises(SandboxError, match="give exactly one of file, event or cli"):
+        load_scenario(path)
+
+
+def test_a_cli_step_loads_its_arguments_as_text(tmp_path: Path) -> None:
+    path = _scenario_file(tmp_path, "events: [{cli: [silence, expire, 1234567890123456], expect_exit: 1}]\n")
+
+    [step] = load_scenario(path).scenario.events
+
+    assert (step.cli, step.expect_exit, step.file, step.event) == (
+        ["silence", "expire", "1234567890123456"],
+        1,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        ("{cli: [silence, list], file: x.json}", "give exactly one of file, event or cli"),
+        ("{cli: []}", "cli needs the command's arguments"),
+        ("{cli: [silence, list, --table, t]}", r"names no target \(--table\)"),
+        ("{cli: [silence, list, --endpoint-url=http://x, --region, r]}", "--endpoint-url=http://x, --region"),
+        ("{cli: [silence, list], instance: gpu-a, repeat: 2}", "a cli step takes no instance, repeat"),
+        ("{file: x.json, expect_exit: 1}", "expect_exit is for cli steps"),
+        ("{cli: [silence, list], expect_exit: 256}", "less than or equal to 255"),
+    ],
+)
+def test_a_cli_step_that_cannot_run_as_written_is_refused(tmp_path: Path, step: str, says: str) -> None:
+    path = _scenario_file(tmp_path, f"events: [{step}]\n")
+
+    with pytest.raises(SandboxError, match=says):
         load_scenario(path)
 
 
@@ -155,6 +187,21 @@ def test_placeholders_are_filled_from_the_world() -> None:
     }
     with pytest.raises(SandboxError, match=r"unknown placeholder \{\{instances.gpu-z.arn\}\}"):
         world.fill("{{instances.gpu-z.arn}}")
+
+
+def test_silences_added_by_cli_steps_are_placeholders_by_comment_and_the_last() -> None:
+    world = World(StackIdentity("s"))
+    with pytest.raises(SandboxError, match=r"unknown placeholder \{\{silences.last\}\}"):
+        world.fill("{{silences.last}}")
+
+    world.silences += [("00000000000000a1", "driver rollout"), ("00000000000000b2", "last"), ("00000000000000c3", "x")]
+    world.silences.append(("00000000000000d4", "driver rollout"))
+
+    assert world.fill(["{{silences.last}}", "{{ silences.driver rollout }}", "{{silences.x}}"]) == [
+        "00000000000000d4",  # the newest, whatever the comments
+        "00000000000000d4",  # the newest with that comment
+        "00000000000000c3",
+    ]
 
 
 # --- The definition --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from moto.awslambda.exceptions import UnknownFunctionException
 from sandbox import run as run_module
 from sandbox.__main__ import main
 from sandbox.aws import AwsClients
+from sandbox.errors import SandboxError
 from sandbox.session import Sandbox
 from sandbox.statemachine import moto_settings_restored
 from sandbox.stepfunctions import LambdaDispatch
@@ -328,6 +329,69 @@ def test_a_failed_expectation_fails_the_run_and_says_why(tmp_path: Path) -> None
 
     assert not result.passed
     assert failed(result) == ["wrong on purpose: 1 selected, expected 5"]
+
+
+# --- CLI steps -------------------------------------------------------------------------------------
+
+
+def test_cli_steps_run_against_the_stacks_table_and_are_reported(tmp_path: Path) -> None:
+    # Given a silence added, then expired through {{silences.last}}, then listed, and an expire expected to fail
+    add = ["silence", "add", "--match", "cluster={{clusters.training.name}}", "--duration", "1h", "--comment", "maint"]
+    path = toy_scenario(
+        tmp_path,
+        {
+            "events": [
+                {"cli": add},
+                {"cli": ["silence", "expire", "{{silences.last}}"]},
+                {"cli": ["silence", "list", "--all", "--json"]},
+                {"cli": ["silence", "expire", "{{silences.maint}}"], "expect_exit": 1},
+            ],
+            "expect": [{"select": "cli", "where": {"args.1": "list"}, "each": {"stdout": {"contains": "expired"}}}],
+        },
+    )
+
+    # When it runs
+    result = run(path)
+
+    # Then every step exited as expected, with its arguments filled and its output kept
+    assert result.passed, "\n".join(failed(result))
+    steps = result.report["cli"]
+    silence_id = steps[0]["stdout"].strip()
+    assert [step["args"][:3] for step in steps] == [
+        ["silence", "add", "--match"],
+        ["silence", "expire", silence_id],
+        ["silence", "list", "--all"],
+        ["silence", "expire", silence_id],
+    ]
+    assert steps[0]["args"][3] == "cluster=training"
+    assert [step["exit_code"] for step in steps] == [0, 0, 0, 1]
+    [listed] = json.loads(steps[2]["stdout"])
+    assert (listed["id"], listed["state"], listed["comment"]) == (silence_id, "expired", "maint")
+    assert "already expired" in steps[3]["stderr"]
+    # And the silence is in the stack's IncidentsTable, as the deployed CLI would have put it
+    assert [item["sk"] for item in result.report["table"] if item["pk"] == "SILENCE"] == [silence_id]
+
+
+def test_a_cli_step_that_exits_otherwise_than_expected_fails_the_run_and_says_why(tmp_path: Path) -> None:
+    path = toy_scenario(
+        tmp_path,
+        {"events": [{"cli": ["silence", "expire", "0123456789abcdef"]}, {"cli": ["silence", "list"]}], "expect": []},
+    )
+
+    result = run(path)
+
+    assert not result.passed
+    assert failed(result) == [
+        "every cli step exited as expected: step 1 exited 1, expected 0: "
+        "python -m fault_responder.cli: error: no silence with id 0123456789abcdef"
+    ]
+
+
+def test_a_silence_placeholder_before_any_silence_is_an_error(tmp_path: Path) -> None:
+    path = toy_scenario(tmp_path, {"events": [{"cli": ["silence", "expire", "{{silences.last}}"]}], "expect": []})
+
+    with pytest.raises(SandboxError, match=r"unknown placeholder \{\{silences.last\}\}"):
+        run(path)
 
 
 # --- The command line ------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from fault_responder.domain import Severity
 from fault_responder.routecheck import main as routecheck
-from fault_responder.routing import RouteContext, Router, RouteRunbook, RoutingConfig, load_routing
+from fault_responder.routing import RouteContext, Router, RouteRunbook, RoutingConfig, load_routing, read_yaml
 from tests.conftest import EVENTS, ROOT
 
 DOCUMENTED_RUNBOOKS = ROOT / "docs" / "examples" / "routing-with-runbooks.yaml"
@@ -253,3 +254,203 @@ def test_routecheck_refuses_a_bad_runbook_naming_the_field(tmp_path: Path, capsy
 def test_routecheck_rejects_a_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert routecheck(["does-not-exist.json"]) == 2
     assert "no such event file" in capsys.readouterr().err
+
+
+# --- Time intervals: mute_time_intervals and active_time_intervals ---------------------------------------
+
+MAINTENANCE_EXAMPLE = ROOT / "docs" / "examples" / "maintenance-windows.yaml"
+SATURDAY_3AM_BERLIN = datetime(2026, 11, 7, 2, 0, tzinfo=UTC)
+MONDAY_NOON_BERLIN = datetime(2026, 11, 9, 11, 0, tzinfo=UTC)
+SUNDAY_NOON_BERLIN = datetime(2026, 11, 8, 11, 0, tzinfo=UTC)
+
+
+def timed(routes: list[dict[str, Any]]) -> Router:
+    return Router(
+        RoutingConfig.model_validate(
+            {
+                "receivers": {"chat": {"slack": {"channel": "#gpu"}}, "pager": {"pagerduty": {"service": "gpu"}}},
+                "time_intervals": {
+                    "saturday-night": [
+                        {"weekdays": ["saturday"], "times": [{"start_time": "00:00", "end_time": "06:00"}]}
+                    ],
+                    "weekdays": [{"weekdays": ["monday:friday"]}],
+                    "november": [{"months": ["november"]}],
+                },
+                "routes": routes,
+            }
+        )
+    )
+
+
+def test_a_route_in_a_mute_interval_mutes_its_receivers_and_says_which_interval() -> None:
+    router = timed([{"name": "page", "receivers": ["pager", "chat"], "mute_time_intervals": ["saturday-night"]}])
+
+    assert router.muted_receivers(("page",), datetime(2026, 11, 7, 3, 0, tzinfo=UTC)) == {
+        "pager": "route page: in mute time interval saturday-night",
+        "chat": "route page: in mute time interval saturday-night",
+    }
+    assert router.muted_receivers(("page",), datetime(2026, 11, 7, 6, 0, tzinfo=UTC)) == {}
+
+
+def test_a_route_outside_all_its_active_intervals_mutes_its_receivers() -> None:
+    router = timed([{"name": "page", "receivers": ["pager"], "active_time_intervals": ["weekdays", "november"]}])
+
+    assert router.muted_receivers(("page",), datetime(2026, 11, 8, 12, 0, tzinfo=UTC)) == {}  # a November Sunday
+    assert router.muted_receivers(("page",), datetime(2026, 12, 6, 12, 0, tzinfo=UTC)) == {
+        "pager": "route page: outside active time intervals weekdays, november"
+    }
+
+
+def test_a_mute_interval_wins_over_an_active_interval() -> None:
+    router = timed(
+        [
+            {
+                "name": "page",
+                "receivers": ["pager"],
+                "active_time_intervals": ["november"],
+                "mute_time_intervals": ["saturday-night"],
+            }
+        ]
+    )
+
+    assert "saturday-night" in router.muted_receivers(("page",), datetime(2026, 11, 7, 3, 0, tzinfo=UTC))["pager"]
+
+
+def test_a_receiver_is_muted_only_when_every_matched_route_that_lists_it_is_muted() -> None:
+    # Given the pager on two routes, one muted on Saturday nights, one never
+    router = timed(
+        [
+            {"name": "page", "receivers": ["pager"], "mute_time_intervals": ["saturday-night"], "continue": True},
+            {"name": "also-page", "receivers": ["pager", "chat"]},
+            {"name": "chat-weekdays", "receivers": ["chat"], "active_time_intervals": ["weekdays"], "continue": True},
+            {"name": "chat-saturday-nights-off", "receivers": ["chat"], "mute_time_intervals": ["saturday-night"]},
+        ]
+    )
+    saturday_night = datetime(2026, 11, 7, 3, 0, tzinfo=UTC)
+
+    # Then through both it is not muted; through the muted one alone it is
+    assert router.muted_receivers(("page", "also-page"), saturday_night) == {}
+    assert router.muted_receivers(("page",), saturday_night) == {
+        "pager": "route page: in mute time interval saturday-night"
+    }
+    # And when both routes that list it are muted, both reasons are given
+    assert router.muted_receivers(("chat-weekdays", "chat-saturday-nights-off"), saturday_night) == {
+        "chat": "route chat-weekdays: outside active time intervals weekdays; "
+        "route chat-saturday-nights-off: in mute time interval saturday-night"
+    }
+
+
+def test_muted_receivers_refuses_a_route_the_file_does_not_have() -> None:
+    router = timed([{"name": "page", "receivers": ["pager"]}])
+
+    with pytest.raises(ValueError, match=r"no routes named \['paeg'\]"):
+        router.muted_receivers(("paeg",), SATURDAY_3AM_BERLIN)
+    assert router.muted_receivers((), SATURDAY_3AM_BERLIN) == {}
+
+
+def test_a_route_naming_an_unknown_time_interval_is_rejected_naming_it() -> None:
+    with pytest.raises(ValidationError, match=r"route 'page' names unknown mute_time_intervals \['weekend'\]"):
+        timed([{"name": "page", "receivers": ["pager"], "mute_time_intervals": ["weekend", "weekdays"]}])
+    with pytest.raises(ValidationError, match=r"unknown active_time_intervals \['office'\] \(known: none"):
+        config([{"name": "page", "receivers": ["pager"], "active_time_intervals": ["office"]}])
+
+
+def test_a_bad_time_interval_is_rejected_naming_where_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "receivers: {chat: {slack: {channel: '#x'}}}\n"
+        "time_intervals:\n  maintenance:\n    - weekdays: [saturday, funday]\n"
+        "routes: [{name: all, receivers: [chat]}]\n"
+    )
+
+    with pytest.raises(ValidationError, match="'funday' is not a weekday") as error:
+        load_routing(str(path))
+    assert error.value.errors()[0]["loc"] == ("time_intervals", "maintenance", 0, "weekdays", 1)
+
+
+def test_a_routing_file_reads_unquoted_times_and_ranges_as_written(tmp_path: Path) -> None:
+    # Given times and ranges written without quotes, which YAML 1.1 would read as base-60 numbers
+    path = tmp_path / "unquoted.yaml"
+    path.write_text(
+        "receivers: {chat: {slack: {channel: '#x'}}}\n"
+        "time_intervals:\n"
+        "  nights:\n"
+        "    - times: [{start_time: 17:00, end_time: 24:00}]\n"
+        "      days_of_month: [1:5]\n"
+        "routes: [{name: all, receivers: [chat], mute_time_intervals: [nights], continue: false}]\n"
+    )
+
+    [night] = load_routing(str(path)).time_intervals["nights"]
+
+    assert str(night) == "17:00-24:00; days_of_month 1:5; UTC"
+
+
+def test_the_routing_yaml_reader_resolves_every_other_scalar_as_safe_load_does() -> None:
+    text = "a: 12\nb: -0x1F\nc: 1.5e+3\nd: .inf\ne: true\nf: null\ng: 2026-11-07\nh: 1_000\ni: 0o17\nj: '17:00'\n"
+
+    assert read_yaml(text) == yaml.safe_load(text)
+
+
+def test_the_default_file_stays_valid_and_has_no_time_intervals() -> None:
+    routing = load_routing("default.yaml")
+
+    assert routing.time_intervals == {}
+    assert Router(routing).muted_receivers(("page-critical-and-error",), SATURDAY_3AM_BERLIN) == {}
+
+
+def test_the_documented_example_mutes_the_pager_in_the_maintenance_window_and_keeps_slack() -> None:
+    router = Router(load_routing(str(MAINTENANCE_EXAMPLE)))
+    critical = router.route(context())
+
+    assert critical.receivers == ("gpu-oncall", "gpu-alerts")
+    assert router.muted_receivers(critical.routes, SATURDAY_3AM_BERLIN) == {
+        "gpu-oncall": "route page-critical-and-error: in mute time interval saturday-maintenance"
+    }
+    assert router.muted_receivers(critical.routes, MONDAY_NOON_BERLIN) == {}
+    warning = router.route(context(severity=Severity.WARNING, fault_class="xid_restart_app"))
+    assert router.muted_receivers(warning.routes, MONDAY_NOON_BERLIN) == {}
+    assert router.muted_receivers(warning.routes, SUNDAY_NOON_BERLIN) == {
+        "gpu-alerts": "route warnings-in-business-hours: outside active time intervals business-hours"
+    }
+
+
+def test_routecheck_lists_the_time_intervals_and_what_they_mute_at_a_given_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    event = str(EVENTS / "incident-xid79" / "01-impaired-xid79.json")
+
+    assert routecheck(["--routing-file", str(MAINTENANCE_EXAMPLE), "--at", "2026-11-07T03:00:00+01:00", event]) == 0
+    inside = capsys.readouterr().out
+    assert routecheck(["--routing-file", str(MAINTENANCE_EXAMPLE), "--at", "2026-11-09T12:00:00Z", event]) == 0
+    outside = capsys.readouterr().out
+
+    assert "  saturday-maintenance: 02:00-06:00; weekdays saturday; Europe/Berlin" in inside
+    assert "  route page-critical-and-error is muted during saturday-maintenance" in inside
+    assert (
+        "    at 2026-11-07T02:00:00Z: gpu-oncall muted "
+        "(route page-critical-and-error: in mute time interval saturday-maintenance)"
+    ) in inside
+    assert "    at 2026-11-09T12:00:00Z: no receiver muted by time intervals" in outside
+
+
+def test_routecheck_says_nothing_of_time_intervals_when_the_file_has_none(capsys: pytest.CaptureFixture[str]) -> None:
+    assert routecheck([str(EVENTS / "incident-xid79" / "01-impaired-xid79.json")]) == 0
+
+    out = capsys.readouterr().out
+    assert "time intervals" not in out and " muted" not in out
+
+
+@pytest.mark.parametrize(("at", "says"), [("2026-11-07T03:00", "no UTC offset"), ("saturday", "not an ISO 8601")])
+def test_routecheck_refuses_a_time_it_cannot_place(at: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        routecheck(["--at", at, str(EVENTS / "state" / "draining-manual.json")])
+
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_example_in_docs_silences_md_is_the_example_file() -> None:
+    document = (ROOT / "docs/silences.md").read_text(encoding="utf-8")
+    yaml_blocks = [block.split("```", 1)[0] for block in document.split("```yaml\n")[1:]]
+
+    assert MAINTENANCE_EXAMPLE.read_text(encoding="utf-8") in yaml_blocks

@@ -2,9 +2,11 @@
 
 Events go through the real service, in order, against an in-memory store and channels that record what
 would be sent instead of sending it, so a DRAINING after an IMPAIRED is attributed the way the deployed
-router would attribute it, and each event shows only what it adds.
+router would attribute it, and each event shows only what it adds. When the routing file has time intervals,
+they are listed first, and each subject whose routes name some says which receivers they mute at `--at`
+(default: now).
 
-    python -m fault_responder.routecheck [--routing-file FILE] EVENT_FILE...
+    python -m fault_responder.routecheck [--routing-file FILE] [--at ISO8601] EVENT_FILE...
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from fault_responder.routing import (
     load_routing,
 )
 from fault_responder.service import AlertService
+from fault_responder.silences import iso
 from fault_responder.store import MemoryInstanceStore
 
 _LABELS = ("kind", "fault_class", "severity", "drain_attribution")
@@ -46,12 +50,27 @@ def describe_receiver(name: str, receiver: Receiver) -> str:
     return f"{name} (pagerduty {receiver.pagerduty.service})"
 
 
-def explain(paths: list[Path], routing: RoutingConfig) -> list[str]:
+def describe_time_intervals(routing: RoutingConfig) -> list[str]:
+    if not routing.time_intervals:
+        return []
+    lines = ["time intervals:"]
+    for name, intervals in routing.time_intervals.items():
+        lines.append(f"  {name}: {' | '.join(str(interval) for interval in intervals)}")
+    for route in routing.routes:
+        if route.mute_time_intervals:
+            lines.append(f"  route {route.name} is muted during {', '.join(route.mute_time_intervals)}")
+        if route.active_time_intervals:
+            lines.append(f"  route {route.name} is active only during {', '.join(route.active_time_intervals)}")
+    return lines
+
+
+def explain(paths: list[Path], routing: RoutingConfig, at: datetime | None = None) -> list[str]:
     router = Router(routing)
     channels = RecordingChannels()
     store = MemoryInstanceStore()
     service = AlertService(store, router, ReceiverCourier(channels), lifecycle.Settings())
-    lines: list[str] = []
+    moment = at or datetime.now(UTC)
+    lines: list[str] = describe_time_intervals(routing)
     for path in paths:
         for raw in _events_in(path):
             lines.append(f"{path}  (id {raw.get('id')})")
@@ -68,7 +87,7 @@ def explain(paths: list[Path], routing: RoutingConfig) -> list[str]:
             view = service.derive(record) if record is not None else None
             receivers = {str(sent.receiver) for sent in channels.sent}
             if view is not None:
-                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, routing))
+                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, moment))
             for sent in sorted(channels.sent, key=lambda sent: str(sent.receiver)):
                 text = sent.text.splitlines()[0][:160] if sent.text else sent.target
                 lines.append(f"    -> {sent.receiver}: {sent.service} {sent.action}: {text}")
@@ -76,8 +95,9 @@ def explain(paths: list[Path], routing: RoutingConfig) -> list[str]:
 
 
 def _subjects(
-    incidents: list[Incident], alerts: list[Alert], receivers: set[str], router: Router, routing: RoutingConfig
+    incidents: list[Incident], alerts: list[Alert], receivers: set[str], router: Router, at: datetime
 ) -> list[str]:
+    routing = router.config
     lines: list[str] = []
     for incident in incidents:
         if not receivers & set(incident.receivers):
@@ -89,6 +109,7 @@ def _subjects(
         lines.append(f"    labels: {labels}")
         lines.append(f"    route: {incident.route or 'no route matched'} -> {_named(incident.receivers, routing)}")
         lines.extend(_runbook(incident.runbook, router.route(context), routing))
+        lines.extend(_muting(tuple(incident.route.split(",")) if incident.route else (), router, at))
     for alert in alerts:
         if alert.superseded_by is not None or not receivers & set(alert.receivers):
             continue
@@ -100,6 +121,7 @@ def _subjects(
         lines.append(f"    labels: {labels}")
         lines.append(f"    route: {route} -> {_named(list(alert.receivers), routing)}")
         lines.extend(_runbook(alert.runbook, decision, routing))
+        lines.extend(_muting(decision.routes, router, at))
     return lines
 
 
@@ -112,6 +134,17 @@ def _runbook(runbook: Runbook | None, decision: RouteDecision, routing: RoutingC
     )
     source = f"from route {given}" if given else "default"
     return [f"    runbook ({source}): {runbook.action}", f"      link: {runbook.url}"]
+
+
+def _muting(routes: tuple[str, ...], router: Router, at: datetime) -> list[str]:
+    """What the routes' time intervals mute at `at`; nothing when they name none."""
+    named = {route.name: route for route in router.config.routes}
+    if not any(named[name].mute_time_intervals or named[name].active_time_intervals for name in routes):
+        return []
+    muted = router.muted_receivers(routes, at)
+    if not muted:
+        return [f"    at {iso(at)}: no receiver muted by time intervals"]
+    return [f"    at {iso(at)}: {receiver} muted ({why})" for receiver, why in muted.items()]
 
 
 def _named(names: list[str], routing: RoutingConfig) -> str:
@@ -133,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fault_responder.routecheck", description=__doc__.splitlines()[0])
     parser.add_argument("events", nargs="+", type=Path, help="EventBridge event files, applied in order")
     parser.add_argument("--routing-file", default="default.yaml", help="packaged name or a path (default.yaml)")
+    parser.add_argument(
+        "--at",
+        type=_moment,
+        help="the time at which time intervals are evaluated, ISO 8601 with an offset (default: now)",
+    )
     args = parser.parse_args(argv)
     try:
         routing = load_routing(args.routing_file)
@@ -143,8 +181,18 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"no such event file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    print("\n".join(explain(args.events, routing)))
+    print("\n".join(explain(args.events, routing, args.at)))
     return 0
+
+
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time (2026-11-07T03:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset: add Z or +HH:MM")
+    return moment
 
 
 if __name__ == "__main__":

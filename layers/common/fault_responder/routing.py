@@ -3,14 +3,16 @@
 A routing file (YAML, packaged under fault_responder/routes/) names receivers (Slack channels,
 Slack webhooks, PagerDuty services) and an ordered list of routes. Each route has matchers; the
 first route that matches wins, unless it says `continue: true`, in which case later routes are
-tried too. See docs/routing.md.
+tried too. A route may name recurring time intervals (fault_responder.timeintervals) during which its receivers
+are muted (`mute_time_intervals`), or outside of which they are (`active_time_intervals`). See docs/routing.md
+and docs/silences.md.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from importlib import resources
 from pathlib import Path
@@ -21,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from fault_responder.domain import Alert, EventKind, Incident, Severity
 from fault_responder.matchers import LABEL_NAMES, Matcher, MatcherError, parse_matcher
 from fault_responder.runbooks import check_action, check_https_url
+from fault_responder.timeintervals import TimeInterval, contains_any
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 MATCHER_KEYS = (
@@ -106,6 +109,10 @@ class Route(_Strict):
     receivers: list[Name] = Field(min_length=1)
     continue_: bool = Field(default=False, alias="continue")
     runbook: RouteRunbook | None = None
+    mute_time_intervals: list[Name] = Field(default_factory=list)
+    """Its receivers hear nothing from this route while any of these intervals contains the moment."""
+    active_time_intervals: list[Name] = Field(default_factory=list)
+    """When given, its receivers hear nothing from this route while none of these intervals contains the moment."""
 
     @field_validator("match", mode="before")
     @classmethod
@@ -203,6 +210,7 @@ class RoutingConfig(_Strict):
     version: Literal[1] = 1
     receivers: dict[Name, Receiver] = Field(min_length=1)
     routes: list[Route] = Field(min_length=1)
+    time_intervals: dict[Name, Annotated[list[TimeInterval], Field(min_length=1)]] = Field(default_factory=dict)
     grouping: Grouping = Field(default_factory=Grouping)
     flapping: Flapping = Field(default_factory=Flapping)
     inhibit_rules: list[InhibitRule] = Field(default_factory=list)
@@ -217,6 +225,11 @@ class RoutingConfig(_Strict):
             missing = [name for name in route.receivers if name not in self.receivers]
             if missing:
                 raise ValueError(f"route {route.name!r} names unknown receivers {missing}")
+            for field in ("mute_time_intervals", "active_time_intervals"):
+                unknown = [name for name in getattr(route, field) if name not in self.time_intervals]
+                if unknown:
+                    known = sorted(self.time_intervals) or "none: define them under time_intervals"
+                    raise ValueError(f"route {route.name!r} names unknown {field} {unknown} (known: {known})")
         rules = [rule.name for rule in self.inhibit_rules]
         repeated = sorted({name for name in rules if rules.count(name) > 1})
         if repeated:
@@ -270,6 +283,39 @@ class Router:
     def _runbook(self, matched: list[str]) -> RouteRunbook | None:
         return next((r.runbook for r in self.config.routes if r.name in matched and r.runbook is not None), None)
 
+    def muted_receivers(self, routes: tuple[str, ...], now: datetime) -> dict[str, str]:
+        """Of the receivers of these matched routes (a decision's `routes`), those muted at `now`, each with why.
+
+        A receiver is muted when every one of these routes that lists it is muted: `now` is inside one of the
+        route's mute_time_intervals, or the route has active_time_intervals and `now` is inside none of them.
+        """
+        by_name = {route.name: route for route in self.config.routes}
+        unknown = [name for name in routes if name not in by_name]
+        if unknown:
+            raise ValueError(f"no routes named {unknown} in the routing file")
+        reasons: dict[str, list[str]] = {}
+        heard: set[str] = set()
+        for name in routes:
+            route = by_name[name]
+            why = self._muted(route, now)
+            for receiver in route.receivers:
+                if why is None:
+                    heard.add(receiver)
+                else:
+                    reasons.setdefault(receiver, []).append(why)
+        return {receiver: "; ".join(why) for receiver, why in reasons.items() if receiver not in heard}
+
+    def _muted(self, route: Route, now: datetime) -> str | None:
+        intervals = self.config.time_intervals
+        for name in route.mute_time_intervals:
+            if contains_any(intervals[name], now):
+                return f"route {route.name}: in mute time interval {name}"
+        if route.active_time_intervals and not any(
+            contains_any(intervals[name], now) for name in route.active_time_intervals
+        ):
+            return f"route {route.name}: outside active time intervals {', '.join(route.active_time_intervals)}"
+        return None
+
 
 def _matches(route: Route, context: RouteContext) -> bool:
     return all(
@@ -314,8 +360,36 @@ def load_routing(name_or_path: str) -> RoutingConfig:
         if not packaged.is_file():
             raise FileNotFoundError(f"no packaged routing file named {name_or_path!r}")
         text = packaged.read_text(encoding="utf-8")
+    return RoutingConfig.model_validate(read_yaml(text))
+
+
+def read_yaml(text: str) -> Any:
+    """YAML as a person writes a routing file: `start_time: 17:00` is the text "17:00".
+
+    PyYAML follows YAML 1.1, where digits separated by colons are a number in base 60 (17:00 is 1020, and a
+    day range 1:5 is 65). Alertmanager's files write times and ranges that way, so they are read here as text;
+    every other scalar resolves as `yaml.safe_load` resolves it.
+    """
     # PyYAML is imported by the functions that load a routing file, when they load it: the resume steps
     # that never page do not pay for it.
     import yaml  # noqa: PLC0415
 
-    return RoutingConfig.model_validate(yaml.safe_load(text))
+    class RoutingLoader(yaml.SafeLoader):
+        pass
+
+    sexagesimal = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    RoutingLoader.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag not in sexagesimal]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    RoutingLoader.add_implicit_resolver(sexagesimal[0], _INT, list("-+0123456789"))
+    RoutingLoader.add_implicit_resolver(sexagesimal[1], _FLOAT, list("-+0123456789."))
+    return yaml.load(text, Loader=RoutingLoader)  # noqa: S506 - a SafeLoader with two resolvers replaced
+
+
+# yaml.SafeLoader's int and float patterns without their base-60 forms.
+_INT = re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$")
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)

@@ -1,0 +1,194 @@
+"""Silences in the incidents table (single table, see template.yaml IncidentsTable): pk = SILENCE, sk = the id.
+
+One item per silence: its matchers (a list of {name, op, value}), starts_at, ends_at and created_at (ISO 8601
+UTC), created_by and comment. `expires_at` (epoch seconds, the table's TTL attribute) is the end plus the
+retention period: an expired silence stays listable that long, then DynamoDB deletes it. TTL deletes late (within
+days), so reads leave out what is past its `expires_at` themselves.
+
+All silences share one partition, read with one paginated Query: a fleet has tens of silences, not thousands.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from fault_responder.silences import (
+    Silence,
+    SilenceAlreadyExpiredError,
+    SilenceExistsError,
+    SilenceState,
+    UnknownSilenceError,
+    check_id,
+    iso,
+    matcher_from_dict,
+    matcher_to_dict,
+)
+
+PK = "SILENCE"
+DEFAULT_RETENTION = timedelta(days=7)
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class DynamoDBSilenceStore:
+    def __init__(
+        self,
+        table_name: str,
+        client: Any | None = None,
+        *,
+        retention: timedelta = DEFAULT_RETENTION,
+        clock: Callable[[], datetime] = _utcnow,
+        page_size: int | None = None,
+    ) -> None:
+        """`retention`: how long an expired silence stays listable; `page_size`: items per Query page (default:
+        DynamoDB's 1 MB pages)."""
+        if retention < timedelta(0):
+            raise ValueError("the retention period cannot be negative")
+        self.table_name = table_name
+        self.retention = retention
+        self._clock = clock
+        self._page_size = page_size
+        self._client = client or boto3.client("dynamodb")
+
+    def add(self, silence: Silence) -> Silence:
+        """Stores a new silence; SilenceExistsError if its id is taken."""
+        try:
+            self._client.put_item(
+                TableName=self.table_name,
+                Item=self._item(silence),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as error:
+            if _code(error) == _CONDITION_FAILED:
+                raise SilenceExistsError(silence.id) from None
+            raise
+        return silence
+
+    def get(self, silence_id: str) -> Silence | None:
+        response = self._client.get_item(TableName=self.table_name, Key=_key(check_id(silence_id)), ConsistentRead=True)
+        item = response.get("Item")
+        if item is None or self._past_retention(item, self._clock()):
+            return None
+        return decode(item)
+
+    def list(self, include_expired: bool = False, *, now: datetime | None = None) -> builtins.list[Silence]:
+        """Every silence (pending and active; expired ones too with include_expired), oldest first."""
+        moment = now or self._clock()
+        silences = []
+        for item in self._items():
+            if self._past_retention(item, moment):
+                continue
+            silence = decode(item)
+            if include_expired or silence.state(moment) != SilenceState.EXPIRED:
+                silences.append(silence)
+        return sorted(silences, key=lambda silence: (silence.created_at, silence.id))
+
+    def active(self, now: datetime) -> builtins.list[Silence]:
+        return [silence for silence in self.list(now=now) if silence.state(now) == SilenceState.ACTIVE]
+
+    def expire(self, silence_id: str, now: datetime) -> Silence:
+        """Ends a pending or active silence at `now` and returns it; UnknownSilenceError or
+        SilenceAlreadyExpiredError otherwise. Conditional on the silence being as read, so two people expiring
+        the same silence at once get one success and one "already expired"."""
+        current = self.get(silence_id)
+        if current is None:
+            raise UnknownSilenceError(silence_id)
+        ended = current.expired_at(now)
+        try:
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(silence_id),
+                UpdateExpression="SET starts_at = :starts, ends_at = :ends, expires_at = :expires",
+                ConditionExpression="starts_at = :was_starts AND ends_at = :was_ends",
+                ExpressionAttributeValues={
+                    ":starts": {"S": iso(ended.starts_at)},
+                    ":ends": {"S": iso(ended.ends_at)},
+                    ":expires": {"N": str(self._expires_at(ended))},
+                    ":was_starts": {"S": iso(current.starts_at)},
+                    ":was_ends": {"S": iso(current.ends_at)},
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if _code(error) != _CONDITION_FAILED:
+                raise
+            changed = self.get(silence_id)
+            if changed is None:
+                raise UnknownSilenceError(silence_id) from None
+            raise SilenceAlreadyExpiredError(changed) from None
+        return decode(response["Attributes"])
+
+    # --- Items ---------------------------------------------------------------------------------------
+
+    def _items(self) -> builtins.list[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": PK}},
+            "ConsistentRead": True,
+        }
+        if self._page_size is not None:
+            request["Limit"] = self._page_size
+        items: builtins.list[dict[str, Any]] = []
+        while True:
+            response = self._client.query(**request)
+            items.extend(response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return items
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _item(self, silence: Silence) -> dict[str, Any]:
+        plain = {
+            "pk": PK,
+            "sk": silence.id,
+            "matchers": [matcher_to_dict(matcher) for matcher in silence.matchers],
+            "starts_at": iso(silence.starts_at),
+            "ends_at": iso(silence.ends_at),
+            "created_by": silence.created_by,
+            "comment": silence.comment,
+            "created_at": iso(silence.created_at),
+            "expires_at": self._expires_at(silence),
+        }
+        return {name: _serializer.serialize(value) for name, value in plain.items()}
+
+    def _expires_at(self, silence: Silence) -> int:
+        return math.ceil((silence.ends_at + self.retention).timestamp())
+
+    @staticmethod
+    def _past_retention(item: dict[str, Any], now: datetime) -> bool:
+        expires = item.get("expires_at")
+        return expires is not None and int(expires["N"]) <= now.timestamp()
+
+
+def decode(item: dict[str, Any]) -> Silence:
+    plain = {name: _deserializer.deserialize(value) for name, value in item.items()}
+    return Silence(
+        id=str(plain["sk"]),
+        matchers=tuple(matcher_from_dict(matcher) for matcher in plain["matchers"]),
+        starts_at=datetime.fromisoformat(str(plain["starts_at"])),
+        ends_at=datetime.fromisoformat(str(plain["ends_at"])),
+        created_by=str(plain["created_by"]),
+        comment=str(plain["comment"]),
+        created_at=datetime.fromisoformat(str(plain["created_at"])),
+    )
+
+
+def _key(silence_id: str) -> dict[str, Any]:
+    return {"pk": {"S": PK}, "sk": {"S": silence_id}}
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))

@@ -1,0 +1,258 @@
+"""`python -m fault_responder.cli`: silences, against a deployed stack or any incidents table (docs/silences.md).
+
+    python -m fault_responder.cli silence add --match M [--match M ...] (--duration 2h | --ends ISO8601)
+        [--starts ISO8601] --comment TEXT [--author NAME] TARGET
+    python -m fault_responder.cli silence list [--all] [--json] TARGET
+    python -m fault_responder.cli silence expire ID TARGET
+
+TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation) or `--table NAME`, with
+`--region` and `--endpoint-url` (a moto server, say). Each command is one function taking the parsed arguments:
+a new one adds its parser in its own function (as `_add_silence_commands` does) and sets `run`.
+
+Exit status: 0 done; 1 an unknown silence id, a silence already expired, or an AWS error; 2 bad usage or a
+silence that breaks a rule (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
+
+from fault_responder.adapters.deployed_stack import aws_client, stack_resource
+from fault_responder.adapters.silence_store import DynamoDBSilenceStore
+from fault_responder.matchers import Matcher, MatcherError, parse_matcher
+from fault_responder.silences import (
+    Silence,
+    SilenceAlreadyExpiredError,
+    SilenceError,
+    UnknownSilenceError,
+    check_id,
+    iso,
+    new_silence,
+    sort_for_display,
+)
+
+PROG = "python -m fault_responder.cli"
+INCIDENTS_TABLE = "IncidentsTable"
+_DURATION = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+_UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1)}
+_COLUMNS = ("ID", "STATE", "MATCHERS", "STARTS", "ENDS", "AUTHOR", "COMMENT")
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """Arguments that parse but cannot be used; exit status 2."""
+
+
+class TargetError(Exception):
+    """The stack or table named cannot be reached or found; exit status 1."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse has printed the usage and the problem (or the help)
+        return exit_.code if isinstance(exit_.code, int) else 2
+    command: Command = args.run
+    try:
+        return command(args)
+    except (UnknownSilenceError, SilenceAlreadyExpiredError) as error:
+        return _fail(str(error), 1)
+    except (SilenceError, MatcherError, UsageError) as error:
+        return _fail(str(error), 2)
+    except NoRegionError:
+        return _fail("no AWS Region: give --region, or set AWS_REGION", 2)
+    except (ClientError, BotoCoreError, TargetError) as error:
+        return _fail(str(error) if isinstance(error, TargetError) else f"AWS: {error}", 1)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Silences (and, with each new command, more) against a deployed GPU Fault Responder stack.",
+        epilog="exit status: 0 done; 1 unknown silence, already expired, or an AWS error; 2 bad usage",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_silence_commands(commands, _target_options())
+    return parser
+
+
+def _target_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    target = parent.add_argument_group("target (one of --stack and --table)")
+    which = target.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", metavar="NAME", help="a deployed stack: its IncidentsTable is used")
+    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
+    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
+    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+    return parent
+
+
+def _add_silence_commands(commands: Any, target: argparse.ArgumentParser) -> None:
+    silence = commands.add_parser(
+        "silence",
+        help="add, list or expire silences",
+        description="While a silence is active, incidents and notices its matchers match notify nobody.",
+    )
+    actions = silence.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    add = actions.add_parser(
+        "add",
+        parents=[target],
+        help="add a silence; prints its id",
+        description="Add a silence and print its id. A start in the past is taken as now.",
+    )
+    add.add_argument(
+        "--match",
+        action="append",
+        required=True,
+        type=_matcher,
+        metavar="MATCHER",
+        help="name=value, name!=value, name=~regex or name!~regex; repeat it: all must match",
+    )
+    until = add.add_mutually_exclusive_group(required=True)
+    until.add_argument("--duration", type=_duration, help="how long from its start: 90m, 2h, 1d12h, 1w")
+    until.add_argument("--ends", type=_moment, metavar="ISO8601", help="when it ends (with Z or an offset)")
+    add.add_argument("--starts", type=_moment, metavar="ISO8601", help="when it starts (default: now)")
+    add.add_argument("--comment", required=True, help="why (one line)")
+    add.add_argument("--author", help="who (default: $USER)")
+    add.set_defaults(run=_silence_add)
+
+    listing = actions.add_parser(
+        "list", parents=[target], help="list pending and active silences", description="List silences."
+    )
+    listing.add_argument("--all", action="store_true", help="expired ones too (kept for a while after they end)")
+    listing.add_argument("--json", action="store_true", help="JSON instead of a table")
+    listing.set_defaults(run=_silence_list)
+
+    expire = actions.add_parser(
+        "expire", parents=[target], help="end a silence now", description="End a pending or active silence now."
+    )
+    expire.add_argument("id", help="the silence's id")
+    expire.set_defaults(run=_silence_expire)
+
+
+# --- silence ------------------------------------------------------------------------------------------
+
+
+def _silence_add(args: argparse.Namespace) -> int:
+    author = args.author or os.environ.get("USER")
+    if not author:
+        raise UsageError("give --author NAME ($USER is not set)")
+    now = _now()
+    ends = args.ends if args.ends is not None else (args.starts or now) + args.duration
+    silence = new_silence(
+        args.match, starts_at=args.starts, ends_at=ends, created_by=author, comment=args.comment, now=now
+    )
+    _store(args).add(silence)
+    print(silence.id)
+    return 0
+
+
+def _silence_list(args: argparse.Namespace) -> int:
+    now = _now()
+    silences = sort_for_display(_store(args).list(include_expired=args.all, now=now), now)
+    if args.json:
+        print(json.dumps([{**silence.to_dict(), "state": silence.state(now).value} for silence in silences], indent=2))
+    elif not silences:
+        print("No silences." if args.all else "No pending or active silences (--all lists expired ones too).")
+    else:
+        print(silence_table(silences, now))
+    return 0
+
+
+def _silence_expire(args: argparse.Namespace) -> int:
+    silence_id = check_id(args.id.strip().lower())
+    expired = _store(args).expire(silence_id, _now())
+    print(f"expired {expired.id} at {iso(expired.ends_at)}")
+    return 0
+
+
+def silence_table(silences: Sequence[Silence], now: datetime) -> str:
+    rows = [
+        (
+            silence.id,
+            silence.state(now).value,
+            ", ".join(str(matcher) for matcher in silence.matchers),
+            _short_time(silence.starts_at),
+            _short_time(silence.ends_at),
+            silence.created_by,
+            silence.comment,
+        )
+        for silence in silences
+    ]
+    widths = [max(len(row[column]) for row in [_COLUMNS, *rows]) for column in range(len(_COLUMNS) - 1)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in [_COLUMNS, *rows]
+    )
+
+
+# --- Shared -------------------------------------------------------------------------------------------
+
+
+def _store(args: argparse.Namespace) -> DynamoDBSilenceStore:
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    table = args.table
+    if table is None:
+        try:
+            table = stack_resource(aws_client("cloudformation", **where), args.stack, INCIDENTS_TABLE)
+        except ClientError as error:
+            raise TargetError(f"cannot find the {INCIDENTS_TABLE} of stack {args.stack!r}: {error}") from None
+    return DynamoDBSilenceStore(table, aws_client("dynamodb", **where))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return status
+
+
+def _matcher(text: str) -> Matcher:
+    try:
+        return parse_matcher(text)
+    except MatcherError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _duration(text: str) -> timedelta:
+    found = _DURATION.match(text.strip())
+    if not text.strip() or found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write 90m, 2h, 1d12h or 1w")
+    total = sum(
+        (int(found[unit]) * _UNITS.get(unit, timedelta(seconds=1)) for unit in "wdhms" if found[unit]), timedelta()
+    )
+    if total <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be longer than nothing")
+    return total
+
+
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time (2026-11-07T02:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset: add Z (UTC) or +HH:MM")
+    return moment
+
+
+def _short_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
