@@ -18,12 +18,13 @@ from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
+from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.delivery import Courier
 from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.envtypes import Names
 from fault_responder.models.events import UnsupportedEventError
 from fault_responder.observability import count, logger
-from fault_responder.policy import Policy, QuietWhenHandled
+from fault_responder.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
 from fault_responder.routing import Router, RoutingConfig, load_routing
 from fault_responder.service import AlertService
 
@@ -56,6 +57,7 @@ class RouterSettings(BaseModel):
     resume_check_types: Names = Field(alias="RESUME_CHECK_TYPES", default=("ACCELERATED_COMPUTE",))
     resume_mode: str = Field(alias="RESUME_MODE", default="auto")
     resume_page_deadline_minutes: int = Field(alias="RESUME_PAGE_DEADLINE_MINUTES", default=30, ge=1, le=1440)
+    silence_refresh_seconds: int = Field(alias="SILENCE_REFRESH_SECONDS", default=30, ge=0, le=600)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -87,6 +89,10 @@ class AlertRouter:
             policy=RetryPolicy(max_attempts=settings.http_max_attempts),
         )
         store = DynamoDBInstanceStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
+        silence_store = DynamoDBSilenceStore(settings.incidents_table)
+        self.silences = SilenceCache(
+            lambda: silence_store.active(datetime.now(UTC)), refresh_seconds=settings.silence_refresh_seconds
+        )
         self.service = AlertService(
             store,
             router,
@@ -96,7 +102,7 @@ class AlertRouter:
                 hold_down=routing.flapping.hold_down,
             ),
             count=count,
-            policy=policy_for(routing, settings),
+            policy=policy_for(routing, settings, self.silences.silencer, router.muted_receivers),
             grouping=routing.grouping,
         )
         self._sqs = boto3.client("sqs")
@@ -111,6 +117,7 @@ class AlertRouter:
     def sweep(self) -> dict[str, int]:
         """One run of the sweep (SweepFunction): every open record brought up to date with the time."""
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        self.silences.refresh_or_keep()  # what ended since the last run is what the sweep is for
         tally = self.service.sweep(seconds_left=seconds_left)
         logger.info("sweep done", extra=tally)
         return tally
@@ -173,9 +180,11 @@ class AlertRouter:
         )
 
 
-def policy_for(routing: RoutingConfig, settings: RouterSettings) -> Policy:
-    """Who hears nothing new, and why: the routing file's inhibition rules, and quiet while the training
-    auto-resume workflow handles a fault it acts on."""
+def policy_for(
+    routing: RoutingConfig, settings: RouterSettings, silencer: Silencer | None, window_mutes: WindowMutes | None
+) -> Policy:
+    """Who hears nothing new, and why: silences, the routing file's maintenance windows and inhibition rules, and
+    quiet while the training auto-resume workflow handles a fault it acts on."""
     quiet = None
     if settings.training_capacity_providers and settings.resume_mode in QUIET_MODES:
         quiet = QuietWhenHandled(
@@ -184,7 +193,13 @@ def policy_for(routing: RoutingConfig, settings: RouterSettings) -> Policy:
             deadline=timedelta(minutes=settings.resume_page_deadline_minutes),
         )
     pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
-    return Policy(inhibit_rules=tuple(routing.inhibit_rules), quiet=quiet, pagerduty_receivers=pagerduty)
+    return Policy(
+        silencer=silencer,
+        window_mutes=window_mutes,
+        inhibit_rules=tuple(routing.inhibit_rules),
+        quiet=quiet,
+        pagerduty_receivers=pagerduty,
+    )
 
 
 def _describe(error: Exception) -> str:

@@ -22,7 +22,10 @@ instance or the sweep.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -30,6 +33,9 @@ from fault_responder.domain import Alert, EntryKind, Incident, TimelineEntry
 from fault_responder.matchers import Labels, alert_labels, incident_labels, matches_all
 from fault_responder.record import NoticeFact
 from fault_responder.routing import InhibitRule
+from fault_responder.silences import Silence, iso, silencing
+
+log = logging.getLogger(__name__)
 
 Silencer = Callable[[Labels, datetime], str | None]
 """Labels, now -> why they are silenced (naming the silence), or None."""
@@ -129,6 +135,63 @@ class Policy:
         reason = self._common(labels, None, sources, now)
         muted = dict.fromkeys(alert.receivers, reason) if reason else {}
         return replace(alert, muted=muted) if muted else alert
+
+
+class SilenceCache:
+    """The silences, read at most every `refresh_seconds`: a new silence takes effect within that time.
+
+    The first read is made before the first event is handled; later reads happen in the background, so no page
+    ever waits for one (the event at hand uses the silences read last). `refresh()` reads at once (the sweep).
+    """
+
+    def __init__(
+        self,
+        load: Callable[[], Iterable[Silence]],
+        refresh_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._load = load
+        self._refresh_seconds = refresh_seconds
+        self._clock = clock
+        self._silences: tuple[Silence, ...] = ()
+        self._loaded_at: float | None = None
+        self._loading = threading.Lock()
+
+    def refresh(self) -> None:
+        """Read the silences now; raises if they cannot be read."""
+        self._silences = tuple(self._load())
+        self._loaded_at = self._clock()
+
+    def silencer(self, labels: Labels, now: datetime) -> str | None:
+        self._keep_fresh()
+        silence = silencing(self._silences, labels, now)
+        if silence is None:
+            return None
+        return f"silenced by {silence.id} ({silence.created_by}: {silence.comment}) until {iso(silence.ends_at)}"
+
+    def _keep_fresh(self) -> None:
+        if self._loaded_at is None:
+            self.refresh_or_keep()
+            return
+        if self._clock() - self._loaded_at < self._refresh_seconds or not self._loading.acquire(blocking=False):
+            return
+        self._loaded_at = self._clock()  # one refresh at a time, and not again until it is due again
+        threading.Thread(target=self._background, daemon=True, name="silences").start()
+
+    def _background(self) -> None:
+        try:
+            self.refresh_or_keep()
+        finally:
+            self._loading.release()
+
+    def refresh_or_keep(self) -> None:
+        """A page that goes out despite a silence is better than one that never goes out: when the silences cannot
+        be read, the ones read last (or none) apply, and the read is tried again when the next one is due."""
+        try:
+            self.refresh()
+        except Exception as error:
+            self._loaded_at = self._clock()
+            log.warning("silences could not be read; the last ones read apply (%s)", type(error).__name__)
 
 
 def _quiet_reason(

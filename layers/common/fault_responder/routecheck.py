@@ -25,6 +25,7 @@ from fault_responder.domain import Alert, Incident, Runbook
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels
 from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.models.events import UnsupportedEventError
+from fault_responder.policy import Policy
 from fault_responder.routing import (
     Receiver,
     RouteDecision,
@@ -68,12 +69,27 @@ def explain(paths: list[Path], routing: RoutingConfig, at: datetime | None = Non
     router = Router(routing)
     channels = RecordingChannels()
     store = MemoryInstanceStore()
-    service = AlertService(store, router, ReceiverCourier(channels), lifecycle.Settings())
-    moment = at or datetime.now(UTC)
+    # Each event is handled as of when it happened (its envelope's time), unless --at places them all at one
+    # moment; after the last one, the sweep shows how things stand now.
+    clock = _Clock(at)
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    policy = Policy(
+        window_mutes=router.muted_receivers, inhibit_rules=tuple(routing.inhibit_rules), pagerduty_receivers=pagerduty
+    )
+    service = AlertService(
+        store,
+        router,
+        ReceiverCourier(channels, clock=clock),
+        lifecycle.Settings(hold_down=routing.flapping.hold_down),
+        clock=clock,
+        policy=policy,
+        grouping=routing.grouping,
+    )
     lines: list[str] = describe_time_intervals(routing)
     for path in paths:
         for raw in _events_in(path):
             lines.append(f"{path}  (id {raw.get('id')})")
+            clock.reached(raw.get("time"))
             channels.sent.clear()
             try:
                 result = service.handle(read_envelope(json.dumps(raw)))
@@ -87,10 +103,44 @@ def explain(paths: list[Path], routing: RoutingConfig, at: datetime | None = Non
             view = service.derive(record) if record is not None else None
             receivers = {str(sent.receiver) for sent in channels.sent}
             if view is not None:
-                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, moment))
-            for sent in sorted(channels.sent, key=lambda sent: str(sent.receiver)):
-                text = sent.text.splitlines()[0][:160] if sent.text else sent.target
-                lines.append(f"    -> {sent.receiver}: {sent.service} {sent.action}: {text}")
+                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, clock()))
+                lines.extend(_quiet(view.incidents, view.alerts))
+                lines.extend(_fleets(service, view.incidents))
+            lines.extend(_sent(channels))
+    if at is None:
+        clock.now = datetime.now(UTC)
+        channels.sent.clear()
+        service.sweep(seconds_left=60.0)
+        if channels.sent:
+            lines.append(f"now ({iso(clock.now)}), the sweep: hold-downs over, updates that waited")
+            lines.extend(_sent(channels))
+    return lines
+
+
+class _Clock:
+    def __init__(self, at: datetime | None) -> None:
+        self.fixed = at is not None
+        self.now = at or datetime(1970, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def reached(self, stamp: object) -> None:
+        if self.fixed or not isinstance(stamp, str):
+            return
+        try:
+            moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            return
+        if moment.tzinfo is not None:
+            self.now = max(self.now, moment)
+
+
+def _sent(channels: RecordingChannels) -> list[str]:
+    lines = []
+    for sent in sorted(channels.sent, key=lambda sent: str(sent.receiver)):
+        text = sent.text.splitlines()[0][:160] if sent.text else sent.target
+        lines.append(f"    -> {sent.receiver}: {sent.service} {sent.action}: {text}")
     return lines
 
 
@@ -155,6 +205,28 @@ def _instance_arn(raw: dict[str, Any]) -> str | None:
     detail = raw.get("detail")
     value = detail.get("containerInstanceArn") if isinstance(detail, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _quiet(incidents: list[Incident], alerts: list[Alert]) -> list[str]:
+    """Who hears nothing new of what this event touched, and why (a silence, an inhibition, a fleet, ...)."""
+    lines: list[str] = []
+    for subject, muted in [(i.fingerprint, i.muted) for i in incidents] + [(a.title, a.muted) for a in alerts]:
+        lines.extend(f"  quiet for {receiver}: {why} ({subject})" for receiver, why in sorted(muted.items()))
+    for incident in incidents:
+        for entry in incident.timeline:
+            if entry.muted:
+                lines.append(f"  not posted: {entry.text} ({entry.muted})")
+    if lines:
+        return sorted(set(lines), key=lines.index)
+    return []
+
+
+def _fleets(service: AlertService, incidents: list[Incident]) -> list[str]:
+    """The fleet incident an incident is part of, with how many instances it holds."""
+    lines: list[str] = []
+    for fleet_id in sorted({i.fleet_id for i in incidents if i.fleet_id}):
+        lines.append(f"  part of fleet incident {fleet_id}")
+    return lines
 
 
 def _events_in(path: Path) -> list[dict[str, Any]]:

@@ -69,9 +69,11 @@ def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -
     fleet = _fleet(incident)
     where = incident.instance
     source = where.capacity_provider or where.cluster_name
+    titles = {member.title for member in fleet.members}
+    fault = titles.pop() if len(titles) == 1 else f"{incident.check_type} faults"
     summary = (
         f"[FLEET] {len(fleet.open_members)} of {len(fleet.members)} instances of {source} "
-        f"(cluster {where.cluster_name}) failing {incident.check_type}: {incident.classification.title}"
+        f"(cluster {where.cluster_name}) failing {incident.check_type}: {fault}"
     )
     members = sorted(fleet.members, key=lambda m: (not m.is_open, m.opened_at, member_name(m)))
     details: dict[str, Any] = {
