@@ -74,7 +74,12 @@ def _json_files() -> list[Path]:
 
 
 def _envelope_files() -> list[Path]:
-    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda"}]
+    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise"}]
+
+
+def _burst_files() -> list[Path]:
+    """events/noise/: each file a list of envelopes, replayed in order (a storm, a flapping check)."""
+    return [p for p in _json_files() if _rel(p).startswith("noise/")]
 
 
 def _own_envelope_files() -> list[Path]:
@@ -116,6 +121,23 @@ def test_every_envelope_parses_into_the_model_its_detail_type_names(path: Path) 
     if folder in MODEL_BY_FOLDER:
         assert isinstance(event, MODEL_BY_FOLDER[folder])
     assert event.id == raw["id"]
+
+
+@pytest.mark.parametrize("path", _burst_files(), ids=_ids(_burst_files()))
+def test_every_burst_is_envelopes_of_one_fleet_in_time_order(path: Path) -> None:
+    # Given a burst of envelopes
+    burst = _load(path)
+    assert isinstance(burst, list) and len(burst) > 1
+
+    # Then each parses as the model its detail-type names, is of this fleet's account and Region with a v4 id,
+    # and they are in the order of their times
+    for raw in burst:
+        assert isinstance(parse_ecs_event(raw), MODEL_BY_DETAIL_TYPE[raw["detail-type"]])
+        assert (raw["account"], raw["region"]) == (ACCOUNT, REGION)
+        assert uuid.UUID(raw["id"]).version == 4
+        assert raw["resources"] == [raw["detail"]["containerInstanceArn"]]
+    assert [raw["time"] for raw in burst] == sorted(raw["time"] for raw in burst)
+    assert len({raw["id"] for raw in burst}) == len(burst)
 
 
 @pytest.mark.parametrize("path", _own_envelope_files(), ids=_ids(_own_envelope_files()))
@@ -525,6 +547,9 @@ def _check_input(function: str, rejected: bool, document: Any) -> None:
     elif function == "AlertRouterFunction" and rejected:
         with pytest.raises((ValidationError, ValueError)):
             parse_ecs_event(document)
+    elif function == "AlertRouterFunction" and isinstance(document, list):
+        for envelope in document:  # a burst (events/noise/): each envelope is the function's input in turn
+            parse_ecs_event(envelope)
     elif function == "AlertRouterFunction":
         parse_ecs_event(document)
     elif function == "ResumeTrainingStateMachine":
