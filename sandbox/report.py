@@ -13,7 +13,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
@@ -116,25 +116,71 @@ def _number(text: str) -> int | float:
 
 
 def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The incidents of every instance record, derived with the layer's own code and the stack's routing."""
-    records = [item for item in items if item.get("sk") == "RECORD" and str(item.get("pk", "")).startswith("INSTANCE#")]
+    """The incidents of every instance record, and the fleet incidents of every group, derived with the layer's
+    own code as the stack's router derives them now (its routing file, hold-down, grouping, inhibition rules,
+    maintenance windows and silences). A fleet incident has `fleet` set; an instance's incident that joined one
+    has `fleet_id`; `muted` says who hears nothing new of it, and why."""
+    records = [item for item in items if item.get("sk") == "RECORD"]
     if not records:
         return []
     with layer_on_path(sandbox.stack):
         from fault_responder import lifecycle  # noqa: PLC0415
-        from fault_responder.adapters.dynamodb_store import decode  # noqa: PLC0415
-        from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+        from fault_responder.adapters.dynamodb_store import decode, decode_group  # noqa: PLC0415
+        from fault_responder.fleet import derive_fleet  # noqa: PLC0415
 
-        parameters = sandbox.stack.parameters
-        router = Router(load_routing(str(parameters.get("RoutingFile", "default.yaml"))))
-        window = timedelta(minutes=int(str(parameters.get("DrainAttributionWindowMinutes", 60))))
+        router, settings, policy = _router_view(sandbox)
+        now = datetime.now(UTC)
         incidents: list[dict[str, Any]] = []
         for item in records:
             typed = {name: _serializer.serialize(_decimals(value)) for name, value in item.items()}
-            record = decode(str(item["ref"]["container_instance_arn"]), typed)
-            view = lifecycle.derive(record, lifecycle.Settings(drain_window=window), router.route)
-            incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in view.incidents)
+            pk = str(item.get("pk", ""))
+            if pk.startswith("GROUP#"):
+                group = decode_group(str(item.get("rid") or pk), typed)
+                fleets = derive_fleet(group, router.config.grouping, router.route, now, policy)
+                incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in fleets.incidents)
+            elif pk.startswith("INSTANCE#"):
+                record = decode(str(item["ref"]["container_instance_arn"]), typed)
+                view = lifecycle.derive(record, settings, router.route, now, policy)
+                incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in view.incidents)
         return incidents
+
+
+def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
+    """The router, lifecycle settings and policy the stack's AlertRouter has, from its parameters."""
+    from fault_responder import lifecycle  # noqa: PLC0415
+    from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
+    from fault_responder.bootstrap import RouterSettings, policy_for  # noqa: PLC0415
+    from fault_responder.policy import SilenceCache  # noqa: PLC0415
+    from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+
+    parameters = sandbox.stack.parameters
+    routing = load_routing(str(parameters.get("RoutingFile", "default.yaml")))
+    router = Router(routing)
+    window = timedelta(minutes=int(str(parameters.get("DrainAttributionWindowMinutes", 60))))
+    settings = lifecycle.Settings(drain_window=window, hold_down=routing.flapping.hold_down)
+    table = str(sandbox.stack.resources[INCIDENTS_TABLE].ref) if INCIDENTS_TABLE in sandbox.stack.resources else ""
+    environment = {
+        "INCIDENTS_TABLE": table or "none",
+        "ALERT_DLQ_URL": "none",
+        "SLACK_SECRET_NAME": "none",
+        "PAGERDUTY_SECRET_NAME": "none",
+        "TRAINING_CAPACITY_PROVIDERS": _joined(parameters.get("TrainingCapacityProviders", "")),
+        "RESUME_CHECK_TYPES": _joined(parameters.get("ResumeCheckTypes", "ACCELERATED_COMPUTE")),
+        "RESUME_MODE": str(parameters.get("ResumeMode", "auto")),
+        "RESUME_PAGE_DEADLINE_MINUTES": str(parameters.get("ResumePageDeadlineMinutes", 30)),
+    }
+    silencer = None
+    if table:
+        store = DynamoDBSilenceStore(table, sandbox.aws.dynamodb)
+        cache = SilenceCache(lambda: store.active(datetime.now(UTC)))
+        cache.refresh_or_keep()
+        silencer = cache.silencer
+    policy = policy_for(routing, RouterSettings.from_env(environment), silencer, router.muted_receivers)
+    return router, settings, policy
+
+
+def _joined(value: Any) -> str:
+    return ",".join(str(item) for item in value) if isinstance(value, list | tuple) else str(value)
 
 
 def _decimals(value: Any) -> Any:

@@ -159,11 +159,17 @@ def test_two_faults_in_the_aws_samples_each_page_and_resolve_with_the_drain_and_
 
 
 def test_a_slack_answering_after_11_s_never_holds_back_pagerduty_and_catches_up_without_a_second_root() -> None:
-    # Given ten critical faults in one batch, and Slack answering its first request after 11 s (past the
-    # client's 10 s read timeout: the message is posted, the answer never read)
+    # Given ten critical faults in one batch, each on its own capacity provider (so each is an incident of its
+    # own, not a fleet), and Slack answering its first request after 11 s (past the client's 10 s read timeout:
+    # the message is posted, the answer never read)
     faults = [
         health_check(
-            vary(load_event(XID46), event_id=f"fault-{n}", containerInstanceArn=f"{INSTANCE_PREFIX}/ci{n:02d}"),
+            vary(
+                load_event(XID46),
+                event_id=f"fault-{n}",
+                containerInstanceArn=f"{INSTANCE_PREFIX}/ci{n:02d}",
+                capacityProviderName=f"gpu-p5-{n}",
+            ),
             statusReason="XID_79",
         )
         for n in range(10)

@@ -74,13 +74,20 @@ def instance_events(run: int) -> list[dict[str, Any]]:
         return (start + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     gpu = copy.deepcopy(load_event("aws-docs/health-change-accelerated-compute-xid46.json"))
-    gpu["detail"].update(clusterArn=f"arn:aws:ecs:us-west-2:123456789012:cluster/{CLUSTER}", containerInstanceArn=arn)
+    # Each run's instance on a capacity provider of its own: its incidents are its own, never a fleet's.
+    gpu["detail"].update(
+        clusterArn=f"arn:aws:ecs:us-west-2:123456789012:cluster/{CLUSTER}",
+        containerInstanceArn=arn,
+        capacityProviderName=f"p5-run{run:04d}",
+    )
     gpu["detail"]["healthChecks"][0].update(statusReason="XID_79", lastStatusChange=at(0), lastUpdated=at(0))
     gpu.update(id=f"run{run}-gpu", time=at(5))
     again = copy.deepcopy(gpu)
     again["id"] = f"run{run}-gpu-again"
     daemon = copy.deepcopy(load_event("aws-docs/health-change-daemon-impaired.json"))
-    daemon["detail"].update(clusterArn=gpu["detail"]["clusterArn"], containerInstanceArn=arn)
+    daemon["detail"].update(
+        clusterArn=gpu["detail"]["clusterArn"], containerInstanceArn=arn, capacityProviderName=f"p5-run{run:04d}"
+    )
     daemon["detail"]["healthChecks"][0].update(lastStatusChange=at(20), lastUpdated=at(20))
     daemon.update(id=f"run{run}-daemon", time=at(25))
     drain = copy.deepcopy(load_event("state/draining-after-xid46.json"))
@@ -134,3 +141,80 @@ def test_parallel_workers_post_one_root_and_open_one_alert_per_incident(world: d
         pool.close()
     # (How often a worker lost a race and retried: the races were real.)
     print(f"{workers} workers, {RUNS} runs: {conflicts} records retried after losing a race")
+
+
+def storm_events(size: int, reports: int) -> list[dict[str, Any]]:
+    """`size` instances of one capacity provider IMPAIRED with XID 79 within two minutes, each reported
+    `reports` times (distinct event ids, as ECS re-reports)."""
+    start = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    events = []
+    for number in range(size):
+        at = (start + timedelta(seconds=120 * number // size)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        arn = f"arn:aws:ecs:us-west-2:123456789012:container-instance/storm/{number:032x}"
+        for copy_number in range(reports):
+            event = copy.deepcopy(load_event("aws-docs/health-change-accelerated-compute-xid46.json"))
+            event["detail"].update(
+                clusterArn="arn:aws:ecs:us-west-2:123456789012:cluster/storm",
+                containerInstanceArn=arn,
+                capacityProviderName="p5-storm",
+                ec2InstanceId=f"i-0{number:016x}",
+            )
+            event["detail"]["healthChecks"][0].update(statusReason="XID_79", lastStatusChange=at, lastUpdated=at)
+            event.update(id=f"storm-{number}-{copy_number}", time=at, resources=[arn])
+            events.append(event)
+    return events
+
+
+def test_a_storm_handled_by_parallel_workers_pages_once_as_a_fleet(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given 40 instances of one provider failing within two minutes, each reported three times, and four
+    # workers that each handle every event, in their own order, at the same moment
+    events = storm_events(40, reports=3)
+    pool = Workers(4, world["environment"])
+    try:
+        conflicts = pool.run([random.Random(worker).sample(events, len(events)) for worker in range(4)])
+    finally:
+        pool.close()
+    standins = world["standins"]
+    # And the sweep a minute later, which sends what waited to go out together (member updates, the page's
+    # member list), run here with its clock a minute ahead
+    sweep_a_minute_later(world["environment"], monkeypatch)
+
+    # Then PagerDuty opened three alerts: the two instances that failed before the threshold was crossed, and
+    # the fleet incident; Slack got three roots; every instance is in the fleet incident's page
+    opened = [
+        request["body"]["dedup_key"]
+        for request in standins.requests
+        if request.get("effect") == "opened" and "storm" in str(request["body"].get("dedup_key"))
+    ]
+    roots = [
+        message
+        for messages in standins.slack_channels().values()
+        for message in messages
+        if not message["thread_ts"] and "storm" in json.dumps(message.get("metadata") or {})
+    ]
+    fleet_pages = [
+        request["body"]
+        for request in standins.requests
+        if isinstance(request["body"], dict) and str(request["body"].get("dedup_key", "")).startswith("fleet/storm/")
+    ]
+    print(f"storm of 40 x 3 reports, 4 workers: {len(opened)} alerts opened, {len(roots)} roots, {conflicts} retries")
+    assert len(opened) == 3 and len(set(opened)) == 3
+    assert sum(key.startswith("fleet/") for key in opened) == 1
+    assert len(roots) == 3
+    members = {member["ec2_instance_id"] for member in fleet_pages[-1]["payload"]["custom_details"]["members"]}
+    assert members == {f"i-0{number:016x}" for number in range(40)}
+
+
+def sweep_a_minute_later(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    from fault_responder.bootstrap import AlertRouter, RouterSettings  # noqa: PLC0415
+
+    router = AlertRouter(RouterSettings.from_env(environment))
+    later = datetime.now(UTC) + timedelta(minutes=1, seconds=5)
+    router.service.clock = lambda: later
+    router.service.courier.clock = lambda: later
+    router.start_invocation(60.0)
+    router.sweep()

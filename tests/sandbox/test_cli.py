@@ -156,6 +156,11 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
         ("AlertRouterLogGroup", "AWS::Logs::LogGroup"),
         ("AlertDLQAlarm", "AWS::CloudWatch::Alarm"),
         ("RuleTargetDLQAlarm", "AWS::CloudWatch::Alarm"),
+        ("SweepRole", "AWS::IAM::Role"),
+        ("SweepLogsPolicy", "AWS::IAM::Policy"),
+        ("SweepLogGroup", "AWS::Logs::LogGroup"),
+        # The sweep's schedule does not fire by itself in the sandbox: a scenario step runs the sweep.
+        ("SweepFunction.Events.EveryMinute", "Schedule event"),
     }
     # Training auto-resume is off by default (TrainingCapacityProviders empty): its resources are not created.
     assert ("ResumeTrainingStateMachine", "Condition ResumeEnabled is false") in {

@@ -162,8 +162,10 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
             # to the open one: the open alert carries on with it.)
             resolves.append(Step(StepKind.RESOLVE, subject, incident=sent.incident))
             triggers.append(Step(StepKind.TRIGGER, subject, incident=current.id))
-        elif sent.alert != "trigger" or sent.digest != page_digest(current) or sent.incident != current.id:
+        elif sent.alert != "trigger" or sent.incident != current.id:
             # A fault learned when already over never pages; an open one pages, and again when its page changes.
+            triggers.append(Step(StepKind.TRIGGER, subject, incident=current.id))
+        elif sent.digest != page_digest(current) and (current.fleet is None or fleet_page_due(current, sent)):
             triggers.append(Step(StepKind.TRIGGER, subject, incident=current.id))
     for alert in alerts:
         sent = record.delivery(name, alert.key)
@@ -234,6 +236,17 @@ def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], rec
     return steps
 
 
+def fleet_page_due(incident: Incident, sent: Delivery) -> bool:
+    """A fleet incident's open alert is sent again (its members, its counts) at most once a minute, or at once when
+    its severity rises: a storm must not spend PagerDuty's per-key rate limit on one alert."""
+    fleet = incident.fleet
+    if sent.severity != incident.classification.severity.value:
+        return True
+    if fleet is None or fleet.as_of is None or sent.last_at is None:
+        return True
+    return fleet.as_of - sent.last_at >= FLEET_BATCH_WAIT
+
+
 def fleet_batch_due(incident: Incident, unsent: list[TimelineEntry], sent: Delivery) -> bool:
     """Whether a fleet incident's waiting member updates (and its root's update) go out now: ten of them, pager
     news, or a minute since the last batch (as of the derivation: the next event or the sweep sends them)."""
@@ -252,12 +265,12 @@ def replies(incident: Incident) -> list[TimelineEntry]:
 
 
 def page_digest(incident: Incident) -> str:
-    """What a PagerDuty trigger says that matters to a pager: a change sends the trigger again. A fleet
-    incident's page is sent again when its size doubles, not for every member."""
+    """What a PagerDuty trigger says that matters to a pager: a change sends the trigger again (a fleet incident's,
+    at most once a minute: fleet_page_due)."""
     drain = incident.drain.label if incident.drain is not None else None
     classification = incident.classification
     if incident.fleet is not None:
-        size = len(incident.fleet.members).bit_length()
+        size = len(incident.fleet.members)
         return _digest([classification.severity.value, classification.fault_class.value, classification.xid, size])
     return _digest([classification.severity.value, classification.title, drain])
 
@@ -430,7 +443,14 @@ class Courier:
         if step.kind == StepKind.TRIGGER:
             incident = _incident(view, step.incident or "")
             events.send(trigger_event(incident, key))
-            return replace(sent, alert="trigger", digest=page_digest(incident), incident=incident.id)
+            return replace(
+                sent,
+                alert="trigger",
+                digest=page_digest(incident),
+                incident=incident.id,
+                last_at=self.clock(),
+                severity=incident.classification.severity.value,
+            )
         alert = _alert(view, step.subject)
         if step.kind == StepKind.RESOLVE_NOTICE:
             events.send(render_resolve(alert_dedup_key(alert), key))

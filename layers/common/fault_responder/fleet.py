@@ -232,7 +232,10 @@ def derive_fleet(
             incident.opened_at,
             incident.closed_at,
         )
-        identity.severity, identity.title = incident.classification.severity.value, incident.classification.title
+        # The identity keeps what changes rarely (a fleet incident's title counts its members, and writing the
+        # identities again for every member would make a storm's writers contend for nothing).
+        identity.severity = incident.classification.severity.value
+        identity.title = f"fleet of {incident.check_type}"
         view.incidents.append(incident)
         kept.append(identity)
     for orphan in unclaimed:

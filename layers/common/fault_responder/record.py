@@ -179,7 +179,10 @@ class Delivery:
     incident: str | None = None
     """PagerDuty: the incident the open alert was last triggered for (a check's episodes share one alert key)."""
     last_at: datetime | None = None
-    """When the last thread reply (or webhook message) went out: a fleet incident's updates wait for the next."""
+    """When the last thread reply (or webhook message, or PagerDuty trigger) went out: a fleet incident's updates
+    wait for the next batch."""
+    severity: str | None = None
+    """PagerDuty: the severity of the last trigger (a fleet incident's page goes out again at once if it rises)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,6 +259,7 @@ def delivery_to_dict(delivery: Delivery) -> dict[str, Any]:
         "alert": delivery.alert,
         "incident": delivery.incident,
         "last_at": _ts(delivery.last_at),
+        "severity": delivery.severity,
     }
 
 
@@ -274,6 +275,7 @@ def delivery_from_dict(data: dict[str, Any]) -> Delivery:
         alert=data.get("alert"),
         incident=data.get("incident"),
         last_at=_dt(data.get("last_at")),
+        severity=data.get("severity"),
     )
 
 

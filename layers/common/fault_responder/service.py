@@ -126,8 +126,11 @@ class AlertService:
         if not changed:
             self.count("EventsIgnored", "Kind", kind)
         groups: list[GroupRecord] = []
-        if changed:
-            record, groups = self._group(record, _touched(facts, record))
+        touched = _touched(facts, record)
+        if changed or touched:
+            # Also when nothing changed: a copy of a health event retried after a failure between the write of
+            # its facts and its group's must still make the instance a member (writing a member twice is harmless).
+            record, groups = self._group(record, touched)
         view = self.derive(record)
         self._count_drain(facts, view, changed)
         outcomes = self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until)
@@ -488,7 +491,7 @@ class _Target:
 
 def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
     """The checks whose incidents an event may have changed: its own, or all of them when the instance left."""
-    checks = {fact.check_type for fact in facts.health}
+    checks = {record.check_key(fact.check_type) for fact in facts.health}
     if facts.status is not None and facts.status.status == "INACTIVE":
         checks |= set(record.incidents)
     return checks
