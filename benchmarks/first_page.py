@@ -2,8 +2,9 @@
 Slack and to PagerDuty, how many DynamoDB calls come before them, and how much of the wait is our own code.
 
 The AlertRouterFunction runs in process against the sandbox (moto on loopback, the stand-ins over HTTP), warm
-(a first, unmeasured fault loads it and reads the secrets). Each measured fault is a new instance, one SQS
-record per invocation. See benchmarks/README.md for the method and the results.
+(a first, unmeasured fault loads it and reads the secrets). Each measured fault is a new instance on a capacity
+provider of its own (a lone fault: grouped, but no fleet to join), one SQS record per invocation. See
+benchmarks/README.md for the method and the results.
 
     .venv/bin/python benchmarks/first_page.py [--faults 200] [--out reports/first_page.json]
 """
@@ -34,6 +35,7 @@ def fault(number: int) -> dict[str, Any]:
     event = copy.deepcopy(json.loads(SAMPLE.read_text()))
     event["id"] = f"first-page-{number}"
     event["detail"]["containerInstanceArn"] = event["detail"]["containerInstanceArn"] + f"-{number}"
+    event["detail"]["capacityProviderName"] = f"p5-{number}"
     event["detail"]["healthChecks"][0]["statusReason"] = "XID_79"
     return event
 

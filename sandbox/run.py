@@ -34,8 +34,10 @@ import io
 import shlex
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
@@ -66,6 +68,8 @@ from sandbox.stepfunctions import (
 )
 from sandbox.template import load_template
 from sandbox.world import INCIDENTS_TABLE, World, deep_merge, point_at, seed_world
+
+SWEEP_FUNCTION = "SweepFunction"
 
 CLI_USER = "sandbox"
 """The author of a silence a `cli` step adds without --author."""
@@ -168,6 +172,8 @@ class _Run:
                     time.sleep(step.delay_seconds)
                 if step.cli is not None:
                     self._run_cli(number, step.cli, step.expect_exit or 0, world)
+                elif step.sweep:
+                    self._sweep(number, functions)
                 else:
                     self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
@@ -269,6 +275,41 @@ class _Run:
         }
         self.cli_steps.append(entry)
         self.timeline.cli(entry)
+
+    def _sweep(self, number: int, functions: dict[str, SharedFunction]) -> None:
+        """The stack's SweepFunction, once, with the event its schedule sends."""
+        self.timeline.step(number, "the sweep (SweepFunction, as its schedule runs it)")
+        function = functions.get(SWEEP_FUNCTION)
+        if function is None:
+            raise SandboxError(
+                f"{self.loaded.path}: step {number} runs the sweep, and the stack has no {SWEEP_FUNCTION}"
+            )
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": self.sandbox.identity.account_id,
+            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.sandbox.identity.region,
+            "resources": [],
+            "detail": {},
+        }
+        invocation = function.invoke(event)
+        entry = {
+            "function": SWEEP_FUNCTION,
+            "queue": "its schedule",
+            "request_id": invocation.request_id,
+            "batch_size": 0,
+            "message_ids": [],
+            "failures": [],
+            "result": invocation.result,
+            "error": invocation.error,
+            "duration_ms": invocation.duration_ms,
+            "logs": invocation.logs,
+        }
+        self.report.add_invocation(entry, invocation.errors)
+        self.timeline.batch(entry, invocation.errors)
 
     def _drain(self, mapping: SqsEventSourceMapping) -> None:
         def record(outcome: BatchOutcome) -> None:

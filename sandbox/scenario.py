@@ -181,6 +181,8 @@ class EventStep(_Model):
     event: dict[str, Any] | None = None
     cli: list[str] | None = None
     """`python -m fault_responder.cli` arguments, run in process against the sandbox's incidents table."""
+    sweep: bool | None = None
+    """`sweep: true`: run the stack's SweepFunction once, as its one-minute schedule would."""
     expect_exit: int | None = Field(default=None, ge=0, le=255)
     """A `cli` step's expected exit status (default 0); any other fails the scenario."""
     instance: str | None = None
@@ -205,8 +207,15 @@ class EventStep(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> EventStep:
-        if sum(source is not None for source in (self.file, self.event, self.cli)) != 1:
-            raise ValueError("give exactly one of file, event or cli")
+        if sum(source is not None for source in (self.file, self.event, self.cli, self.sweep)) != 1:
+            raise ValueError("give exactly one of file, event, cli or sweep")
+        if self.sweep is not None:
+            if self.sweep is not True:
+                raise ValueError("a sweep step is `sweep: true`")
+            extra = self.instance is not None or bool(self.overrides) or self.concurrently != 1 or self.expect_exit
+            if extra:
+                raise ValueError("a sweep step takes no instance, overrides, concurrently or expect_exit")
+            return self
         if self.cli is None:
             if self.expect_exit is not None:
                 raise ValueError("expect_exit is for cli steps")
