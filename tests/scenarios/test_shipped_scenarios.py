@@ -46,6 +46,7 @@ def test_shipped_scenario_holds(path: Path) -> None:
 
     # Then every expectation holds, and every execution it started finished
     assert result.passed, "\n".join(failed(result))
-    assert result.report["executions"], "the scenario started no execution"
+    if load_scenario(path).scenario.parameters.get("TrainingCapacityProviders"):
+        assert result.report["executions"], "the scenario started no execution"
     assert all(execution["status"] != "RUNNING" for execution in result.report["executions"])
     assert not result.report["warnings"]

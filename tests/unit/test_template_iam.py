@@ -241,7 +241,7 @@ def test_the_sweep_reads_and_writes_the_incidents_table_and_lists_only_its_open_
         ("CheckTasksFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
         ("RelaunchJobFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
         ("PlanRetryFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
-        ("NotifyFunction", {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}),
+        ("NotifyFunction", {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:Query"}),
     ],
 )
 def test_each_resume_function_has_only_the_incident_table_actions_its_step_uses(

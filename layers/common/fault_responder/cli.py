@@ -4,6 +4,7 @@
         [--starts ISO8601] --comment TEXT [--author NAME] TARGET
     python -m fault_responder.cli silence list [--all] [--json] TARGET
     python -m fault_responder.cli silence expire ID TARGET
+    python -m fault_responder.cli status [--json] (TARGET | --report REPORT.json)
 
 TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation) or `--table NAME`, with
 `--region` and `--endpoint-url` (a moto server, say). Each command is one function taking the parsed arguments:
@@ -22,12 +23,18 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
+from fault_responder import status as status_module
 from fault_responder.adapters.deployed_stack import aws_client, stack_resource
+from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
+from fault_responder.adapters.silence_store import decode as decode_silence
 from fault_responder.matchers import Matcher, MatcherError, parse_matcher
 from fault_responder.silences import (
     Silence,
@@ -42,6 +49,8 @@ from fault_responder.silences import (
 
 PROG = "python -m fault_responder.cli"
 INCIDENTS_TABLE = "IncidentsTable"
+RESUME_STATE_MACHINE = "ResumeTrainingStateMachine"
+_serializer = TypeSerializer()
 _DURATION = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 _UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1)}
 _COLUMNS = ("ID", "STATE", "MATCHERS", "STARTS", "ENDS", "AUTHOR", "COMMENT")
@@ -84,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_silence_commands(commands, _target_options())
+    _add_status_command(commands)
     return parser
 
 
@@ -140,6 +150,143 @@ def _add_silence_commands(commands: Any, target: argparse.ArgumentParser) -> Non
     )
     expire.add_argument("id", help="the silence's id")
     expire.set_defaults(run=_silence_expire)
+
+
+def _add_status_command(commands: Any) -> None:
+    status = commands.add_parser(
+        "status",
+        help="open incidents and fleet incidents, what is held back and why, silences, recent resumes",
+        description=(
+            "What is open now, derived as the router derives it (routing file, hold-down, fleets, inhibition, "
+            "maintenance windows, silences); the pending and active silences; the training workflow's executions "
+            "of the last 24 hours (with --stack)."
+        ),
+    )
+    target = status.add_argument_group("target (one of --stack, --table and --report)")
+    which = target.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", metavar="NAME", help="a deployed stack")
+    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
+    which.add_argument("--report", metavar="FILE", help="a sandbox report (python -m sandbox replay|run --report)")
+    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
+    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+    status.add_argument(
+        "--routing-file",
+        help="the stack's routing file (default: the stack's RoutingFile parameter, else default.yaml)",
+    )
+    status.add_argument("--json", action="store_true", help="JSON instead of tables")
+    status.set_defaults(run=_status)
+
+
+# --- status -------------------------------------------------------------------------------------------
+
+
+def _status(args: argparse.Namespace) -> int:
+    now = _now()
+    view = _report_status(Path(args.report), now) if args.report else _deployed_status(args, now)
+    print(json.dumps(view, indent=2) if args.json else status_module.render(view), end="")
+    if args.json:
+        print()
+    return 0
+
+
+def _report_status(path: Path, now: datetime) -> dict[str, Any]:
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot read the report {path}: {error}") from None
+    if not isinstance(report, dict) or "incidents" not in report:
+        raise UsageError(f"{path} is not a sandbox report (no incidents): write one with --report")
+    silences = [
+        decode_silence({name: _serializer.serialize(_decimal(value)) for name, value in item.items()})
+        for item in report.get("table") or []
+        if isinstance(item, dict) and item.get("pk") == SILENCE_PK
+    ]
+    return status_module.from_report(report, silences, now)
+
+
+def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
+    from fault_responder import lifecycle  # noqa: PLC0415 - only this command needs the incident machinery
+    from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore  # noqa: PLC0415
+    from fault_responder.fleet import derive_fleet, is_group  # noqa: PLC0415
+    from fault_responder.policy import Policy, SilenceCache  # noqa: PLC0415
+    from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    table = _table_name(args)
+    dynamodb = aws_client("dynamodb", **where)
+    routing = load_routing(args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml")
+    router = Router(routing)
+    silence_store = DynamoDBSilenceStore(table, dynamodb)
+    silences = silence_store.list(now=now)
+    cache = SilenceCache(lambda: silences, refresh_seconds=3600)
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    policy = Policy(
+        silencer=cache.silencer,
+        window_mutes=router.muted_receivers,
+        inhibit_rules=tuple(routing.inhibit_rules),
+        pagerduty_receivers=pagerduty,
+    )
+    settings = lifecycle.Settings(hold_down=routing.flapping.hold_down)
+    store = DynamoDBInstanceStore(table, timedelta(days=30), dynamodb)
+    incidents = []
+    for arn in store.open_records():
+        if is_group(arn):
+            group = store.load_group(arn)
+            if group is not None:
+                incidents.extend(derive_fleet(group, routing.grouping, router.route, now, policy).incidents)
+        else:
+            record = store.load(arn)
+            if record is not None:
+                incidents.extend(lifecycle.derive(record, settings, router.route, now, policy).incidents)
+    return status_module.status(incidents, silences, _recent_resumes(args, now), now)
+
+
+def _recent_resumes(args: argparse.Namespace, now: datetime) -> list[dict[str, Any]]:
+    """The ResumeTraining workflow's executions of the last 24 hours (a stack deployed with auto-resume)."""
+    if not args.stack:
+        return []
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        machine = stack_resource(aws_client("cloudformation", **where), args.stack, RESUME_STATE_MACHINE)
+    except ClientError:
+        return []  # the stack has no workflow (TrainingCapacityProviders empty)
+    listed = aws_client("stepfunctions", **where).list_executions(stateMachineArn=machine, maxResults=50)
+    since = now - status_module.RECENT_RESUMES
+    return [
+        {
+            "execution": execution["name"],
+            "status": execution["status"],
+            "started_at": _iso_or_none(execution.get("startDate")),
+            "stopped_at": _iso_or_none(execution.get("stopDate")),
+        }
+        for execution in listed.get("executions", [])
+        if execution.get("startDate") and execution["startDate"] >= since
+    ]
+
+
+def _stack_parameter(args: argparse.Namespace, name: str) -> str | None:
+    if not args.stack:
+        return None
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        [stack] = aws_client("cloudformation", **where).describe_stacks(StackName=args.stack)["Stacks"]
+    except (ClientError, ValueError):
+        return None
+    return next((p["ParameterValue"] for p in stack.get("Parameters", []) if p["ParameterKey"] == name), None)
+
+
+def _iso_or_none(moment: Any) -> str | None:
+    return moment.astimezone(UTC).isoformat() if isinstance(moment, datetime) else None
+
+
+def _decimal(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {key: _decimal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decimal(item) for item in value]
+    return value
 
 
 # --- silence ------------------------------------------------------------------------------------------
@@ -203,13 +350,17 @@ def silence_table(silences: Sequence[Silence], now: datetime) -> str:
 
 def _store(args: argparse.Namespace) -> DynamoDBSilenceStore:
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    table = args.table
-    if table is None:
-        try:
-            table = stack_resource(aws_client("cloudformation", **where), args.stack, INCIDENTS_TABLE)
-        except ClientError as error:
-            raise TargetError(f"cannot find the {INCIDENTS_TABLE} of stack {args.stack!r}: {error}") from None
-    return DynamoDBSilenceStore(table, aws_client("dynamodb", **where))
+    return DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where))
+
+
+def _table_name(args: argparse.Namespace) -> str:
+    if args.table is not None:
+        return str(args.table)
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        return stack_resource(aws_client("cloudformation", **where), args.stack, INCIDENTS_TABLE)
+    except ClientError as error:
+        raise TargetError(f"cannot find the {INCIDENTS_TABLE} of stack {args.stack!r}: {error}") from None
 
 
 def _now() -> datetime:

@@ -36,12 +36,16 @@ from fault_responder.routing import InhibitRule
 from fault_responder.silences import Silence, iso, silencing
 
 log = logging.getLogger(__name__)
+_SYNCHRONOUS_EVERY = 1.0
+"""Seconds: with no refresh interval, the silences are read again before an event at most this often."""
 
 Silencer = Callable[[Labels, datetime], str | None]
 """Labels, now -> why they are silenced (naming the silence), or None."""
 WindowMutes = Callable[[tuple[str, ...], datetime], dict[str, str]]
 """Matched route names, now -> receiver: why its routes are muted now (a maintenance window)."""
 RESUMED = "resumed"
+QUIET_REASON_PREFIX = "the training auto-resume workflow"
+"""How every quiet-when-handled reason begins (the workflow's own notices are not held back by it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +145,8 @@ class SilenceCache:
     """The silences, read at most every `refresh_seconds`: a new silence takes effect within that time.
 
     The first read is made before the first event is handled; later reads happen in the background, so no page
-    ever waits for one (the event at hand uses the silences read last). `refresh()` reads at once (the sweep).
+    ever waits for one (the event at hand uses the silences read last). With `refresh_seconds` 0 every read is
+    made at once, before the event is handled (at most once a second). `refresh()` reads at once (the sweep).
     """
 
     def __init__(
@@ -173,6 +178,10 @@ class SilenceCache:
         if self._loaded_at is None:
             self.refresh_or_keep()
             return
+        if self._refresh_seconds <= 0:
+            if self._clock() - self._loaded_at >= _SYNCHRONOUS_EVERY:
+                self.refresh_or_keep()
+            return
         if self._clock() - self._loaded_at < self._refresh_seconds or not self._loading.acquire(blocking=False):
             return
         self._loaded_at = self._clock()  # one refresh at a time, and not again until it is due again
@@ -201,13 +210,13 @@ def _quiet_reason(
         return None
     mine = [n for n in notices if n.check_type == incident.check_type and _within(n, incident)]
     if any(n.kind == RESUMED for n in mine):
-        return "the training auto-resume workflow resumed the jobs"
+        return f"{QUIET_REASON_PREFIX} resumed the jobs"
     if any(n.pages for n in mine):
-        return "the training auto-resume workflow paged for it itself"
+        return f"{QUIET_REASON_PREFIX} paged for it itself"
     due = incident.opened_at + quiet.deadline
     if now is None or now >= due or not incident.is_open:
         return None
-    return f"the training auto-resume workflow is handling it (pages at {due:%H:%M} UTC if the jobs are not resumed)"
+    return f"{QUIET_REASON_PREFIX} is handling it (pages at {due:%H:%M} UTC if the jobs are not resumed)"
 
 
 def _within(notice: NoticeFact, incident: Incident) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -111,10 +111,25 @@ def _notifier() -> ResumeNotifier:
     from fault_responder.adapters.http import RetryPolicy  # noqa: PLC0415
     from fault_responder.adapters.notifiers import SecretChannels  # noqa: PLC0415
     from fault_responder.adapters.pagerduty import PagerDutyChangeEvents  # noqa: PLC0415
+    from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
+    from fault_responder.policy import Policy, SilenceCache  # noqa: PLC0415
     from fault_responder.resume.notify import ResumeNotifier  # noqa: PLC0415
     from fault_responder.routing import Router, load_routing  # noqa: PLC0415
 
     current = settings()
+    routing = load_routing(current.routing_file)
+    router = Router(routing)
+    silences = DynamoDBSilenceStore(current.incidents_table, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
+    # The notices are held back as the incident is (a silence, a window, a fleet incident, an inhibition rule);
+    # read before each notice (no refresh interval): a workflow step is no hot path.
+    cache = SilenceCache(lambda: silences.active(datetime.now(UTC)), refresh_seconds=0)
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    held_back = Policy(
+        silencer=cache.silencer,
+        window_mutes=router.muted_receivers,
+        inhibit_rules=tuple(routing.inhibit_rules),
+        pagerduty_receivers=pagerduty,
+    )
     policy = RetryPolicy(max_attempts=current.http_max_attempts)
     channels = SecretChannels(
         fetch_secret=_fetch_json_secret,
@@ -125,12 +140,16 @@ def _notifier() -> ResumeNotifier:
         policy=policy,
     )
     return ResumeNotifier(
-        Router(load_routing(current.routing_file)),
+        router,
         channels,
         PagerDutyChangeEvents(current.change_events_url, policy=policy),
         _incident_store(),
-        settings=lifecycle.Settings(drain_window=timedelta(minutes=current.drain_attribution_window_minutes)),
+        settings=lifecycle.Settings(
+            drain_window=timedelta(minutes=current.drain_attribution_window_minutes),
+            hold_down=routing.flapping.hold_down,
+        ),
         on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
+        policy=held_back,
     )
 
 

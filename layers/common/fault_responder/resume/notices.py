@@ -130,8 +130,13 @@ def notice_key(request: NoticeRequest) -> str:
 
 
 def pagerduty_dedup_key(fault: Fault, subject: str) -> str:
-    """One PagerDuty alert per fault and subject (a job id, mass-fault, workflow); at most 255 characters."""
-    key = f"{fault.fingerprint}/resume/{subject}"
+    """One PagerDuty alert per fault and subject (a job id, the workflow); at most 255 characters. A mass fault is
+    one alert for its capacity provider, whichever execution sends it: every execution over the limit triggers
+    the same key."""
+    if subject == "mass-fault":
+        key = f"{fault.cluster_name}/{fault.capacity_provider}/resume/mass-fault"
+    else:
+        key = f"{fault.fingerprint}/resume/{subject}"
     if len(key) <= 255:
         return key
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]

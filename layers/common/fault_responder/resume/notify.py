@@ -22,6 +22,7 @@ from fault_responder import lifecycle
 from fault_responder.adapters.http import DeliveryError
 from fault_responder.delivery import Channels
 from fault_responder.domain import Incident
+from fault_responder.policy import QUIET_REASON_PREFIX, Policy
 from fault_responder.record import NoticeFact
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
 from fault_responder.resume.fault import Fault
@@ -77,6 +78,7 @@ class ResumeNotifier:
         settings: lifecycle.Settings | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_delivery: Callable[[str, bool], None] = lambda channel, ok: None,
+        policy: Policy | None = None,
     ) -> None:
         self.router = router
         self.receivers: dict[str, Receiver] = dict(router.config.receivers)
@@ -86,12 +88,19 @@ class ResumeNotifier:
         self.settings = settings or lifecycle.Settings()
         self.clock = clock
         self.on_delivery = on_delivery
+        self.policy = policy
 
     def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered:
         """Deliver to every receiver the routing file names; raise IncidentNotReady while the incident's
         threads are missing (unless `allow_standalone`), NotificationFailedError when a receiver failed."""
         incident = self._incident(fault)
-        names = list(self.router.route(route_context(fault, incident)).receivers)
+        # A receiver held back from the incident (a silence, a maintenance window, a fleet incident that tells its
+        # story) is held back from its notices too: the notice is recorded in the incident's timeline all the same.
+        names = [
+            name
+            for name in self.router.route(route_context(fault, incident)).receivers
+            if incident is None or not _held_back(incident.muted.get(name))
+        ]
         not_ready = self._not_ready(fault, incident, names)
         if not_ready is not None and not allow_standalone:
             raise IncidentNotReady(not_ready)
@@ -117,7 +126,7 @@ class ResumeNotifier:
         if record is None:
             return None
         return _fault_incident(
-            lifecycle.derive(record, self.settings, self.router.route, self.clock()).incidents, fault
+            lifecycle.derive(record, self.settings, self.router.route, self.clock(), self.policy).incidents, fault
         )
 
     def _not_ready(self, fault: Fault, incident: Incident | None, names: list[str]) -> str | None:
@@ -153,7 +162,7 @@ class ResumeNotifier:
             if record is None:
                 return None
             added = record.add_notice(fact)
-            view = lifecycle.derive(record, self.settings, self.router.route, self.clock())
+            view = lifecycle.derive(record, self.settings, self.router.route, self.clock(), self.policy)
             if not added:
                 return _fault_incident(view.incidents, fault)
             record.incidents = view.known
@@ -208,6 +217,12 @@ class ResumeNotifier:
         send()
         self.store.mark_delivered(key)
         self.on_delivery(channel, True)
+
+
+def _held_back(reason: str | None) -> bool:
+    """Whether a mute holds back the workflow's notices: all do, but quiet-when-handled, whose point is that the
+    workflow's own notices are what the receiver hears."""
+    return reason is not None and not reason.startswith(QUIET_REASON_PREFIX)
 
 
 def _fault_incident(incidents: list[Incident], fault: Fault) -> Incident | None:
