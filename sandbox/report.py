@@ -31,6 +31,8 @@ _serializer = TypeSerializer()
 INCIDENTS_TABLE = "IncidentsTable"
 # Receiving 10 at a time, this reads up to 1,000 dead letters; more means something else is wrong.
 _MAX_DEAD_LETTER_RECEIVES = 100
+# The report derives what routing decided; it reads no secret, so the settings name none.
+_NOT_READ = "none"
 
 
 # --- The end state ---------------------------------------------------------------------------------
@@ -162,8 +164,8 @@ def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
     environment = {
         "INCIDENTS_TABLE": table or "none",
         "ALERT_DLQ_URL": "none",
-        "SLACK_SECRET_NAME": "none",
-        "PAGERDUTY_SECRET_NAME": "none",
+        "SLACK_SECRET_NAME": _NOT_READ,
+        "PAGERDUTY_SECRET_NAME": _NOT_READ,
         "TRAINING_CAPACITY_PROVIDERS": _joined(parameters.get("TrainingCapacityProviders", "")),
         "RESUME_CHECK_TYPES": _joined(parameters.get("ResumeCheckTypes", "ACCELERATED_COMPUTE")),
         "RESUME_MODE": str(parameters.get("ResumeMode", "auto")),

@@ -384,7 +384,7 @@ def read_yaml(text: str) -> Any:
     }
     RoutingLoader.add_implicit_resolver(sexagesimal[0], _INT, list("-+0123456789"))
     RoutingLoader.add_implicit_resolver(sexagesimal[1], _FLOAT, list("-+0123456789."))
-    return yaml.load(text, Loader=RoutingLoader)  # noqa: S506 - a SafeLoader with two resolvers replaced
+    return yaml.load(text, Loader=RoutingLoader)  # noqa: S506  # nosec B506  # a SafeLoader, two resolvers replaced
 
 
 # yaml.SafeLoader's int and float patterns without their base-60 forms.
