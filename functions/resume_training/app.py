@@ -137,14 +137,14 @@ def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any
         return _json(steps.watch_stop(event.fault, event.job, event.plan, event.stop, event.config))
     if event.launch is None:
         raise ValueError("checking for RUNNING needs the launch")
-    return _json(steps.watch_start(event.job, event.launch, event.config))
+    return _json(steps.watch_start(event.fault, event.job, event.launch, event.config))
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @event_parser(model=RelaunchInput)
 def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
-    launch = resume_steps().relaunch(event.fault, event.job, event.plan, event.execution)
+    launch = resume_steps().relaunch(event.fault, event.config, event.job, event.plan, event.execution)
     logger.info("relaunch", extra={"job": event.job.job_id, "state": launch.state.value, "attempt": launch.attempt})
     count("ResumeLaunches", "State", launch.state.value)
     return _json(launch)

@@ -411,11 +411,11 @@ def test_placement_excludes_failed_hosts_except_on_managed_instances() -> None:
     assert placement_exclusion(asg, []) == []
 
 
-def test_a_long_exclusion_keeps_the_most_recent_hosts_within_the_expression_limit() -> None:
+def test_a_long_exclusion_keeps_the_first_hosts_within_the_expression_limit() -> None:
     hosts = [f"i-{n:017d}" for n in range(200)]
     [constraint] = placement_exclusion(None, hosts)
     assert len(constraint["expression"]) <= MAX_EXCLUSION_EXPRESSION
-    assert hosts[-1] in constraint["expression"] and hosts[0] not in constraint["expression"]
+    assert hosts[0] in constraint["expression"] and hosts[-1] not in constraint["expression"]
 
 
 def test_relaunch_tags_keep_the_originals_and_add_the_attempt_and_checkpoint() -> None:

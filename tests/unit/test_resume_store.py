@@ -71,6 +71,48 @@ def test_impaired_instances_are_counted_within_the_window(store: DynamoDBResumeS
     assert len(store.impaired_instances(fault, timedelta(minutes=30))) == 2
 
 
+def test_claimed_faults_name_their_hosts_within_the_window_around_a_moment(store: DynamoDBResumeStore) -> None:
+    # Given two claimed faults of the provider (one 10 minutes later, on i-2) and one two hours later
+    fault = a_fault()
+    store.claim(fault, "exec-a")
+    later = fault.impaired_at + timedelta(minutes=10)
+    other = fault.model_copy(
+        update={"container_instance_arn": "ci-2", "ec2_instance_id": "i-2", "fingerprint": "x", "impaired_at": later}
+    )
+    store.claim(other, "exec-b")
+    far = other.model_copy(update={"fingerprint": "y", "impaired_at": fault.impaired_at + timedelta(hours=2)})
+    store.claim(far, "exec-c")
+
+    # When the claims within 10 minutes of the later one are read
+    claimed = store.claimed_faults(fault.cluster_name, fault.capacity_provider, later, timedelta(minutes=10))
+
+    # Then both near ones are there, oldest first, with their hosts and times
+    assert [(c.container_instance_arn, c.host, c.impaired_at) for c in claimed] == [
+        (fault.container_instance_arn, "i-faulty", fault.impaired_at),
+        ("ci-2", "i-2", later),
+    ]
+    assert store.claimed_faults(fault.cluster_name, "another-provider", later, timedelta(minutes=10)) == []
+
+
+def test_a_claim_recorded_before_hosts_were_stored_is_counted_without_a_host(store: DynamoDBResumeStore) -> None:
+    # Given a provider's fault record as an earlier version wrote it: no host attribute
+    fault = a_fault()
+    store.claim(fault, "exec-a")
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    key = {"pk": {"S": f"PROVIDER#{fault.cluster_name}/{fault.capacity_provider}"}}
+    [item] = client.query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": key["pk"]}
+    )["Items"]
+    client.update_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="REMOVE host")
+
+    # When it is read back
+    [claimed] = store.claimed_faults(fault.cluster_name, fault.capacity_provider, NOW, timedelta(hours=3))
+
+    # Then it has no host, and the mass-fault guard still counts it
+    assert (claimed.container_instance_arn, claimed.host) == (fault.container_instance_arn, None)
+    assert store.impaired_instances(fault, timedelta(minutes=30)) == {fault.container_instance_arn}
+
+
 def test_an_attempt_is_recorded_once_per_task_set(store: DynamoDBResumeStore) -> None:
     # Given exec-a recorded attempt 1 replacing the set "found"
     first = store.record_attempt(JOB, attempt("exec-a"), "found")

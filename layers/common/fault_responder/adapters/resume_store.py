@@ -4,7 +4,8 @@ Items (pk / sk):
 - FAULT#<fingerprint>#<lastStatusChange> / CLAIM: who handles this fault. Created once; a duplicate or
   concurrent trigger finds it and changes nothing.
 - PROVIDER#<cluster>/<provider> / FAULT#<time>#<container instance id>: each claimed fault, counted by the
-  mass-fault guard over a time window.
+  mass-fault guard over a time window, with its host's EC2 instance id (`host`; absent on items written before
+  it was stored), which relaunches avoid.
 - JOB#<cluster>/<job id> / TASKS#<fault key>: the tasks of the job as found (zlib-compressed JSON: a gang of
   hundreds of tasks fits in one item, and not in a state's payload).
 - JOB#<cluster>/<job id> / LEDGER: the attempts (number, step resumed from, outcome) and the hosts that
@@ -31,7 +32,7 @@ from botocore.exceptions import ClientError
 from pydantic import TypeAdapter
 
 from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt, RecordResult, RecordStatus
-from fault_responder.resume.fault import ClaimResult, Fault
+from fault_responder.resume.fault import ClaimedFault, ClaimResult, Fault
 from fault_responder.resume.jobs import TaskSpec
 
 CLAIM_TTL = timedelta(days=30)
@@ -78,6 +79,7 @@ class DynamoDBResumeStore:
             "pk": _provider_pk(fault.cluster_name, fault.capacity_provider),
             "sk": _provider_sk(fault.impaired_at, fault.container_instance_arn),
             "container_instance_arn": fault.container_instance_arn,
+            "host": fault.host,
             "fault_key": fault.key,
             "expires_at": self._expiry(CLAIM_TTL),
         }
@@ -105,14 +107,28 @@ class DynamoDBResumeStore:
 
     def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]:
         """Container instances of the fault's provider with a claimed fault within `window` of this one."""
-        low = _provider_sk(fault.impaired_at - window, "")
-        high = _provider_sk(fault.impaired_at + window, "~")
+        claimed = self.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)
+        return {claim.container_instance_arn for claim in claimed}
+
+    def claimed_faults(
+        self, cluster_name: str, provider: str, around: datetime, window: timedelta
+    ) -> list[ClaimedFault]:
+        """The provider's claimed faults that began within `window` of `around`, oldest first."""
+        low = _provider_sk(around - window, "")
+        high = _provider_sk(around + window, "~")
         items = self._query(
-            _provider_pk(fault.cluster_name, fault.capacity_provider),
+            _provider_pk(cluster_name, provider),
             "sk BETWEEN :low AND :high",
             {":low": {"S": low}, ":high": {"S": high}},
         )
-        return {str(item["container_instance_arn"]) for item in items}
+        return [
+            ClaimedFault(
+                container_instance_arn=str(item["container_instance_arn"]),
+                impaired_at=_provider_sk_time(str(item["sk"])),
+                host=str(item["host"]) if item.get("host") else None,
+            )
+            for item in items
+        ]
 
     # --- Job snapshots ----------------------------------------------------------------------------
 
@@ -300,10 +316,17 @@ def _provider_pk(cluster_name: str, provider: str) -> str:
     return f"PROVIDER#{cluster_name}/{provider}"
 
 
+_PROVIDER_SK_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 def _provider_sk(moment: datetime, container_instance_arn: str) -> str:
     # ISO-8601 UTC strings sort like the times they name, so a time window is a key range.
     instance = container_instance_arn.rsplit("/", 1)[-1]
-    return f"FAULT#{moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}#{instance}"
+    return f"FAULT#{moment.astimezone(UTC).strftime(_PROVIDER_SK_TIME)}#{instance}"
+
+
+def _provider_sk_time(sk: str) -> datetime:
+    return datetime.strptime(sk.split("#", 2)[1], _PROVIDER_SK_TIME).replace(tzinfo=UTC)
 
 
 def _cancelled_by_condition(error: ClientError) -> bool:

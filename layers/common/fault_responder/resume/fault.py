@@ -188,6 +188,16 @@ class Quarantine(_Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimedFault:
+    """A fault of a provider that an execution claimed (and the mass-fault guard counts)."""
+
+    container_instance_arn: str
+    impaired_at: datetime
+    host: str | None
+    """The faulty host's EC2 instance id (Fault.host); None on a claim recorded before hosts were stored."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimResult:
     claimed: bool
     execution: str

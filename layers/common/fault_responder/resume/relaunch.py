@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -48,26 +48,100 @@ def stop_reason(fault: Fault, job_id: str) -> str:
     return _clip(text, MAX_STOP_REASON)
 
 
-def placement_exclusion(provider: ProviderInfo | None, hosts: Sequence[str]) -> list[dict[str, str]]:
-    """A memberOf constraint that keeps the relaunch off `hosts`, where the capacity provider supports it.
+@dataclass(frozen=True, slots=True)
+class KnownFault:
+    """A GPU fault of a host, as one half of the stack knows it: claimed by an execution of this workflow
+    (within the mass-fault window), or open on the alert side (a member of a group record)."""
 
-    Managed Instances does not support the ec2InstanceId attribute: there the drain is what keeps the faulty
-    host out, and hosts that failed later attempts cannot be excluded (docs/auto-resume.md, Limits).
+    host: str
+    since: datetime
+    open: bool
+    """Open on the alert side; False for a fault known only from its claim."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostsToAvoid:
+    """Where a relaunch of a job may not land, most important first (docs/auto-resume.md#never-on-a-faulting-host).
+
+    First the job's own failed hosts, most recent first: few, and each proven bad for this job. Then every
+    other host with a GPU fault, newest fault first: the oldest faults are the likeliest to have been drained
+    or replaced since. Where a placement constraint cannot hold them all, the first ones are kept, and the
+    check after placement (watch.misplaced_tasks) covers the rest.
     """
-    if not hosts or (provider is not None and not provider.supports_instance_exclusion):
-        return []
-    kept: list[str] = []
-    # Most recent first: when the list would not fit, the oldest failures are dropped.
-    for host in reversed(list(hosts)):
-        candidate = _exclusion_expression([host, *kept])
-        if len(candidate) > MAX_EXCLUSION_EXPRESSION:
-            break
-        kept.insert(0, host)
+
+    failed: tuple[str, ...] = ()
+    """The job's own failed hosts, most recent first."""
+    faulting: tuple[str, ...] = ()
+    """Hosts with a fault open on the alert side or claimed within the window, newest fault first."""
+    open: frozenset[str] = frozenset()
+    """The faulting hosts whose fault is open on the alert side."""
+
+    @property
+    def in_priority(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.failed, *self.faulting)))
+
+    def __contains__(self, host: object) -> bool:
+        return host in self.failed or host in self.faulting
+
+    def why(self, host: str) -> str:
+        """Why a task on `host` must not stay there, as the rest of a sentence "placed on <host>, ..."."""
+        if host in self.open:
+            return "which has an open GPU fault"
+        if host in self.faulting:
+            return "which has a GPU fault claimed within the mass-fault window"
+        if host in self.failed:
+            return "which failed this job before"
+        raise ValueError(f"{host} is not a host to avoid")
+
+
+def hosts_to_avoid(failed_hosts: Sequence[str], faults: Iterable[KnownFault]) -> HostsToAvoid:
+    """The job's failed hosts (the ledger's order: oldest first) and the known faults, in the order of priority."""
+    latest: dict[str, datetime] = {}
+    open_hosts: set[str] = set()
+    for fault in faults:
+        if not fault.host:
+            continue
+        latest[fault.host] = max(fault.since, latest.get(fault.host, fault.since))
+        if fault.open:
+            open_hosts.add(fault.host)
+    newest_first = sorted(latest, key=lambda host: (-latest[host].timestamp(), host))
+    failed = tuple(dict.fromkeys(host for host in reversed(failed_hosts) if host))
+    return HostsToAvoid(failed=failed, faulting=tuple(newest_first), open=frozenset(open_hosts))
+
+
+def placement_exclusion(provider: ProviderInfo | None, hosts: Sequence[str]) -> list[dict[str, str]]:
+    """A memberOf constraint that keeps the relaunch off `hosts` (most important first): see excludable_hosts."""
+    kept = excludable_hosts(provider, hosts)
     return [{"type": "memberOf", "expression": _exclusion_expression(kept)}] if kept else []
+
+
+def excludable_hosts(provider: ProviderInfo | None, hosts: Sequence[str]) -> tuple[str, ...]:
+    """The hosts a placement constraint can keep a relaunch off: none where the capacity provider does not
+    support it, else the first of `hosts` that fit ECS's expression limit (None: the EC2 launch type).
+
+    Managed Instances does not support the ec2InstanceId attribute: there the drain keeps the faulty host out,
+    and the check after placement the others (docs/auto-resume.md, Limits).
+    """
+    if provider is not None and not provider.supports_instance_exclusion:
+        return ()
+    kept: list[str] = []
+    length = len(_exclusion_expression(()))
+    for host in dict.fromkeys(hosts):
+        added = len(f"'{host}'") + (len(", ") if kept else 0)
+        if length + added > MAX_EXCLUSION_EXPRESSION:
+            break
+        kept.append(host)
+        length += added
+    return tuple(kept)
 
 
 def _exclusion_expression(hosts: Sequence[str]) -> str:
     return "ec2InstanceId !in [" + ", ".join(f"'{host}'" for host in hosts) + "]"
+
+
+def misplaced_stop_reason(job_id: str, placement: str) -> str:
+    """StopTask's reason for a relaunched task found on a host to avoid (`placement`: "placed on <host>, ...")."""
+    return _clip(f"GPU Fault Responder: {placement}; job {job_id} is relaunched elsewhere", MAX_STOP_REASON)
 
 
 def resume_environment(checkpoint_uri: str | None, attempt: int) -> dict[str, str]:
@@ -173,6 +247,13 @@ class Launch(_Payload):
     checkpoint: Checkpoint | None = None
     launched_at: datetime
     superseded_by: str | None = None
+    capacity_providers: tuple[str, ...] = ()
+    """The providers the attempt's tasks were started on (the check after placement looks at their faults)."""
+    avoided: int = 0
+    """How many hosts the relaunch had to keep off (HostsToAvoid.in_priority)."""
+    excluded_hosts: tuple[str, ...] = ()
+    """Those a placement constraint excluded; the rest (Managed Instances, past the expression limit) are
+    checked after placement."""
 
 
 def _tail(text: str, limit: int) -> str:

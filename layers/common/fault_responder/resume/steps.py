@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from fault_responder.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
+from fault_responder.fleet import group_arn
 from fault_responder.models.events import HealthChangeEvent, parse_ecs_event
 from fault_responder.record import InstanceRecord, QuarantineFact
 from fault_responder.resume.budget import (
@@ -30,6 +31,7 @@ from fault_responder.resume.budget import (
 from fault_responder.resume.config import EVIDENCE_ITEMS, ResumeConfig
 from fault_responder.resume.fault import (
     Claim,
+    ClaimedFault,
     ClaimResult,
     ClaimStatus,
     Fault,
@@ -54,23 +56,31 @@ from fault_responder.resume.jobs import (
 )
 from fault_responder.resume.notices import Delivered, Notice, NoticeRequest, build_notice
 from fault_responder.resume.relaunch import (
+    HostsToAvoid,
+    KnownFault,
     Launch,
     LaunchState,
     RunTaskResult,
     build_run_task_request,
     chosen_checkpoint,
     client_token,
+    excludable_hosts,
+    hosts_to_avoid,
+    misplaced_stop_reason,
     placement_exclusion,
     stop_reason,
 )
 from fault_responder.resume.watch import (
+    StoppedTask,
     StopRequest,
     TaskState,
     TaskWatch,
     WatchState,
     describe_failure,
+    failed_hosts,
     judge_start,
     judge_stop,
+    misplaced_tasks,
     watch_result,
 )
 from fault_responder.store import ConcurrentUpdateError, InstanceStore
@@ -100,6 +110,10 @@ class ResumeStore(Protocol):
     def claim(self, fault: Fault, execution: str) -> ClaimResult: ...
 
     def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]: ...
+
+    def claimed_faults(
+        self, cluster_name: str, provider: str, around: datetime, window: timedelta
+    ) -> list[ClaimedFault]: ...
 
     def save_tasks(self, job_key: str, fault_key: str, tasks: Sequence[TaskSpec]) -> None: ...
 
@@ -229,8 +243,9 @@ class ResumeSteps:
         state = judge_stop(states, waited, timedelta(seconds=config.stop_timeout_seconds))
         return watch_result(state, states, want_running=False)
 
-    def relaunch(self, fault: Fault, job: Job, plan: Plan, execution: str) -> Launch:
-        """Record the attempt, then RunTask each task of the job; stops at the first task ECS cannot place."""
+    def relaunch(self, fault: Fault, config: ResumeConfig, job: Job, plan: Plan, execution: str) -> Launch:
+        """Record the attempt, then RunTask each task of the job, kept off the hosts to avoid where the provider
+        allows it; stops at the first task ECS cannot place."""
         specs = self.store.load_tasks(job.key, fault.key)
         fresh = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
         checkpoint = chosen_checkpoint(plan.checkpoint, fresh)
@@ -254,7 +269,9 @@ class ResumeSteps:
         ledger = self.store.load_ledger(job.key)
         prior = [a for a in ledger.attempts if a.number < attempt]
         budget = next_attempt(prior, checkpoint.step if checkpoint else None, plan.max_attempts)
-        arns, failures = self._run_tasks(job, specs, attempt, checkpoint, ledger.failed_hosts)
+        providers = tuple(sorted({spec.capacity_provider_name for spec in specs if spec.capacity_provider_name}))
+        avoid = self._hosts_to_avoid(fault, config, ledger.failed_hosts, providers)
+        arns, failures, excluded = self._run_tasks(job, specs, attempt, checkpoint, avoid)
         self.store.save_attempt_tasks(job.key, attempt, arns)
         return Launch(
             state=LaunchState.NO_CAPACITY if failures else LaunchState.STARTED,
@@ -266,24 +283,36 @@ class ResumeSteps:
             failures=failures,
             checkpoint=checkpoint,
             launched_at=now,
+            capacity_providers=providers,
+            avoided=len(avoid.in_priority),
+            excluded_hosts=excluded,
         )
 
-    def watch_start(self, job: Job, launch: Launch, config: ResumeConfig) -> TaskWatch:
+    def watch_start(self, fault: Fault, job: Job, launch: Launch, config: ResumeConfig) -> TaskWatch:
+        """Poll the new tasks; the check after placement stops any that landed on a host to avoid (the same
+        hosts as the relaunch's, found again now) and fails the attempt, so the retry path relaunches."""
         arns = self.store.load_attempt_tasks(job.key, launch.attempt)
         states = self.ecs.task_states(job.cluster_arn, arns)
+        misplaced: tuple[StoppedTask, ...] = ()
+        if any(task.host for task in states):
+            ledger = self.store.load_ledger(job.key)
+            avoid = self._hosts_to_avoid(fault, config, ledger.failed_hosts, launch.capacity_providers)
+            misplaced = misplaced_tasks(states, avoid)
+        for task in misplaced:
+            self.ecs.stop_task(job.cluster_arn, task.task_arn, misplaced_stop_reason(job.job_id, task.reason or ""))
         waited = self.clock() - launch.launched_at
-        state = judge_start(states, waited, timedelta(seconds=config.start_timeout_seconds))
+        state = judge_start(states, waited, timedelta(seconds=config.start_timeout_seconds), misplaced)
         if state == WatchState.DONE:
             self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.RUNNING)
-        return watch_result(state, states, want_running=True)
+        return watch_result(state, states, want_running=True, misplaced=misplaced)
 
     def retry(
         self, fault: Fault, config: ResumeConfig, job: Job, plan: Plan, *, launch: Launch, watch: TaskWatch | None
     ) -> Plan:
-        """Attempt `launch.attempt` failed: record why (and the hosts its tasks died on), then plan the next."""
+        """Attempt `launch.attempt` failed: record why (and the hosts its tasks died or were misplaced on), then
+        plan the next."""
         failure = describe_failure(launch, watch, config.start_timeout_seconds)
-        died_on = [task.host for task in watch.stopped if task.host] if watch is not None else []
-        ledger = self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.FAILED, failure, died_on)
+        ledger = self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.FAILED, failure, failed_hosts(watch))
         tried = plan.model_copy(update={"checkpoint": launch.checkpoint, "from_scratch": launch.checkpoint is None})
         return plan_retry(tried, fault, config, ledger, failed_attempt=launch.attempt, failure=failure)
 
@@ -316,22 +345,47 @@ class ResumeSteps:
         # Attempt numbers are unique per job, and an attempt that placed nothing has no task ARNs to digest.
         return f"attempt-{plan.replaces}"
 
+    def _hosts_to_avoid(
+        self, fault: Fault, config: ResumeConfig, failed: Sequence[str], providers: Iterable[str]
+    ) -> HostsToAvoid:
+        """The job's failed hosts, and every host of its providers with a fault claimed within the mass-fault
+        window around now or open on the alert side (the members of the providers' groups by the default
+        grouping; another grouping has other keys, and then the claimed faults alone count)."""
+        now = self.clock()
+        window = timedelta(minutes=config.mass_fault_window_minutes)
+        known: list[KnownFault] = []
+        for provider in sorted({fault.capacity_provider, *providers}):
+            for claimed in self.store.claimed_faults(fault.cluster_name, provider, now, window):
+                if claimed.host:
+                    known.append(KnownFault(claimed.host, claimed.impaired_at, open=False))
+            for check in config.check_types:
+                labels = (("cluster", fault.cluster_name), ("capacity_provider", provider), ("check_type", check))
+                group = self.incidents.load_group(group_arn(labels))
+                for member in group.members.values() if group is not None else ():
+                    if member.is_open:
+                        host = member.instance.ec2_instance_id or member.instance.container_instance_id
+                        known.append(KnownFault(host, member.opened_at, open=True))
+        return hosts_to_avoid(failed, known)
+
     def _run_tasks(
         self,
         job: Job,
         specs: Sequence[TaskSpec],
         attempt: int,
         checkpoint: Checkpoint | None,
-        failed_hosts: Sequence[str],
-    ) -> tuple[list[str], tuple[str, ...]]:
+        avoid: HostsToAvoid,
+    ) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
+        """RunTask each task; returns the tasks started, ECS's failures, and the hosts the constraints excluded."""
         names = {spec.capacity_provider_name for spec in specs if spec.capacity_provider_name}
         providers = self.ecs.describe_capacity_providers(sorted(names), job.cluster_arn)
         containers: dict[str, list[str]] = {}
         arns: list[str] = []
+        excluded: dict[str, None] = {}
         for index, spec in enumerate(specs):
             if spec.task_definition_arn not in containers:
                 containers[spec.task_definition_arn] = self.ecs.container_names(spec.task_definition_arn)
             provider = providers.get(spec.capacity_provider_name or "")
+            excluded.update(dict.fromkeys(excludable_hosts(provider, avoid.in_priority)))
             request = build_run_task_request(
                 spec,
                 cluster_arn=job.cluster_arn,
@@ -339,11 +393,12 @@ class ResumeSteps:
                 attempt=attempt,
                 checkpoint_uri=checkpoint.uri if checkpoint else None,
                 token=client_token(job.key, attempt, index),
-                constraints=placement_exclusion(provider, failed_hosts),
+                constraints=placement_exclusion(provider, avoid.in_priority),
             )
             result = self.ecs.run_task(request)
             arns.extend(result.task_arns)
             if result.failures or not result.task_arns:
                 # A gang needs every task: starting the rest would only hold GPUs the retry then releases.
-                return arns, result.failures or ("RunTask started no task and reported no failure",)
-        return arns, ()
+                failures = result.failures or ("RunTask started no task and reported no failure",)
+                return arns, failures, tuple(excluded)
+        return arns, (), tuple(excluded)

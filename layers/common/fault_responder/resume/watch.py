@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from fault_responder.resume.config import _Payload
-from fault_responder.resume.relaunch import Launch, LaunchState
+from fault_responder.resume.relaunch import HostsToAvoid, Launch, LaunchState
 
 
 class TaskState(_Payload):
@@ -46,11 +46,32 @@ class TaskWatch(_Payload):
     ready: int
     stopped: tuple[StoppedTask, ...] = ()
     hosts: tuple[str, ...] = ()
+    misplaced: tuple[StoppedTask, ...] = ()
+    """New tasks found on a host to avoid (their reason says which and why); they are stopped."""
 
 
-def judge_start(tasks: Sequence[TaskState], waited: timedelta, timeout: timedelta) -> WatchState:
-    """New tasks, one poll after RunTask: any of them stopping (or gone) fails the attempt."""
-    if any(_stopping(task) for task in tasks):
+def misplaced_tasks(tasks: Sequence[TaskState], avoid: HostsToAvoid) -> tuple[StoppedTask, ...]:
+    """The check after placement: new tasks, not already stopping, that ECS placed on a host to avoid (where a
+    placement constraint could not exclude it: Managed Instances, past the expression limit, or a fault newer
+    than the RunTask)."""
+    return tuple(
+        StoppedTask(
+            task_arn=task.task_arn,
+            host=task.host,
+            stop_code=None,
+            reason=f"placed on {task.host}, {avoid.why(task.host)}",
+        )
+        for task in tasks
+        if task.host and task.host in avoid and not _stopping(task)
+    )
+
+
+def judge_start(
+    tasks: Sequence[TaskState], waited: timedelta, timeout: timedelta, misplaced: Sequence[StoppedTask] = ()
+) -> WatchState:
+    """New tasks, one poll after RunTask: any of them stopping (or gone), or placed on a host to avoid, fails
+    the attempt."""
+    if misplaced or any(_stopping(task) for task in tasks):
         return WatchState.FAILED
     if tasks and all(task.last_status == "RUNNING" for task in tasks):
         return WatchState.DONE
@@ -68,7 +89,9 @@ def _stopping(task: TaskState) -> bool:
     return task.last_status in ("STOPPED", "MISSING") or task.desired_status == "STOPPED"
 
 
-def watch_result(state: WatchState, tasks: Sequence[TaskState], want_running: bool) -> TaskWatch:
+def watch_result(
+    state: WatchState, tasks: Sequence[TaskState], want_running: bool, misplaced: Sequence[StoppedTask] = ()
+) -> TaskWatch:
     ready = sum(task.last_status == ("RUNNING" if want_running else "STOPPED") for task in tasks)
     stopped = tuple(
         StoppedTask(task_arn=t.task_arn, host=t.host, stop_code=t.stop_code, reason=t.stopped_reason)
@@ -76,7 +99,16 @@ def watch_result(state: WatchState, tasks: Sequence[TaskState], want_running: bo
         if want_running and _stopping(t)
     )
     hosts = tuple(sorted({t.host for t in tasks if t.host})) if want_running else ()
-    return TaskWatch(state=state, total=len(tasks), ready=ready, stopped=stopped, hosts=hosts)
+    return TaskWatch(
+        state=state, total=len(tasks), ready=ready, stopped=stopped, hosts=hosts, misplaced=tuple(misplaced)
+    )
+
+
+def failed_hosts(watch: TaskWatch | None) -> list[str]:
+    """The hosts a failed attempt failed on: where its tasks died, and where they were misplaced."""
+    if watch is None:
+        return []
+    return list(dict.fromkeys(task.host for task in (*watch.misplaced, *watch.stopped) if task.host))
 
 
 def describe_failure(launch: Launch | None, watch: TaskWatch | None, start_timeout: int) -> str:
@@ -84,6 +116,10 @@ def describe_failure(launch: Launch | None, watch: TaskWatch | None, start_timeo
     if launch is not None and launch.state == LaunchState.NO_CAPACITY:
         started = f"{launch.launched} of {launch.expected} tasks started" if launch.launched else "nothing started"
         return f"RunTask could not place the task ({', '.join(launch.failures) or 'no reason given'}); {started}"
+    if watch is not None and watch.state == WatchState.FAILED and watch.misplaced:
+        first, more = watch.misplaced[0], len(watch.misplaced) - 1
+        others = f" (and {more} more task{'s' if more != 1 else ''} on hosts to avoid)" if more else ""
+        return f"task {first.task_arn.rsplit('/', 1)[-1]} was {first.reason}{others}; it was stopped"
     if watch is not None and watch.state == WatchState.FAILED and watch.stopped:
         first = watch.stopped[0]
         why = first.reason or first.stop_code or "no reason given"
