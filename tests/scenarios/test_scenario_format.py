@@ -47,7 +47,7 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_an_event_step_needs_exactly_one_source(tmp_path: Path) -> None:
     path = _scenario_file(tmp_path, "events: [{file: x.json, event: {id: x}}]\n")
 
-    with pytest.raises(SandboxError, match="give exactly one of file, event or cli"):
+    with pytest.raises(SandboxError, match="give exactly one of file, event, cli or sweep"):
         load_scenario(path)
 
 
@@ -67,7 +67,7 @@ def test_a_cli_step_loads_its_arguments_as_text(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("step", "says"),
     [
-        ("{cli: [silence, list], file: x.json}", "give exactly one of file, event or cli"),
+        ("{cli: [silence, list], file: x.json}", "give exactly one of file, event, cli or sweep"),
         ("{cli: []}", "cli needs the command's arguments"),
         ("{cli: [silence, list, --table, t]}", r"names no target \(--table\)"),
         ("{cli: [silence, list, --endpoint-url=http://x, --region, r]}", "--endpoint-url=http://x, --region"),

@@ -181,3 +181,20 @@ def test_the_fleet_is_the_same_whatever_order_its_members_arrive_in() -> None:
 
 def _at(event: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+
+
+def test_faults_at_the_same_moment_are_each_a_member_once() -> None:
+    # Given five instances whose checks went IMPAIRED at the same second (a rack losing power), each reported twice
+    world = World()
+    for number in range(5):
+        for copy in range(2):
+            world.service.handle(report(number, "IMPAIRED", START, copy))
+
+    # Then the fleet names each instance once, and counts five
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None
+    [fleet] = world.service.derive_fleet(group).incidents
+    assert fleet.fleet is not None
+    arns = [member.instance.container_instance_arn for member in fleet.fleet.members]
+    assert sorted(arns) == [instance_arn(number) for number in range(5)]
+    assert "5 instances" in fleet.classification.title

@@ -16,9 +16,11 @@ from fault_responder.resume.notify import (
     render_resume_reply,
     render_resume_standalone,
     render_resume_trigger,
+    trigger_dedup_key,
 )
 from fault_responder.resume.relaunch import Launch, LaunchState
 from fault_responder.resume.watch import TaskWatch, WatchState
+from fault_responder.routing import Grouping
 from sandbox.standins import SANDBOX_ROUTING_KEY, block_errors, change_event_errors, event_errors
 from tests.unit.test_resume_domain import NOW, URI, a_fault, a_job, attempt, checkpoint, search
 
@@ -124,6 +126,30 @@ def test_a_mass_fault_pages_once_per_fault_not_per_job() -> None:
     notice = build_notice(request(NoticeKind.MASS_FAULT, guards=guards), NOW)
     assert notice.text.startswith("3 of 10 instances of capacity provider p5-training went IMPAIRED within 30 minutes")
     assert notice.subject == "mass-fault" and notice.pages
+
+
+def test_a_mass_fault_pages_as_the_fleet_incident_of_its_group() -> None:
+    guards = Guards(
+        verdict=GuardVerdict.MASS_FAULT,
+        provider=ProviderInfo(name="p5-training", type="EC2_AUTOSCALING", auto_repair=None),
+        impaired=3,
+        instances=5,
+        allowed=1,
+    )
+    notice = build_notice(request(NoticeKind.MASS_FAULT, guards=guards), NOW)
+    fault = a_fault()
+    # The default grouping: the fleet of the fault's cluster, provider and check, whichever execution sends it
+    key = trigger_dedup_key(notice, fault, Grouping())
+    assert key == f"fleet/{fault.cluster_name}/{fault.capacity_provider}/{fault.check_type}"
+    other_host = fault.model_copy(update={"ec2_instance_id": "i-0another", "container_instance_arn": "x/other"})
+    assert trigger_dedup_key(notice, other_host, Grouping()) == key
+    # Another grouping names another fleet; with grouping off, one alert per provider
+    assert trigger_dedup_key(notice, fault, Grouping(by=["cluster", "xid"])) == f"fleet/{fault.cluster_name}/79"
+    assert trigger_dedup_key(notice, fault, Grouping(enabled=False)) == pagerduty_dedup_key(fault, "mass-fault")
+    # The trigger carries that key; a job's page keeps its own
+    assert render_resume_trigger(notice, fault, SANDBOX_ROUTING_KEY, NOW, key)["dedup_key"] == key
+    give_up = build_notice(request(NoticeKind.GIVE_UP, job=a_job(), plan=resumable_plan()), NOW)
+    assert trigger_dedup_key(give_up, fault, Grouping()) == pagerduty_dedup_key(fault, "llm")
 
 
 def test_the_jobs_found_notice_lists_untouched_tasks_and_is_slack_only() -> None:

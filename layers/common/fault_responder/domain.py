@@ -237,6 +237,9 @@ class Incident:
     """Closed because a relapse learned late made it part of that (earlier) incident."""
     fleet_id: str | None = None
     """The fleet incident it belongs to: on-call hears of it there."""
+    known_at: datetime | None = field(default=None, compare=False)
+    """When the responder first made it known (None: before that was kept); later than `opened_at` for a fault
+    reported late."""
     fleet: FleetSummary | None = None
     """Set on a fleet incident (many instances of one group at once); its `instance` names only the group's
     cluster and capacity provider."""

@@ -170,7 +170,7 @@ def fleets(members: list[FleetMember], grouping: Grouping) -> list[_Fleet]:
     ordered = sorted(members, key=lambda m: (m.opened_at, m.instance.container_instance_arn))
     found: list[_Fleet] = []
     current: _Fleet | None = None
-    for member in ordered:
+    for index, member in enumerate(ordered):
         if current is not None:
             ends = current.closed_at
             if ends is None or member.opened_at < ends:
@@ -179,11 +179,11 @@ def fleets(members: list[FleetMember], grouping: Grouping) -> list[_Fleet]:
             found.append(current)
             current = None
         moment = member.opened_at
+        # The members up to this one in that order: faults at the same moment count once each, as they come.
         recent = [
             other
-            for other in ordered
-            if moment - grouping.window <= other.opened_at <= moment
-            and (other.closed_at is None or other.closed_at > moment)
+            for other in ordered[: index + 1]
+            if moment - grouping.window <= other.opened_at and (other.closed_at is None or other.closed_at > moment)
         ]
         if len(recent) >= grouping.threshold:
             current = _Fleet(moment, recent)

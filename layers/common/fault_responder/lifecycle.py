@@ -328,7 +328,7 @@ def derive(
     drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}
     view = InstanceView()
     for check, found in by_check.items():
-        known = _identify(check, found, record.incidents.get(check, []), record.instance)
+        known = _identify(check, found, record.incidents.get(check, []), record.instance, now)
         kept: list[KnownIncident] = []
         for number, (episode, identity) in enumerate(known.matched, start=1):
             incident = _incident(record, episode, identity, number, drains)
@@ -356,7 +356,9 @@ class _Identified:
     """Orphan id -> the incident whose episode now contains its anchor (a relapse learned late joined them)."""
 
 
-def _identify(check: str, found: list[_Episode], known: list[KnownIncident], instance: InstanceRef) -> _Identified:
+def _identify(
+    check: str, found: list[_Episode], known: list[KnownIncident], instance: InstanceRef, now: datetime | None
+) -> _Identified:
     """Each episode is the known incident whose anchor it contains, or a new incident anchored at its start.
 
     Works on copies: the view's identities are compared with the record's to see whether anything changed.
@@ -372,7 +374,7 @@ def _identify(check: str, found: list[_Episode], known: list[KnownIncident], ins
             absorbed.update({other.id: identity.id for other in mine[1:]})
         else:
             anchor = episode.opened_at
-            identity = KnownIncident(f"{fingerprint(instance, check)}@{iso_utc(anchor)}", check, anchor)
+            identity = KnownIncident(f"{fingerprint(instance, check)}@{iso_utc(anchor)}", check, anchor, known_at=now)
         matched.append((episode, identity))
     return _Identified(matched, unclaimed, absorbed)
 
@@ -406,6 +408,7 @@ def _incident(
         relapses=len(episode.relapsed),
         resolves_at=episode.resolves_at,
         fleet_id=identity.fleet,
+        known_at=identity.known_at,
     )
     incident.timeline = _timeline(record, episode, within)
     return incident

@@ -44,6 +44,8 @@ Silencer = Callable[[Labels, datetime], str | None]
 WindowMutes = Callable[[tuple[str, ...], datetime], dict[str, str]]
 """Matched route names, now -> receiver: why its routes are muted now (a maintenance window)."""
 RESUMED = "resumed"
+ECS_OWNS_RECOVERY = "ecs_owns_recovery"
+"""The workflow found ECS auto-repair on the provider and does nothing: the fault is not handled, it pages."""
 QUIET_REASON_PREFIX = "the training auto-resume workflow"
 """How every quiet-when-handled reason begins (the workflow's own notices are not held back by it)."""
 
@@ -209,11 +211,14 @@ def _quiet_reason(
     if not quiet.applies(incident):
         return None
     mine = [n for n in notices if n.check_type == incident.check_type and _within(n, incident)]
+    if any(n.kind == ECS_OWNS_RECOVERY for n in mine):
+        return None
     if any(n.kind == RESUMED for n in mine):
         return f"{QUIET_REASON_PREFIX} resumed the jobs"
     if any(n.pages for n in mine):
         return f"{QUIET_REASON_PREFIX} paged for it itself"
-    due = incident.opened_at + quiet.deadline
+    # The deadline runs from when the fault was known here (the workflow starts then), not from when it began.
+    due = max(incident.opened_at, incident.known_at or incident.opened_at) + quiet.deadline
     if now is None or now >= due or not incident.is_open:
         return None
     return f"{QUIET_REASON_PREFIX} is handling it (pages at {due:%H:%M} UTC if the jobs are not resumed)"

@@ -221,6 +221,8 @@ class KnownIncident:
     title: str | None = None
     fault_class: str | None = None
     xid: int | None = None
+    known_at: datetime | None = field(default=None, compare=False)
+    """When the responder first made it known (wall clock): a fault reported late is news from then on."""
 
 
 # --- The record ---------------------------------------------------------------------------------------

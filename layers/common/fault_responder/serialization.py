@@ -100,6 +100,7 @@ def _known_to_dict(known: KnownIncident) -> dict[str, Any]:
         "title": known.title,
         "fault_class": known.fault_class,
         "xid": known.xid,
+        "known_at": _ts(known.known_at),
     }
 
 
@@ -119,6 +120,7 @@ def _known_from_dict(data: dict[str, Any]) -> KnownIncident:
         title=data.get("title"),
         fault_class=data.get("fault_class"),
         xid=int(data["xid"]) if data.get("xid") is not None else None,
+        known_at=_dt(data.get("known_at")),
     )
 
 

@@ -22,12 +22,13 @@ from fault_responder import lifecycle
 from fault_responder.adapters.http import DeliveryError
 from fault_responder.delivery import Channels
 from fault_responder.domain import Incident
+from fault_responder.fleet import fingerprint as fleet_fingerprint
 from fault_responder.policy import QUIET_REASON_PREFIX, Policy
 from fault_responder.record import NoticeFact
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.notices import Delivered, Notice, PagerDutyAction, pagerduty_dedup_key
-from fault_responder.routing import Receiver, RouteContext, Router
+from fault_responder.routing import Grouping, Receiver, RouteContext, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore
 from fault_responder.timefmt import iso_utc
 
@@ -89,6 +90,7 @@ class ResumeNotifier:
         self.clock = clock
         self.on_delivery = on_delivery
         self.policy = policy
+        self.grouping = router.config.grouping
 
     def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered:
         """Deliver to every receiver the routing file names; raise IncidentNotReady while the incident's
@@ -203,7 +205,7 @@ class ResumeNotifier:
         key = self.channels.routing_key(service)
         now = self.clock()
         if notice.pagerduty == PagerDutyAction.TRIGGER:
-            event = render_resume_trigger(notice, fault, key, now)
+            event = render_resume_trigger(notice, fault, key, now, trigger_dedup_key(notice, fault, self.grouping))
             events = self.channels.pagerduty()
             self._step(notice, name, "trigger", "pagerduty", lambda: _discard(events.send(event)))
         else:
@@ -217,6 +219,34 @@ class ResumeNotifier:
         send()
         self.store.mark_delivered(key)
         self.on_delivery(channel, True)
+
+
+def trigger_dedup_key(notice: Notice, fault: Fault, grouping: Grouping) -> str:
+    """The dedup key of the workflow's page. A mass fault is a fleet event: its page is the fleet incident's
+    PagerDuty alert (the fleet's dedup key for the fault's group), so on-call gets one alert for the event,
+    whether the workflow or the alert pipeline triggers first, and the fleet's resolve closes it. With grouping
+    off, one alert per capacity provider; every other page, one per fault and job."""
+    if notice.subject == "mass-fault" and grouping.enabled:
+        labels = fault_labels(fault)
+        return fleet_fingerprint(tuple((name, labels.get(name, "")) for name in grouping.by))
+    return pagerduty_dedup_key(fault, notice.subject)
+
+
+def fault_labels(fault: Fault) -> dict[str, str]:
+    """The labels of the fault's incident (matchers.incident_labels), from the fault alone."""
+    return {
+        "kind": "health_impaired",
+        "cluster": fault.cluster_name,
+        "capacity_provider": fault.capacity_provider,
+        "instance": fault.container_instance_arn.rsplit("/", 1)[-1],
+        "ec2_instance": fault.ec2_instance_id or "",
+        "check_type": fault.check_type,
+        "xid": "" if fault.xid is None else str(fault.xid),
+        "severity": fault.severity.value,
+        "fault_class": fault.fault_class,
+        "drain_attribution": "",
+        "fleet": "false",
+    }
 
 
 def _held_back(reason: str | None) -> bool:
@@ -276,8 +306,11 @@ def render_resume_standalone(notice: Notice, fault: Fault) -> SlackMessage:
     return SlackMessage(text=_clip(escape_mrkdwn(fallback), MAX_SECTION_TEXT), blocks=blocks)
 
 
-def render_resume_trigger(notice: Notice, fault: Fault, routing_key: str, now: datetime) -> dict[str, Any]:
-    """An Events v2 trigger: a page, one PagerDuty alert per fault and job, the evidence in custom_details."""
+def render_resume_trigger(
+    notice: Notice, fault: Fault, routing_key: str, now: datetime, dedup_key: str | None = None
+) -> dict[str, Any]:
+    """An Events v2 trigger: a page, one PagerDuty alert per fault and job (unless `dedup_key` says otherwise),
+    the evidence in custom_details."""
     payload = {
         "summary": _summary(notice, fault),
         "source": fault.host,
@@ -291,7 +324,7 @@ def render_resume_trigger(notice: Notice, fault: Fault, routing_key: str, now: d
     return {
         "routing_key": routing_key,
         "event_action": "trigger",
-        "dedup_key": pagerduty_dedup_key(fault, notice.subject),
+        "dedup_key": dedup_key or pagerduty_dedup_key(fault, notice.subject),
         "payload": payload,
         "links": _links(fault),
         "client": CLIENT_NAME,
