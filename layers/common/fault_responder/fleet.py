@@ -25,6 +25,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fault_responder.domain import (
     Alert,
@@ -38,11 +39,14 @@ from fault_responder.domain import (
     TimelineEntry,
 )
 from fault_responder.matchers import incident_labels
-from fault_responder.policy import Policy
 from fault_responder.record import Delivery, KnownIncident, Lease, bounded_id, digest
-from fault_responder.routing import Grouping, RouteContext, RouteDecision
-from fault_responder.runbooks import runbook_for
 from fault_responder.timefmt import iso_utc
+
+if TYPE_CHECKING:
+    # Only deriving fleets needs routing and policy; the stores (and the resume functions through them) need the
+    # group record alone, and do not pay for the routing file's models at import.
+    from fault_responder.policy import Policy
+    from fault_responder.routing import Grouping, RouteContext, RouteDecision
 
 GROUP_PREFIX = "group:"
 MAX_MEMBERS = 500
@@ -52,7 +56,7 @@ MAX_FLEETS = 10
 """Fleet incidents a group record remembers; the oldest closed ones go first."""
 
 Group = tuple[tuple[str, str], ...]
-Route = Callable[[RouteContext], RouteDecision]
+Route = Callable[["RouteContext"], "RouteDecision"]
 
 
 @dataclass(slots=True)
@@ -207,6 +211,8 @@ def derive_fleet(
     policy: Policy | None = None,
 ) -> FleetView:
     """The group's fleet incidents, with their receivers and mutes. Same members, same view, in any order."""
+    from fault_responder.runbooks import runbook_for  # noqa: PLC0415
+
     view = FleetView()
     if not grouping.enabled:
         return view
@@ -370,6 +376,8 @@ def repair_rounds(members: int) -> int:
 
 
 def _context(incident: Incident) -> RouteContext:
+    from fault_responder.routing import RouteContext  # noqa: PLC0415
+
     return RouteContext(
         kind="health_impaired",
         cluster=incident.instance.cluster_name,

@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from fault_responder.classify import classify_health_check
 from fault_responder.domain import (
@@ -51,7 +52,6 @@ from fault_responder.models.events import (
     InstanceStateEvent,
     TaskStateEvent,
 )
-from fault_responder.policy import Policy
 from fault_responder.record import (
     MAX_INCIDENTS_PER_CHECK,
     EventFacts,
@@ -66,6 +66,11 @@ from fault_responder.record import (
 from fault_responder.routing import RouteContext, RouteDecision, alert_context, incident_context
 from fault_responder.runbooks import runbook_for
 from fault_responder.timefmt import iso_utc
+
+if TYPE_CHECKING:
+    # A policy is handed in by the alert pipeline; deriving needs only its `apply`, so the resume functions that
+    # derive incidents do not import silences and their time intervals.
+    from fault_responder.policy import Policy
 
 MAX_TIMELINE = 100
 MAX_DEDUP_KEY = 255
