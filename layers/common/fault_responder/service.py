@@ -215,6 +215,7 @@ class AlertService:
             leases, intents = self._claims(fresh, view, owner, until)
             try:
                 committed = self.store.commit_checks(fresh, list(fresh.health), leases=leases, deliveries=intents)
+                self._count_incidents({}, fresh.incidents)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
                 stored = conflict.stored
@@ -234,11 +235,13 @@ class AlertService:
             changed = _identities_changed(record.incidents, view.known) or changed
             if not changed:
                 return record, {}, False
+            before = record.incidents
             record.incidents = view.known
             leases, intents = self._claims(record, view, owner, until)
             forget = _forgotten(record, view)
             try:
                 committed = self.store.commit(record, leases=leases, deliveries=intents, forget=forget)
+                self._count_incidents(before, view.known)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
                 reloaded = conflict.stored if conflict.stored is not None else self.store.load(arn)
@@ -473,6 +476,11 @@ class AlertService:
 
     # --- Metrics ------------------------------------------------------------------------------------------
 
+    def _count_incidents(self, before: dict[str, list[KnownIncident]], after: dict[str, list[KnownIncident]]) -> None:
+        """Counted after the write that made the change, so a conflicting writer that re-reads counts nothing twice."""
+        for metric, fault_class in incident_transitions(before, after):
+            self.count(metric, "Class", fault_class)
+
     def _count_drain(self, facts: EventFacts, view: InstanceView, changed: bool) -> None:
         if not changed or facts.status is None or facts.status.status != "DRAINING":
             return
@@ -495,6 +503,28 @@ def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
     if facts.status is not None and facts.status.status == "INACTIVE":
         checks |= set(record.incidents)
     return checks
+
+
+def incident_transitions(
+    before: dict[str, list[KnownIncident]], after: dict[str, list[KnownIncident]]
+) -> list[tuple[str, str]]:
+    """(metric, class) for each incident that became open or closed between two versions of a record's identities.
+
+    A new incident counts as opened even when it is already over (a fault learned late is an incident, told to Slack
+    as resolved), and then as resolved too; one a late event re-opens counts as opened again. So, per class,
+    IncidentsOpened minus IncidentsResolved is the number of incidents open.
+    """
+    was = {identity.id: identity.status for known in before.values() for identity in known}
+    transitions: list[tuple[str, str]] = []
+    for known in after.values():
+        for identity in known:
+            fault_class = identity.fault_class or "unknown"
+            previous = was.get(identity.id)
+            if previous is None or (previous != "OPEN" and identity.status == "OPEN"):
+                transitions.append(("IncidentsOpened", fault_class))
+            if identity.status != "OPEN" and previous in (None, "OPEN"):
+                transitions.append(("IncidentsResolved", fault_class))
+    return transitions
 
 
 def _identities_changed(known: dict[str, list[KnownIncident]], derived: dict[str, list[KnownIncident]]) -> bool:
