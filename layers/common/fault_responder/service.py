@@ -478,8 +478,11 @@ class AlertService:
 
     def _count_incidents(self, before: dict[str, list[KnownIncident]], after: dict[str, list[KnownIncident]]) -> None:
         """Counted after the write that made the change, so a conflicting writer that re-reads counts nothing twice."""
-        for metric, fault_class in incident_transitions(before, after):
-            self.count(metric, "Class", fault_class)
+        opened, resolved = incident_transitions(before, after)
+        for fault_class in opened:
+            self.count("IncidentsOpened", "Class", fault_class)
+        for fault_class in resolved:
+            self.count("IncidentsResolved", "Class", fault_class)
 
     def _count_drain(self, facts: EventFacts, view: InstanceView, changed: bool) -> None:
         if not changed or facts.status is None or facts.status.status != "DRAINING":
@@ -507,24 +510,26 @@ def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
 
 def incident_transitions(
     before: dict[str, list[KnownIncident]], after: dict[str, list[KnownIncident]]
-) -> list[tuple[str, str]]:
-    """(metric, class) for each incident that became open or closed between two versions of a record's identities.
+) -> tuple[list[str], list[str]]:
+    """The classes of the incidents that became open, and of those that became closed, between two versions of a
+    record's identities.
 
     A new incident counts as opened even when it is already over (a fault learned late is an incident, told to Slack
-    as resolved), and then as resolved too; one a late event re-opens counts as opened again. So, per class,
-    IncidentsOpened minus IncidentsResolved is the number of incidents open.
+    as resolved), and then as closed too; one a late event re-opens counts as opened again. So, per class, the
+    incidents opened minus those resolved is the number open.
     """
     was = {identity.id: identity.status for known in before.values() for identity in known}
-    transitions: list[tuple[str, str]] = []
+    opened: list[str] = []
+    resolved: list[str] = []
     for known in after.values():
         for identity in known:
             fault_class = identity.fault_class or "unknown"
             previous = was.get(identity.id)
             if previous is None or (previous != "OPEN" and identity.status == "OPEN"):
-                transitions.append(("IncidentsOpened", fault_class))
+                opened.append(fault_class)
             if identity.status != "OPEN" and previous in (None, "OPEN"):
-                transitions.append(("IncidentsResolved", fault_class))
-    return transitions
+                resolved.append(fault_class)
+    return opened, resolved
 
 
 def _identities_changed(known: dict[str, list[KnownIncident]], derived: dict[str, list[KnownIncident]]) -> bool:
