@@ -261,7 +261,7 @@ class AlertService:
         intents: list[Delivery] = []
         now = self.clock()
         for name, receiver in self.receivers.items():
-            steps = plan(name, receiver, view, record)
+            steps = plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url)
             if not steps:
                 continue
             leases.append(Lease(name, owner, until))
@@ -393,7 +393,7 @@ class AlertService:
         for name, receiver in self.receivers.items():
             lease = held.get(name)
             if lease is None:
-                if not plan(name, receiver, view, record):
+                if not plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url):
                     continue
                 candidate = Lease(name, owner, until)
                 if not self.store.take_lease(arn, candidate, self.epoch()):
@@ -421,7 +421,7 @@ class AlertService:
         try:
             while True:
                 view = target.derive(local)
-                steps = plan(name, receiver, view, local)
+                steps = plan(name, receiver, view, local, dashboard_url=self.courier.dashboard_url)
                 if not steps:
                     if self.store.release(local.arn, lease, local.version):
                         return drained
