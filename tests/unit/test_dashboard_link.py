@@ -24,7 +24,7 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
-from fault_responder.resume.notify import render_resume_reply, render_resume_standalone
+from fault_responder.resume.notify import ResumeNotifier, render_resume_reply, render_resume_standalone
 from fault_responder.routing import Router, load_routing
 from fault_responder.service import AlertService
 from fault_responder.store import MemoryInstanceStore
@@ -176,3 +176,24 @@ def test_the_router_takes_an_https_dashboard_url_or_none(value: str, valid: bool
     else:
         with pytest.raises(RuntimeError, match="DASHBOARD_URL"):
             RouterSettings.from_env(env)
+
+
+def test_the_resume_workflow_posts_its_standalone_notice_with_the_link() -> None:
+    # Given the resume notifier with the stack's dashboard URL, and no incident to thread into
+    channels = RecordingChannels()
+    notifier = ResumeNotifier(
+        Router(load_routing("default.yaml")), channels, _NoChangeEvents(), MemoryInstanceStore(), dashboard_url=URL
+    )
+
+    # When a notice goes out on its own
+    notifier.deliver(approval_notice(), a_fault(), allow_standalone=True)
+
+    # Then the Slack message it posted links to the dashboard
+    posts = [sent for sent in channels.sent if sent.service == "slack" and sent.action == "post"]
+    assert posts
+    assert all(LINK in sent.body for sent in posts)
+
+
+class _NoChangeEvents:
+    def send(self, event: dict[str, Any]) -> None:
+        pass
