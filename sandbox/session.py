@@ -118,6 +118,8 @@ class Sandbox:
             "AWS_ENDPOINT_URL": self.moto_endpoint,
             "SLACK_API_URL": self.standins.slack_api_url,
             "PAGERDUTY_EVENTS_URL": self.standins.pagerduty_url,
+            # The sandbox creates no dashboard (a skipped resource): its Slack roots link to none.
+            "DASHBOARD_URL": "",
         }
         return lambda_environment(spec, self.identity.region, endpoints)
 

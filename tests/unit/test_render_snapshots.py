@@ -31,6 +31,10 @@ from fault_responder.runbooks import runbook_for
 from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved, step
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "render"
+DASHBOARD_URL = (
+    "https://us-west-2.console.aws.amazon.com/cloudwatch/home?region=us-west-2#dashboards/dashboard/gfr-us-west-2"
+)
+"""What DASHBOARD_URL is for a stack named gfr: every message at the top of a channel links to it."""
 
 
 def xid79_draining() -> Incident:
@@ -64,17 +68,19 @@ def incident_payloads(incident: Incident) -> dict[str, Any]:
         render_trigger(incident, ROUTING_KEY) if incident.is_open else render_resolve(incident.dedup_key, ROUTING_KEY)
     )
     return {
-        "slack_root": slack(render_incident_root(incident)),
+        "slack_root": slack(render_incident_root(incident, dashboard_url=DASHBOARD_URL)),
         "slack_thread_reply": slack(render_timeline_reply(incident, latest)),
-        "slack_webhook": slack(render_webhook_step(incident, latest)),
+        "slack_webhook": slack(render_webhook_step(incident, latest, dashboard_url=DASHBOARD_URL)),
         "pagerduty": pagerduty,
     }
 
 
 def alert_payloads(alert: Alert) -> dict[str, Any]:
     return {
-        "slack_alert": slack(render_alert(alert)),
-        "slack_corrected_in_place": slack(render_superseded_alert(alert, xid79_draining())),
+        "slack_alert": slack(render_alert(alert, dashboard_url=DASHBOARD_URL)),
+        "slack_corrected_in_place": slack(
+            render_superseded_alert(alert, xid79_draining(), dashboard_url=DASHBOARD_URL)
+        ),
         "pagerduty": render_alert_trigger(alert, ROUTING_KEY, f"standalone/{alert.event_id}"),
     }
 

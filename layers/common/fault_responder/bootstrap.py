@@ -58,6 +58,8 @@ class RouterSettings(BaseModel):
     resume_mode: str = Field(alias="RESUME_MODE", default="auto")
     resume_page_deadline_minutes: int = Field(alias="RESUME_PAGE_DEADLINE_MINUTES", default=30, ge=1, le=1440)
     silence_refresh_seconds: int = Field(alias="SILENCE_REFRESH_SECONDS", default=30, ge=0, le=600)
+    dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
+    """The stack's CloudWatch dashboard, linked from every Slack root; empty: no link."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -96,7 +98,7 @@ class AlertRouter:
         self.service = AlertService(
             store,
             router,
-            Courier(self.channels, clock=lambda: datetime.now(UTC)),
+            Courier(self.channels, clock=lambda: datetime.now(UTC), dashboard_url=settings.dashboard_url),
             lifecycle.Settings(
                 drain_window=timedelta(minutes=settings.drain_attribution_window_minutes),
                 hold_down=routing.flapping.hold_down,

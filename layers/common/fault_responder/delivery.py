@@ -115,8 +115,9 @@ class Step:
 # --- Planning (pure) ----------------------------------------------------------------------------------
 
 
-def plan(name: str, receiver: Receiver, view: View, record: Told) -> list[Step]:
-    """The steps that bring receiver `name` up to date with the view, in the order they must go out."""
+def plan(name: str, receiver: Receiver, view: View, record: Told, *, dashboard_url: str | None = None) -> list[Step]:
+    """The steps that bring receiver `name` up to date with the view, in the order they must go out. Root messages
+    are compared as the Courier renders them: with the same `dashboard_url`."""
     incidents = [
         incident
         for incident in view.incidents
@@ -126,7 +127,7 @@ def plan(name: str, receiver: Receiver, view: View, record: Told) -> list[Step]:
     if receiver.pagerduty is not None:
         return _pagerduty_plan(name, incidents, alerts, record)
     if receiver.slack is not None and receiver.slack.channel is not None:
-        return _slack_plan(name, incidents, alerts, record, view)
+        return _slack_plan(name, incidents, alerts, record, view, dashboard_url=dashboard_url)
     return _webhook_plan(name, incidents, alerts, record)
 
 
@@ -182,7 +183,9 @@ def pagerduty_subject(fingerprint: str) -> str:
     return f"pd:{fingerprint}"
 
 
-def _slack_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: Told, view: View) -> list[Step]:
+def _slack_plan(
+    name: str, incidents: list[Incident], alerts: list[Alert], record: Told, view: View, *, dashboard_url: str | None
+) -> list[Step]:
     steps: list[Step] = []
     for incident in incidents:
         sent = record.delivery(name, incident.id)
@@ -200,14 +203,14 @@ def _slack_plan(name: str, incidents: list[Incident], alerts: list[Alert], recor
                 continue  # the root is brought up to date with the next batch
         else:
             steps.extend(Step(StepKind.REPLY, incident.id, entry) for entry in unsent)
-        if sent.digest != message_digest(root_message(incident)):
+        if sent.digest != message_digest(root_message(incident, dashboard_url)):
             steps.append(Step(StepKind.UPDATE_ROOT, incident.id))
     for alert in alerts:
         sent = record.delivery(name, alert.key)
         if sent.ts is None:
             if alert.superseded_by is None and name in alert.receivers and name not in alert.muted:
                 steps.append(Step(StepKind.POST_NOTICE, alert.key))
-        elif sent.digest != message_digest(notice_message(alert, view)):
+        elif sent.digest != message_digest(notice_message(alert, view, dashboard_url)):
             steps.append(Step(StepKind.UPDATE_NOTICE, alert.key))
     return steps
 
@@ -275,8 +278,10 @@ def page_digest(incident: Incident) -> str:
     return _digest([classification.severity.value, classification.title, drain])
 
 
-def root_message(incident: Incident) -> SlackMessage:
-    return render_fleet_root(incident) if incident.fleet is not None else render_incident_root(incident)
+def root_message(incident: Incident, dashboard_url: str | None = None) -> SlackMessage:
+    if incident.fleet is not None:
+        return render_fleet_root(incident, dashboard_url=dashboard_url)
+    return render_incident_root(incident, dashboard_url=dashboard_url)
 
 
 def trigger_event(incident: Incident, routing_key: str) -> dict[str, Any]:
@@ -289,9 +294,11 @@ def message_digest(message: SlackMessage) -> str:
     return _digest([message.text, message.blocks])
 
 
-def notice_message(alert: Alert, view: View) -> SlackMessage:
+def notice_message(alert: Alert, view: View, dashboard_url: str | None = None) -> SlackMessage:
     owner = view.incident(alert.superseded_by) if alert.superseded_by else None
-    return render_superseded_alert(alert, owner) if owner is not None else render_alert(alert)
+    if owner is not None:
+        return render_superseded_alert(alert, owner, dashboard_url=dashboard_url)
+    return render_alert(alert, dashboard_url=dashboard_url)
 
 
 def _digest(value: Any) -> str:
@@ -347,11 +354,13 @@ AUTH_FAILURES = frozenset({"invalid_auth", "token_revoked", "token_expired", "ac
 
 
 class Courier:
-    """Performs one step for one receiver and returns the receiver's delivery record afterwards."""
+    """Performs one step for one receiver and returns the receiver's delivery record afterwards. Every message
+    that stands at the top of a channel (a root, a notice, a webhook message) links to `dashboard_url`, if any."""
 
-    def __init__(self, channels: Channels, clock: Callable[[], datetime]) -> None:
+    def __init__(self, channels: Channels, clock: Callable[[], datetime], dashboard_url: str | None = None) -> None:
         self.channels = channels
         self.clock = clock
+        self.dashboard_url = dashboard_url or None
 
     def perform(self, name: str, receiver: Receiver, step: Step, view: View, sent: Delivery) -> Delivery:
         if receiver.pagerduty is not None:
@@ -381,7 +390,7 @@ class Courier:
         api = self.channels.slack_api()
         if step.kind == StepKind.POST_ROOT:
             incident = _incident(view, step.subject)
-            return self._post(api, channel, root_message(incident), step, sent, thread_ts=None)
+            return self._post(api, channel, root_message(incident, self.dashboard_url), step, sent, thread_ts=None)
         if step.kind == StepKind.REPLY:
             incident = _incident(view, step.subject)
             entry = _required(step.entry, "a reply without its step")
@@ -389,11 +398,11 @@ class Courier:
             message = render_fleet_steps(incident, step.batch) if step.batch else render_timeline_reply(incident, entry)
             return self._post(api, channel, message, step, sent, thread_ts=ts)
         if step.kind == StepKind.UPDATE_ROOT:
-            message = root_message(_incident(view, step.subject))
+            message = root_message(_incident(view, step.subject), self.dashboard_url)
             api.update_message(*_posted_root(sent), message)
             return replace(sent, digest=message_digest(message))
         alert = _alert(view, step.subject)
-        message = notice_message(alert, view)
+        message = notice_message(alert, view, self.dashboard_url)
         if step.kind == StepKind.UPDATE_NOTICE:
             api.update_message(*_posted_root(sent), message)
             return replace(sent, digest=message_digest(message))
@@ -421,15 +430,18 @@ class Courier:
         if step.kind == StepKind.POST_STEP:
             incident = _incident(view, step.subject)
             entry = _required(step.entry, "a webhook step without its step")
+            link = self.dashboard_url
             if step.batch:
-                hook.post(render_fleet_steps(incident, step.batch))
+                hook.post(render_fleet_steps(incident, step.batch, dashboard_url=link))
                 keys = [item.key for item in step.batch]
                 return replace(sent, steps=[*sent.steps, *keys], last_at=self.clock())
             hook.post(
-                render_fleet_steps(incident, (entry,)) if incident.fleet else render_webhook_step(incident, entry)
+                render_fleet_steps(incident, (entry,), dashboard_url=link)
+                if incident.fleet
+                else render_webhook_step(incident, entry, dashboard_url=link)
             )
             return replace(sent, steps=[*sent.steps, entry.key])
-        hook.post(render_alert(_alert(view, step.subject)))
+        hook.post(render_alert(_alert(view, step.subject), dashboard_url=self.dashboard_url))
         return replace(sent, steps=[*sent.steps, WEBHOOK_POSTED])
 
     # --- PagerDuty ---

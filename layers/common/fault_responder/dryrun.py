@@ -111,8 +111,13 @@ class _Hook:
 class ReceiverCourier(Courier):
     """A Courier over RecordingChannels that tags each recorded call with its receiver."""
 
-    def __init__(self, channels: RecordingChannels, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        super().__init__(channels, clock=clock)
+    def __init__(
+        self,
+        channels: RecordingChannels,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        dashboard_url: str | None = None,
+    ) -> None:
+        super().__init__(channels, clock=clock, dashboard_url=dashboard_url)
         self.recording = channels
 
     def perform(self, name: str, receiver: Receiver, step: Step, view: View, sent: Delivery) -> Delivery:

@@ -215,6 +215,7 @@ class AlertService:
             leases, intents = self._claims(fresh, view, owner, until)
             try:
                 committed = self.store.commit_checks(fresh, list(fresh.health), leases=leases, deliveries=intents)
+                self._count_incidents({}, fresh.incidents)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
                 stored = conflict.stored
@@ -234,11 +235,13 @@ class AlertService:
             changed = _identities_changed(record.incidents, view.known) or changed
             if not changed:
                 return record, {}, False
+            before = record.incidents
             record.incidents = view.known
             leases, intents = self._claims(record, view, owner, until)
             forget = _forgotten(record, view)
             try:
                 committed = self.store.commit(record, leases=leases, deliveries=intents, forget=forget)
+                self._count_incidents(before, view.known)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
                 reloaded = conflict.stored if conflict.stored is not None else self.store.load(arn)
@@ -258,7 +261,7 @@ class AlertService:
         intents: list[Delivery] = []
         now = self.clock()
         for name, receiver in self.receivers.items():
-            steps = plan(name, receiver, view, record)
+            steps = plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url)
             if not steps:
                 continue
             leases.append(Lease(name, owner, until))
@@ -390,7 +393,7 @@ class AlertService:
         for name, receiver in self.receivers.items():
             lease = held.get(name)
             if lease is None:
-                if not plan(name, receiver, view, record):
+                if not plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url):
                     continue
                 candidate = Lease(name, owner, until)
                 if not self.store.take_lease(arn, candidate, self.epoch()):
@@ -418,7 +421,7 @@ class AlertService:
         try:
             while True:
                 view = target.derive(local)
-                steps = plan(name, receiver, view, local)
+                steps = plan(name, receiver, view, local, dashboard_url=self.courier.dashboard_url)
                 if not steps:
                     if self.store.release(local.arn, lease, local.version):
                         return drained
@@ -473,6 +476,14 @@ class AlertService:
 
     # --- Metrics ------------------------------------------------------------------------------------------
 
+    def _count_incidents(self, before: dict[str, list[KnownIncident]], after: dict[str, list[KnownIncident]]) -> None:
+        """Counted after the write that made the change, so a conflicting writer that re-reads counts nothing twice."""
+        opened, resolved = incident_transitions(before, after)
+        for fault_class in opened:
+            self.count("IncidentsOpened", "Class", fault_class)
+        for fault_class in resolved:
+            self.count("IncidentsResolved", "Class", fault_class)
+
     def _count_drain(self, facts: EventFacts, view: InstanceView, changed: bool) -> None:
         if not changed or facts.status is None or facts.status.status != "DRAINING":
             return
@@ -495,6 +506,30 @@ def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
     if facts.status is not None and facts.status.status == "INACTIVE":
         checks |= set(record.incidents)
     return checks
+
+
+def incident_transitions(
+    before: dict[str, list[KnownIncident]], after: dict[str, list[KnownIncident]]
+) -> tuple[list[str], list[str]]:
+    """The classes of the incidents that became open, and of those that became closed, between two versions of a
+    record's identities.
+
+    A new incident counts as opened even when it is already over (a fault learned late is an incident, told to Slack
+    as resolved), and then as closed too; one a late event re-opens counts as opened again. So, per class, the
+    incidents opened minus those resolved is the number open.
+    """
+    was = {identity.id: identity.status for known in before.values() for identity in known}
+    opened: list[str] = []
+    resolved: list[str] = []
+    for known in after.values():
+        for identity in known:
+            fault_class = identity.fault_class or "unknown"
+            previous = was.get(identity.id)
+            if previous is None or (previous != "OPEN" and identity.status == "OPEN"):
+                opened.append(fault_class)
+            if identity.status != "OPEN" and previous in (None, "OPEN"):
+                resolved.append(fault_class)
+    return opened, resolved
 
 
 def _identities_changed(known: dict[str, list[KnownIncident]], derived: dict[str, list[KnownIncident]]) -> bool:

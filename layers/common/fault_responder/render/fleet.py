@@ -21,7 +21,7 @@ MEMBERS_IN_PAGE = 300
 _LINES_PER_SECTION = 20
 
 
-def render_fleet_root(incident: Incident) -> SlackMessage:
+def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -> SlackMessage:
     fleet = _fleet(incident)
     members = sorted(fleet.members, key=lambda m: (not m.is_open, m.opened_at, member_name(m)))
     if incident.is_open:
@@ -47,18 +47,21 @@ def render_fleet_root(incident: Incident) -> SlackMessage:
     if len(members) > MEMBERS_IN_ROOT:
         rest = len(members) - MEMBERS_IN_ROOT
         result.append(blocks._section(f"…and {rest} more: the thread names each one as it joins and leaves."))
-    result.append(blocks._context(_context(incident)))
+    result.append(blocks.root_context(_context(incident), dashboard_url))
     fallback = f"{_state(incident)} · {escape_mrkdwn(incident.classification.title)}"
     return SlackMessage(text=blocks._clip(fallback, blocks.MAX_FALLBACK_TEXT), blocks=blocks._fit(result))
 
 
-def render_fleet_steps(incident: Incident, entries: tuple[TimelineEntry, ...]) -> SlackMessage:
-    """One thread reply (or webhook message) for several member steps at once."""
+def render_fleet_steps(
+    incident: Incident, entries: tuple[TimelineEntry, ...], *, dashboard_url: str | None = None
+) -> SlackMessage:
+    """One thread reply (or webhook message) for several member steps at once. A webhook message stands in the
+    channel on its own: it gets the `dashboard_url` link, a thread reply does not."""
     lines = [blocks._step_line(entry) for entry in entries]
     result = [blocks._section(f"*{len(entries)} updates*")]
     for start in range(0, len(lines), _LINES_PER_SECTION):
         result.append(blocks._section("\n".join(lines[start : start + _LINES_PER_SECTION])))
-    result.append(blocks._context([f"Fleet incident `{escape_mrkdwn(incident.fingerprint)}`"]))
+    result.append(blocks.root_context([f"Fleet incident `{escape_mrkdwn(incident.fingerprint)}`"], dashboard_url))
     fallback = f"{escape_mrkdwn(incident.classification.title)}: " + "; ".join(
         escape_mrkdwn(entry.text) for entry in entries[:20]
     )

@@ -49,6 +49,7 @@ _RECENT_STEPS = 3
 # A link label or a single list item must not crowd out everything else in its text object.
 _LABEL_BUDGET = 200
 _STEP_TEXT_BUDGET = 700
+DASHBOARD_LINK_TEXT = "Dashboard"
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ def escape_mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def render_incident_root(incident: Incident) -> SlackMessage:
-    """The incident's root message with its current status; posted once, then updated in place."""
+def render_incident_root(incident: Incident, *, dashboard_url: str | None = None) -> SlackMessage:
+    """The incident's root message with its current status; posted once, then updated in place. With a
+    `dashboard_url` (the stack's CloudWatch dashboard), its context links to it."""
     blocks = [
         _incident_header(incident),
         *_runbook_sections(incident.runbook, with_action=incident.is_open),
@@ -75,7 +77,7 @@ def render_incident_root(incident: Incident) -> SlackMessage:
     recent = [entry for entry in incident.timeline if entry.muted is None][-_RECENT_STEPS:]
     if recent:
         blocks.append(_section("\n".join(["*Latest*", *(_step_line(entry) for entry in recent)])))
-    blocks.append(_incident_context(incident))
+    blocks.append(_incident_context(incident, dashboard_url))
     return SlackMessage(text=_clip(_incident_fallback(incident), MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
@@ -86,8 +88,9 @@ def render_timeline_reply(incident: Incident, entry: TimelineEntry) -> SlackMess
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
-def render_alert(alert: Alert) -> SlackMessage:
-    """A standalone message for something that belongs to no incident (a manual drain, a spot stop)."""
+def render_alert(alert: Alert, *, dashboard_url: str | None = None) -> SlackMessage:
+    """A standalone message for something that belongs to no incident (a manual drain, a spot stop): a root of its
+    own, so it links to the dashboard as incident roots do."""
     blocks = [_header(SEVERITY_EMOJI[alert.severity], alert.severity.value.upper(), alert.title)]
     if alert.text:
         # Slack rejects an empty text object, and with it the whole message.
@@ -95,7 +98,11 @@ def render_alert(alert: Alert) -> SlackMessage:
     # Before the details, which can be many: the block limit cuts from the end.
     blocks.extend(_runbook_sections(alert.runbook, with_action=True))
     blocks.extend(_field_sections(_alert_fields(alert)))
-    blocks.append(_context([f"{escape_mrkdwn(alert.kind.value)} · ECS event `{escape_mrkdwn(alert.event_id)}`"]))
+    blocks.append(
+        root_context(
+            [f"{escape_mrkdwn(alert.kind.value)} · ECS event `{escape_mrkdwn(alert.event_id)}`"], dashboard_url
+        )
+    )
     fallback = (
         f"{alert.severity.value.upper()} · {escape_mrkdwn(alert.title)} · {_instance_name(alert.instance)}"
         f" ({escape_mrkdwn(alert.instance.cluster_name)}) · {escape_mrkdwn(alert.text)}"
@@ -103,7 +110,7 @@ def render_alert(alert: Alert) -> SlackMessage:
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
-def render_superseded_alert(alert: Alert, incident: Incident) -> SlackMessage:
+def render_superseded_alert(alert: Alert, incident: Incident, *, dashboard_url: str | None = None) -> SlackMessage:
     """A notice corrected in place: an incident learned after it was sent explains it (its thread has it)."""
     where = _thread_pointer(incident)
     text = f"{escape_mrkdwn(alert.text)}\nNow part of {where}: see its thread."
@@ -111,13 +118,15 @@ def render_superseded_alert(alert: Alert, incident: Incident) -> SlackMessage:
         _header(SEVERITY_EMOJI[Severity.INFO], "PART OF AN INCIDENT", alert.title),
         _section(text),
         *_field_sections(_alert_fields(alert)),
-        _context([f"{escape_mrkdwn(alert.kind.value)} · ECS event `{escape_mrkdwn(alert.event_id)}`"]),
+        root_context(
+            [f"{escape_mrkdwn(alert.kind.value)} · ECS event `{escape_mrkdwn(alert.event_id)}`"], dashboard_url
+        ),
     ]
     fallback = f"{escape_mrkdwn(alert.title)} · now part of {_incident_subject(incident)}"
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
-def render_webhook_step(incident: Incident, entry: TimelineEntry) -> SlackMessage:
+def render_webhook_step(incident: Incident, entry: TimelineEntry, *, dashboard_url: str | None = None) -> SlackMessage:
     """A self-contained message for incoming-webhook mode, where there is no thread to update.
 
     It carries the incident's current status and the step it announces, so each message can be read on its
@@ -133,7 +142,7 @@ def render_webhook_step(incident: Incident, entry: TimelineEntry) -> SlackMessag
     blocks.extend(_field_sections(_incident_fields(incident)))
     if not incident.is_open:
         blocks.append(_section(_resolution_line(incident)))
-    blocks.append(_incident_context(incident))
+    blocks.append(_incident_context(incident, dashboard_url))
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
@@ -242,7 +251,7 @@ def _step_context(entry: TimelineEntry) -> dict[str, Any]:
     return _context([f"ECS event `{escape_mrkdwn(entry.event_id)}`"])
 
 
-def _incident_context(incident: Incident) -> dict[str, Any]:
+def _incident_context(incident: Incident, dashboard_url: str | None) -> dict[str, Any]:
     elements = [f"Incident `{escape_mrkdwn(incident.fingerprint)}`"]
     if incident.opened_count > 1:
         elements.append(f"Opened {incident.opened_count} times")
@@ -253,7 +262,7 @@ def _incident_context(incident: Incident) -> dict[str, Any]:
     if incident.fleet_id:
         elements.append(f"Part of fleet incident `{escape_mrkdwn(incident.fleet_id)}`: updates are in its thread")
     elements.extend(f"Quiet: {escape_mrkdwn(reason)}" for reason in sorted(set(incident.muted.values())))
-    return _context(elements)
+    return root_context(elements, dashboard_url)
 
 
 def _incident_fallback(incident: Incident) -> str:
@@ -315,6 +324,13 @@ def _context(elements: list[str]) -> dict[str, Any]:
         "type": "context",
         "elements": [_mrkdwn(text, MAX_SECTION_TEXT) for text in elements[:MAX_CONTEXT_ELEMENTS]],
     }
+
+
+def root_context(elements: list[str], dashboard_url: str | None) -> dict[str, Any]:
+    """A root message's context line: its elements, then the dashboard link (kept when the elements are too many)."""
+    if not dashboard_url:
+        return _context(elements)
+    return _context([*elements[: MAX_CONTEXT_ELEMENTS - 1], _link(dashboard_url, DASHBOARD_LINK_TEXT)])
 
 
 def _mrkdwn(text: str, limit: int) -> dict[str, Any]:

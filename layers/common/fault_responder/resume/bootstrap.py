@@ -56,6 +56,8 @@ class ResumeSettings(BaseModel):
     """Empty: derived from PAGERDUTY_EVENTS_URL (…/v2/enqueue -> …/v2/change/enqueue)."""
     http_max_attempts: int = Field(alias="HTTP_MAX_ATTEMPTS", default=4, ge=1, le=10)
     incident_wait_retries: int = Field(alias="INCIDENT_WAIT_RETRIES", default=6, ge=0, le=6)
+    dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
+    """The stack's CloudWatch dashboard, linked from the Slack roots the notices post or update; empty: no link."""
 
     mode: Mode = Field(alias="RESUME_MODE", default=Mode.AUTO)
     capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
@@ -150,6 +152,7 @@ def _notifier() -> ResumeNotifier:
         ),
         on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
         policy=held_back,
+        dashboard_url=current.dashboard_url,
     )
 
 

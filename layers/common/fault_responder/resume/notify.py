@@ -25,7 +25,13 @@ from fault_responder.domain import Incident
 from fault_responder.fleet import fingerprint as fleet_fingerprint
 from fault_responder.policy import QUIET_REASON_PREFIX, Policy
 from fault_responder.record import NoticeFact
-from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, render_incident_root
+from fault_responder.render.slack import (
+    SEVERITY_EMOJI,
+    SlackMessage,
+    escape_mrkdwn,
+    render_incident_root,
+    root_context,
+)
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.notices import Delivered, Notice, PagerDutyAction, pagerduty_dedup_key
 from fault_responder.routing import Grouping, Receiver, RouteContext, Router
@@ -80,6 +86,7 @@ class ResumeNotifier:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_delivery: Callable[[str, bool], None] = lambda channel, ok: None,
         policy: Policy | None = None,
+        dashboard_url: str | None = None,
     ) -> None:
         self.router = router
         self.receivers: dict[str, Receiver] = dict(router.config.receivers)
@@ -91,6 +98,8 @@ class ResumeNotifier:
         self.on_delivery = on_delivery
         self.policy = policy
         self.grouping = router.config.grouping
+        self.dashboard_url = dashboard_url or None
+        """Linked from the roots it posts (standalone notices) and updates (the incident's), as the router does."""
 
     def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered:
         """Deliver to every receiver the routing file names; raise IncidentNotReady while the incident's
@@ -182,7 +191,7 @@ class ResumeNotifier:
             self._slack_bot(name, receiver.slack.channel, notice, fault, incident)
         elif receiver.slack is not None and receiver.slack.webhook is not None:
             hook = self.channels.slack_webhook(receiver.slack.webhook)
-            message = render_resume_standalone(notice, fault)
+            message = render_resume_standalone(notice, fault, dashboard_url=self.dashboard_url)
             self._step(notice, name, "post", "slack", lambda: hook.post(message))
         elif receiver.pagerduty is not None:
             self._pagerduty(name, receiver.pagerduty.service, notice, fault)
@@ -191,12 +200,12 @@ class ResumeNotifier:
         api = self.channels.slack_api()
         thread = next((t for t in incident.slack_threads if t.receiver == name), None) if incident else None
         if thread is None or incident is None:
-            message = render_resume_standalone(notice, fault)
+            message = render_resume_standalone(notice, fault, dashboard_url=self.dashboard_url)
             self._step(notice, name, "post", "slack", lambda: _discard(api.post_message(channel, message)))
             return
         reply = render_resume_reply(notice, fault)
         self._step(notice, name, "reply", "slack", lambda: _discard(api.post_message(thread.channel, reply, thread.ts)))
-        root = render_incident_root(incident)
+        root = render_incident_root(incident, dashboard_url=self.dashboard_url)
         self._step(notice, name, "update", "slack", lambda: api.update_message(thread.channel, thread.ts, root))
 
     def _pagerduty(self, name: str, service: str, notice: Notice, fault: Fault) -> None:
@@ -287,8 +296,9 @@ def render_resume_reply(notice: Notice, fault: Fault) -> SlackMessage:
     return SlackMessage(text=_clip(escape_mrkdwn(notice.title), MAX_SECTION_TEXT), blocks=blocks)
 
 
-def render_resume_standalone(notice: Notice, fault: Fault) -> SlackMessage:
-    """The same notice as a message of its own (no incident thread to reply in, or a webhook)."""
+def render_resume_standalone(notice: Notice, fault: Fault, *, dashboard_url: str | None = None) -> SlackMessage:
+    """The same notice as a message of its own (no incident thread to reply in, or a webhook): a root, which links
+    to the dashboard."""
     emoji = SEVERITY_EMOJI[notice.severity]
     header = _clip(f"{emoji} Training auto-resume · {notice.title}", MAX_HEADER_TEXT)
     where = (
@@ -300,7 +310,7 @@ def render_resume_standalone(notice: Notice, fault: Fault) -> SlackMessage:
         _section(_body(notice)),
         _section(where),
         *_command_blocks(notice),
-        _context(notice, fault),
+        root_context([_context_text(notice, fault)], dashboard_url),
     ]
     fallback = f"Training auto-resume · {notice.title} · {fault.host} ({fault.cluster_name})"
     return SlackMessage(text=_clip(escape_mrkdwn(fallback), MAX_SECTION_TEXT), blocks=blocks)
@@ -362,11 +372,15 @@ def _command_blocks(notice: Notice) -> list[dict[str, Any]]:
 
 
 def _context(notice: Notice, fault: Fault) -> dict[str, Any]:
+    return {"type": "context", "elements": [_mrkdwn(_context_text(notice, fault))]}
+
+
+def _context_text(notice: Notice, fault: Fault) -> str:
     parts = ["Training auto-resume"]
     if notice.job_id:
         parts.append(f"job `{escape_mrkdwn(notice.job_id)}`")
     parts.append(f"incident `{escape_mrkdwn(fault.fingerprint)}`")
-    return {"type": "context", "elements": [_mrkdwn(" · ".join(parts))]}
+    return " · ".join(parts)
 
 
 def _section(text: str) -> dict[str, Any]:
