@@ -40,6 +40,7 @@ TIMELINE = (
 )
 """Seconds after the injection, as AWS's published run of this injection showed them (docs/drills.md)."""
 PUMP_SECONDS = 0.05
+DRAINING_STOP_REASON = "Task stopped during instance draining"
 
 OnEvent = Callable[[dict[str, Any], BusDelivery], None]
 
@@ -139,18 +140,27 @@ class DcgmReactions:
         provider = getattr(_instance_model(backend, cluster_name, repair.instance_arn), "capacity_provider_name", None)
         if provider:
             _instance_model(backend, cluster_name, repair.replacement).capacity_provider_name = provider
-        for task in ecs.describe_tasks(
-            cluster=repair.cluster,
-            tasks=ecs.list_tasks(cluster=repair.cluster, containerInstance=repair.instance_arn)["taskArns"] or ["-"],
-        ).get("tasks", []):
-            if INJECTOR_FAMILY in task["taskDefinitionArn"] or task.get("lastStatus") != "RUNNING":
-                continue
-            ecs.start_task(
+        running = [
+            task
+            for task in ecs.describe_tasks(
                 cluster=repair.cluster,
-                taskDefinition=task["taskDefinitionArn"],
-                containerInstances=[repair.replacement],
-                startedBy="ecs-auto-repair",
-            )
+                tasks=ecs.list_tasks(cluster=repair.cluster, containerInstance=repair.instance_arn)["taskArns"]
+                or ["-"],
+            ).get("tasks", [])
+            if task.get("lastStatus") == "RUNNING"
+        ]
+        for task in running:
+            if INJECTOR_FAMILY not in task["taskDefinitionArn"]:
+                ecs.start_task(
+                    cluster=repair.cluster,
+                    taskDefinition=task["taskDefinitionArn"],
+                    containerInstances=[repair.replacement],
+                    startedBy="ecs-auto-repair",
+                )
+        # Then the old instance's tasks stop, the stop timeout honoured (start before stop).
+        for task in running:
+            ecs.stop_task(cluster=repair.cluster, task=task["taskArn"], reason=DRAINING_STOP_REASON)
+            self.emit(self._task_stopped(repair, task))
 
     def _inactive(self, repair: _Repair) -> None:
         self.aws.client("ecs").deregister_container_instance(
@@ -164,6 +174,20 @@ class DcgmReactions:
     def _state_change(self, repair: _Repair, arn: str, status: str) -> None:
         detail = {**self._where(repair), "status": status, "agentConnected": status != "INACTIVE", "updatedAt": _now()}
         self.emit(self._event("ECS Container Instance State Change", repair, detail))
+
+    def _task_stopped(self, repair: _Repair, task: Mapping[str, Any]) -> dict[str, Any]:
+        detail = {
+            "clusterArn": repair.cluster,
+            "taskArn": task["taskArn"],
+            "containerInstanceArn": repair.instance_arn,
+            "taskDefinitionArn": task["taskDefinitionArn"],
+            "lastStatus": "STOPPED",
+            "desiredStatus": "STOPPED",
+            "stoppedReason": DRAINING_STOP_REASON,
+            "stoppedAt": _now(),
+            "containers": [],
+        }
+        return self._event("ECS Task State Change", repair, detail)
 
     def _where(self, repair: _Repair) -> dict[str, Any]:
         backend = ecs_models.ecs_backends[self.account][self.region]

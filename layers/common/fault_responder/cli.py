@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
@@ -223,7 +223,10 @@ def _drill(args: argparse.Namespace) -> int:
 
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     routing_file = args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml"
+    # The stream as the drill starts: what it prints goes there even if another thread swaps sys.stdout meanwhile
+    # (the sandbox runs the stack's functions beside it, capturing their output that way).
     context = drill_run.DrillContext(
+        out=_writer(sys.stdout),
         clients=lambda service: aws_client(service, **where),
         table=_table_name(args),
         routing_file=routing_file,
@@ -434,6 +437,14 @@ def _now() -> datetime:
 def _fail(message: str, status: int) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return status
+
+
+def _writer(stream: TextIO) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    return write
 
 
 def _seconds(text: str) -> float:

@@ -9,7 +9,7 @@ test cluster and times ECS's own reaction against the reference timings AWS publ
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -256,19 +256,23 @@ def follow(
     poll: float,
 ) -> list[HopResult]:
     """Poll the table until each hop in turn is reached or its timeout (counted from the previous hop's end)
-    passes. A hop that times out is reported and the next is still waited for: Slack failing says nothing of
-    PagerDuty. The incident hop failing ends it (nothing after it can be seen)."""
+    passes. Every poll notes when each hop was first seen reached, so a hop waited for after one that timed out
+    still reports its own latency: Slack failing says nothing of PagerDuty. The incident hop failing ends it
+    (nothing after it can be seen)."""
     results: list[HopResult] = []
+    first_seen: dict[Hop, float] = {}
     since = started
-    observation: Observation | None = None
     for hop in hops:
         deadline = since + timeouts[hop]
         while True:
             observation = look()
             now = clock()
-            if observation.reached.get(hop):
-                results.append(HopResult(hop, True, now - started, timeouts[hop]))
-                since = now
+            for seen in hops:
+                if observation.reached.get(seen):
+                    first_seen.setdefault(seen, now)
+            if hop in first_seen:
+                results.append(HopResult(hop, True, first_seen[hop] - started, timeouts[hop]))
+                since = max(since, first_seen[hop])
                 break
             if now >= deadline:
                 results.append(HopResult(hop, False, None, timeouts[hop], observation.why_not.get(hop, "not reached")))
@@ -279,10 +283,6 @@ def follow(
             results.extend(HopResult(h, False, detail="no incident") for h in hops[hops.index(hop) + 1 :])
             break
     return results
-
-
-def hop_names(values: Iterable[str]) -> list[Hop]:
-    return [Hop(value) for value in values]
 
 
 # --- The DCGM drill's recovery-time report ------------------------------------------------------------

@@ -53,6 +53,7 @@ class DrillContext:
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     out: Callable[[str], None] = field(default=lambda text: print(text, end="", flush=True))
+    """Where the report is written (the CLI binds the stream it started with)."""
 
 
 def receivers_of(routing_file: str) -> Receivers:
@@ -237,7 +238,8 @@ def _follow_recovery(
 def _from_record(
     report: RecoveryReport, record: InstanceRecord | None, receivers: Receivers, injected_at: datetime, now: datetime
 ) -> None:
-    """IMPAIRED (ECS's own lastStatusChange) and the page, from the incident the router opened for the instance."""
+    """IMPAIRED (ECS's own lastStatusChange), the page (as first seen) and DRAINING (ECS's event time), from the
+    incident the router opened for the instance."""
     if record is None:
         return
     since = injected_at - timedelta(seconds=5)
@@ -252,9 +254,9 @@ def _from_record(
         for name in incident.receivers
         if name in receivers.pagerduty and record.delivery(name, subject).incident == incident.id
     ]
-    if paged and Milestone.PAGED not in report.reached:
-        sent = min((d.last_at for d in paged if d.last_at is not None), default=now)
-        report.reached[Milestone.PAGED] = max(sent, injected_at)
+    if paged:
+        # When the drill first sees it (the table keeps only the latest trigger's time: an update re-triggers).
+        report.reached.setdefault(Milestone.PAGED, now)
     for fact in record.statuses:
         if fact.status == "DRAINING" and fact.at >= since:
             report.reached[Milestone.DRAINING] = min(report.reached.get(Milestone.DRAINING, fact.at), fact.at)
