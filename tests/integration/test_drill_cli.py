@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from fault_responder.adapters.drill_aws import INJECTOR_FAMILY
+from fault_responder.adapters.drill_aws import INJECTOR_FAMILY, DrillAwsError, put_events
 from fault_responder.cli import main
 from tests.integration.tables import create_incidents_table
 
@@ -110,3 +110,9 @@ def test_a_drill_no_stack_answers_fails_at_the_incident_hop_and_still_sends_its_
     assert [b["detail"]["overallStatus"] for b in sorted(bodies, key=lambda b: b["time"])] == ["IMPAIRED", "OK"]
     assert {b["source"] for b in bodies} == {"fault-responder.drill"}
     assert {b["detail"]["containerInstanceArn"].rsplit("/", 1)[-1] for b in bodies} == {"i-1"}
+
+
+def test_an_entry_eventbridge_rejects_is_an_error_naming_why(aws: Any) -> None:
+    events = boto3.client("events", region_name="us-east-1")
+    with pytest.raises(DrillAwsError, match="EventBridge rejected the drill event: MalformedDetail"):
+        put_events(events, [{"Source": "fault-responder.drill", "DetailType": "x", "Detail": "{not json"}])

@@ -116,7 +116,12 @@ def synthetic_drill(context: DrillContext, args: argparse.Namespace) -> int:
     # The OK is sent whatever happened: the drill leaves nothing open behind it.
     ok_at = max(context.now().replace(microsecond=0), impaired_at + timedelta(seconds=1))
     resolving = context.clock()
-    drill_aws.put_events(events, [health_entry(target, "OK", ok_at)])
+    try:
+        drill_aws.put_events(events, [health_entry(target, "OK", ok_at)])
+    except drill_aws.DrillAwsError as error:
+        report.hops.append(HopResult(Hop.RESOLVE, False, None, 0.0, f"its OK was not sent: {error}"))
+        context.out(render_report(report))
+        return report.exit_status
     if report.hops[1].ok:
         report.hops.extend(
             follow(
@@ -180,7 +185,7 @@ def dcgm_drill(context: DrillContext, args: argparse.Namespace) -> int:
 
 def _landed(context: DrillContext, ecs: Any, cluster: str, task: str, args: argparse.Namespace) -> tuple[str, datetime]:
     """The container instance the injector runs on, and when it was seen started (the injection's moment)."""
-    deadline = context.clock() + args.incident_timeout * 5
+    deadline = context.clock() + args.recovery_timeout
     while True:
         view = drill_aws.describe_task(ecs, cluster, task)
         if view.container_instance_arn and view.last_status in ("RUNNING", "DEPROVISIONING", "STOPPING", "STOPPED"):
@@ -188,7 +193,7 @@ def _landed(context: DrillContext, ecs: Any, cluster: str, task: str, args: argp
         if view.last_status == "STOPPED":
             raise drill_aws.DrillAwsError(f"the injector stopped before it ran: {view.stopped_reason}")
         if context.clock() >= deadline:
-            raise drill_aws.DrillAwsError(f"the injector was not running after {args.incident_timeout * 5:.0f}s")
+            raise drill_aws.DrillAwsError(f"the injector was not running after {args.recovery_timeout:.0f}s")
         context.sleep(args.poll_seconds)
 
 

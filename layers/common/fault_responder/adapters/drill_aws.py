@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 INJECTOR_FAMILY = "fault-responder-dcgm-injector"
 INJECTOR_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
 """Ships dcgmi; its DCGM major version must match the host's (--injector-image to change it)."""
@@ -32,8 +34,12 @@ class DrillRefusedError(Exception):
 
 
 def put_events(events: Any, entries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """PutEvents; the event ids, or DrillAwsError naming the entry EventBridge rejected."""
-    response = events.put_events(Entries=list(entries))
+    """PutEvents; the event ids, or DrillAwsError saying why not (the call failed, or an entry was rejected): the
+    drill reports it as its first hop's failure."""
+    try:
+        response = events.put_events(Entries=list(entries))
+    except (ClientError, BotoCoreError) as error:
+        raise DrillAwsError(f"PutEvents failed: {error}") from None
     if response.get("FailedEntryCount"):
         failed = next(entry for entry in response["Entries"] if entry.get("ErrorCode"))
         raise DrillAwsError(
