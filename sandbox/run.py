@@ -35,7 +35,7 @@ import shlex
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -45,9 +45,10 @@ from botocore.exceptions import ClientError
 
 from sandbox import expectations
 from sandbox import scenario as model
+from sandbox.drill_emulation import drill_bridge
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
-from sandbox.eventbridge import EventBus, SqsTargetDeliverer, StatesTargetDeliverer
+from sandbox.eventbridge import BusDelivery, EventBus, SqsTargetDeliverer, StatesTargetDeliverer
 from sandbox.lambda_runtime import patched_environ
 from sandbox.replay import load_event_file
 from sandbox.report import ReportBuilder, Timeline, collect_ecs
@@ -137,6 +138,8 @@ class _Run:
     used_commands: list[TaskCommand] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
     cli_steps: list[dict[str, Any]] = field(default_factory=list)
+    bus: EventBus | None = None
+    mappings: list[SqsEventSourceMapping] = field(default_factory=list)
 
     def execute(self) -> RunResult:
         scenario, sandbox = self.loaded.scenario, self.sandbox
@@ -160,6 +163,7 @@ class _Run:
             for source in spec.sqs_sources
             if source.enabled
         ]
+        self.bus, self.mappings = bus, mappings
         world = seed_world(scenario.world, sandbox.aws, self.emulation, sandbox.stack)
         self.timeline.seeded(_world_json(world))
         self._arm_faults(scenario.faults)
@@ -259,8 +263,15 @@ class _Run:
             from fault_responder import cli  # noqa: PLC0415 - the stack's layer, on the path only here
 
             # The run's environment is the functions' (no USER): `silence add` without --author is by "sandbox".
-            with patched_environ({"USER": CLI_USER}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with (
+                patched_environ({"USER": CLI_USER}),
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+                self._drill_support(number, filled) as drill_errors,
+            ):
                 status = cli.main([*filled, *target])
+            if drill_errors:
+                raise SandboxError(f"{self.loaded.path}: step {number}: the drill's emulation failed: {drill_errors}")
             if status == 0 and filled[:2] == ["silence", "add"]:
                 comment = str(cli.build_parser().parse_args([*filled, *target]).comment).strip()
                 world.silences.append((out.getvalue().strip(), comment))
@@ -275,6 +286,28 @@ class _Run:
         }
         self.cli_steps.append(entry)
         self.timeline.cli(entry)
+
+    @contextlib.contextmanager
+    def _drill_support(self, number: int, arguments: list[str]) -> Iterator[list[str]]:
+        """For a `drill` step (sandbox/drill_emulation.py): its PutEvents onto the stack's bus, the queues drained
+        and the emulated ECS reacting while it waits. Yields the errors the background work met."""
+        if arguments[:1] != ["drill"] or self.bus is None:
+            yield []
+            return
+        identity = self.sandbox.identity
+        source = self.loaded.path
+
+        def pump() -> None:
+            for mapping in self.mappings:
+                self._drain(mapping)
+
+        def on_event(event: dict[str, Any], delivery: BusDelivery) -> None:
+            targets = [target.to_json() for target in delivery.targets]
+            self.report.add_event(source, event, delivery.matched_rules, targets)
+            self.timeline.event(event, delivery.matched_rules, targets)
+
+        with drill_bridge(self.bus, pump, on_event, self.sandbox.aws, identity.account_id, identity.region) as bridge:
+            yield bridge.errors
 
     def _sweep(self, number: int, functions: dict[str, SharedFunction]) -> None:
         """The stack's SweepFunction, once, with the event its schedule sends."""

@@ -99,6 +99,8 @@ class Task(_Model):
 
 class Cluster(_Model):
     name: Name
+    tags: dict[str, str] = {}
+    """The cluster's tags (fault-responder:drill-target: true makes it a DCGM drill target, docs/drills.md)."""
     capacity_providers: list[CapacityProvider] = []
     task_definitions: list[TaskDefinition] = []
     tasks: list[Task] = []

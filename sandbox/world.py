@@ -200,7 +200,8 @@ def seed_world(world_model: model.World, aws: AwsClients, emulation: EcsEmulatio
 
 def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation) -> None:
     ecs, ec2 = aws.client("ecs"), aws.client("ec2")
-    arn = ecs.create_cluster(clusterName=cluster.name)["cluster"]["clusterArn"]
+    tags = [{"key": key, "value": value} for key, value in cluster.tags.items()]
+    arn = ecs.create_cluster(clusterName=cluster.name, **({"tags": tags} if tags else {}))["cluster"]["clusterArn"]
     world.clusters[cluster.name] = arn
     for provider in cluster.capacity_providers:
         emulation.seed_capacity_provider(

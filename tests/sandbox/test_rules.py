@@ -58,6 +58,20 @@ def test_health_change_from_another_source_does_not_match(real_template: Templat
     assert matched(real_template, event) == []
 
 
+def test_a_drill_reaches_the_alert_pipeline_and_never_the_resume_workflow(real_template: Template) -> None:
+    # Given the fault on a training capacity provider the workflow handles, sent by a drill.
+    event = aws_docs_event("health-change-accelerated-compute-xid46.json")
+    provider = event["detail"]["capacityProviderName"]
+    real = matched(real_template, event, TrainingCapacityProviders=provider, CheckpointBuckets="ckpt")
+    drill = matched(
+        real_template, {**event, "source": "fault-responder.drill"}, TrainingCapacityProviders=provider,
+        CheckpointBuckets="ckpt",
+    )  # fmt: skip
+
+    assert real == ["HealthChangeRule", "ResumeTrainingRule"]
+    assert drill == ["HealthChangeRule"]
+
+
 # --- InstanceStateChangeRule -----------------------------------------------------------------------
 
 

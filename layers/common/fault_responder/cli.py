@@ -5,13 +5,15 @@
     python -m fault_responder.cli silence list [--all] [--json] TARGET
     python -m fault_responder.cli silence expire ID TARGET
     python -m fault_responder.cli status [--json] (TARGET | --report REPORT.json)
+    python -m fault_responder.cli drill [--cluster C] [--instance I] [--xid 79] [--TIMEOUTS] TARGET
+    python -m fault_responder.cli drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
 
 TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation) or `--table NAME`, with
 `--region` and `--endpoint-url` (a moto server, say). Each command is one function taking the parsed arguments:
 a new one adds its parser in its own function (as `_add_silence_commands` does) and sets `run`.
 
-Exit status: 0 done; 1 an unknown silence id, a silence already expired, or an AWS error; 2 bad usage or a
-silence that breaks a rule (the message says which).
+Exit status: 0 done; 1 an unknown silence id, a silence already expired, a drill hop that failed, or an AWS
+error; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says which).
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
 from fault_responder import status as status_module
 from fault_responder.adapters.deployed_stack import aws_client, stack_resource
+from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
 from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
@@ -77,12 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except (UnknownSilenceError, SilenceAlreadyExpiredError) as error:
         return _fail(str(error), 1)
-    except (SilenceError, MatcherError, UsageError) as error:
+    except (SilenceError, MatcherError, UsageError, DrillRefusedError) as error:
         return _fail(str(error), 2)
     except NoRegionError:
         return _fail("no AWS Region: give --region, or set AWS_REGION", 2)
-    except (ClientError, BotoCoreError, TargetError) as error:
-        return _fail(str(error) if isinstance(error, TargetError) else f"AWS: {error}", 1)
+    except (ClientError, BotoCoreError, TargetError, DrillAwsError) as error:
+        return _fail(f"AWS: {error}" if isinstance(error, ClientError | BotoCoreError) else str(error), 1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_silence_commands(commands, _target_options())
     _add_status_command(commands)
+    _add_drill_command(commands, _target_options())
     return parser
 
 
@@ -175,6 +179,69 @@ def _add_status_command(commands: Any) -> None:
     )
     status.add_argument("--json", action="store_true", help="JSON instead of tables")
     status.set_defaults(run=_status)
+
+
+def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
+    drill = commands.add_parser(
+        "drill",
+        parents=[target],
+        help="a fire drill: a synthetic GPU fault followed hop by hop, or (--dcgm) a real injected XID",
+        description=(
+            "Synthetic (default): put an IMPAIRED health event with the source fault-responder.drill on the default "
+            "bus, follow it through the incidents table (incident, Slack root, PagerDuty trigger), send its OK and "
+            "follow the resolve; print each hop's latency; exit 1 naming the hops that failed. With --dcgm: inject a "
+            "real XID on a test cluster tagged as a drill target, follow ECS's repair, print a recovery-time report "
+            "(docs/drills.md)."
+        ),
+    )
+    drill.add_argument("--cluster", help="the cluster named in the event (default: the stack's first watched one)")
+    drill.add_argument("--instance", help="the container instance id named in the event (default: drill-<time>)")
+    drill.add_argument("--capacity-provider", help="the capacity provider named in the event (or, --dcgm, used)")
+    drill.add_argument("--xid", type=_xid, default=79, help="the XID reported (default 79, GPU fell off the bus)")
+    drill.add_argument("--routing-file", help="the stack's routing file (default: its RoutingFile parameter)")
+    timeouts = drill.add_argument_group("timeouts, in seconds, each counted from the end of the hop before")
+    for hop, default in (("incident", 60.0), ("slack", 60.0), ("pagerduty", 60.0), ("resolve", 60.0)):
+        timeouts.add_argument(
+            f"--{hop}-timeout", type=_seconds, default=default, metavar="S", help=f"default {default:g}"
+        )
+    timeouts.add_argument("--poll-seconds", type=_seconds, default=1.0, metavar="S", help="how often the table is read")
+    dcgm = drill.add_argument_group("the DCGM drill (a real fault: the instance it lands on is replaced)")
+    dcgm.add_argument("--dcgm", action="store_true", help="inject the XID with dcgmi on an instance of --cluster")
+    dcgm.add_argument("--yes", action="store_true", help="required with --dcgm: you accept losing that instance")
+    dcgm.add_argument("--injector-image", help="an image with dcgmi matching the hosts' DCGM major version")
+    dcgm.add_argument(
+        "--recovery-timeout", type=_seconds, default=1800.0, metavar="S", help="how long to follow ECS (default 1800)"
+    )
+    drill.set_defaults(run=_drill)
+
+
+# --- drill --------------------------------------------------------------------------------------------
+
+
+def _drill(args: argparse.Namespace) -> int:
+    from fault_responder import drill_run  # noqa: PLC0415 - only this command needs the drill machinery
+
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    routing_file = args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml"
+    # The stream as the drill starts: what it prints goes there even if another thread swaps sys.stdout meanwhile
+    # (the sandbox runs the stack's functions beside it, capturing their output that way).
+    context = drill_run.DrillContext(
+        out=_writer(sys.stdout),
+        clients=lambda service: aws_client(service, **where),
+        table=_table_name(args),
+        routing_file=routing_file,
+        watched_clusters=_stack_parameter(args, "ClusterArns") or "",
+    )
+    if args.dcgm:
+        if not args.yes:
+            raise UsageError(
+                "the DCGM drill injects a real XID: ECS marks the instance it lands on IMPAIRED and, with auto repair, "
+                "replaces it. Give --yes to go ahead"
+            )
+        if not args.cluster:
+            raise UsageError("the DCGM drill needs --cluster: a test cluster tagged as a drill target")
+        return drill_run.dcgm_drill(context, args)
+    return drill_run.synthetic_drill(context, args)
 
 
 # --- status -------------------------------------------------------------------------------------------
@@ -370,6 +437,30 @@ def _now() -> datetime:
 def _fail(message: str, status: int) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return status
+
+
+def _writer(stream: TextIO) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    return write
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 86400 seconds")
+    return value
+
+
+def _xid(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an XID (a number such as 79)")
+    return int(text)
 
 
 def _matcher(text: str) -> Matcher:

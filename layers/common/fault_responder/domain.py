@@ -26,6 +26,14 @@ class Severity(StrEnum):
 _SEVERITY_RANK = {Severity.CRITICAL: 3, Severity.ERROR: 2, Severity.WARNING: 1, Severity.INFO: 0}
 
 
+DRILL_SOURCE = "fault-responder.drill"
+"""The EventBridge source of a drill's events (`python -m fault_responder.cli drill`, docs/drills.md). AWS
+reserves `aws.*` for its services, so only ECS can send `aws.ecs` and a drill can never pass for a real fault."""
+DRILL_MARK = "#drill"
+"""Appended to a drill's container instance ARN where the responder keeps its facts: a drill naming a real
+instance never shares that instance's record, incidents or PagerDuty alert."""
+
+
 class EventKind(StrEnum):
     """What a notification is about: the `kind` routing matcher."""
 
@@ -102,6 +110,9 @@ class InstanceRef:
     container_instance_arn: str
     ec2_instance_id: str | None
     capacity_provider: str | None
+    drill: bool = False
+    """Reported by a drill (source fault-responder.drill), never by ECS: labelled, titled and routed as one, and
+    its `container_instance_arn` ends with DRILL_MARK."""
 
     @property
     def cluster_name(self) -> str:
@@ -109,7 +120,10 @@ class InstanceRef:
 
     @property
     def container_instance_id(self) -> str:
-        return self.container_instance_arn.rsplit("/", 1)[-1]
+        arn = self.container_instance_arn
+        if self.drill and arn.endswith(DRILL_MARK):
+            arn = arn[: -len(DRILL_MARK)]
+        return arn.rsplit("/", 1)[-1]
 
     @property
     def console_url(self) -> str:

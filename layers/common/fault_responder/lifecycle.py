@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from fault_responder.classify import classify_health_check
 from fault_responder.domain import (
+    DRILL_MARK,
     Alert,
     Classification,
     DrainAttribution,
@@ -93,8 +94,11 @@ class Settings:
 
 
 def fingerprint(instance: InstanceRef, check_type: str) -> str:
-    """cluster/container-instance/check-type: stable, readable, and a valid PagerDuty dedup_key."""
+    """cluster/container-instance/check-type: stable, readable, and a valid PagerDuty dedup_key; a drill's begins
+    with `drill/`, so its alert is never a real fault's."""
     value = f"{instance.cluster_name}/{instance.container_instance_id}/{check_type}"
+    if instance.drill:
+        value = f"drill/{value}"
     if len(value) <= MAX_DEDUP_KEY:
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -116,14 +120,17 @@ def _instance(
     event: EcsEvent, cluster_arn: str, container_instance_arn: str, ec2_instance_id: str | None, provider: str | None
 ) -> InstanceRef:
     """Every part bounded: an absurdly long value keeps its start and a digest of the whole, so two
-    different instances never become one."""
+    different instances never become one. A drill's facts are kept apart from the instance it names (DRILL_MARK):
+    whether an event is a drill comes from its source alone."""
+    drill = event.is_drill
     return InstanceRef(
         region=bounded_id(event.region, 64),
         account=bounded_id(event.account, 64),
         cluster_arn=bounded_id(cluster_arn, MAX_ARN),
-        container_instance_arn=bounded_id(container_instance_arn, MAX_ARN),
+        container_instance_arn=bounded_id(container_instance_arn, MAX_ARN) + (DRILL_MARK if drill else ""),
         ec2_instance_id=bounded_id(ec2_instance_id, 256) if ec2_instance_id else None,
         capacity_provider=bounded_id(provider, 256) if provider else None,
+        drill=drill,
     )
 
 
@@ -326,9 +333,9 @@ def derive(
     now and why; as of `now` (None: long after every fact, with no silence or window in force). Same facts and
     time, same view, in any order."""
     gone = _left_cluster(record.statuses)
-    by_check = {
-        check: episodes(check, facts, gone, settings.hold_down, now) for check, facts in sorted(record.health.items())
-    }
+    # A drill's OK is sent by the drill itself, not by a sensor that may flap: it resolves at once.
+    hold_down = timedelta(0) if record.instance.drill else settings.hold_down
+    by_check = {check: episodes(check, facts, gone, hold_down, now) for check, facts in sorted(record.health.items())}
     all_episodes = [episode for found in by_check.values() for episode in found]
     drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}
     view = InstanceView()
@@ -392,6 +399,8 @@ def _incident(
     drains: dict[StatusFact, DrainAttribution],
 ) -> Incident:
     classification = classify_episode(episode)
+    if record.instance.drill:
+        classification = replace(classification, title=f"DRILL: {classification.title}")
     within = [fact for fact in record.statuses if episode.contains(fact.at)]
     drain_facts = [fact for fact in within if _is_drain(fact) and episode.open_at(fact.at)]
     last_report = episode.close or episode.reports[-1]

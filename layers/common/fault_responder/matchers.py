@@ -29,8 +29,10 @@ LABEL_NAMES = (
     "fault_class",
     "drain_attribution",
     "fleet",
+    "drill",
 )
-"""`instance` is the container instance id (the last part of its ARN); `fleet` is "true" on a fleet incident."""
+"""`instance` is the container instance id (the last part of its ARN); `fleet` is "true" on a fleet incident;
+`drill` is "true" on what a drill reported (source fault-responder.drill, docs/drills.md), "false" otherwise."""
 MAX_VALUE = 256
 _MATCHER = re.compile(r"^\s*(?P<name>[a-z_]+)\s*(?P<op>=~|!~|!=|=)\s*(?P<value>.*?)\s*$", re.DOTALL)
 
@@ -108,6 +110,7 @@ def incident_labels(incident: Incident) -> dict[str, str]:
         "fault_class": classification.fault_class.value,
         "drain_attribution": incident.drain.cause.value if incident.drain else "",
         "fleet": "false",
+        "drill": _flag(incident.instance.drill),
     }
 
 
@@ -124,7 +127,12 @@ def alert_labels(alert: Alert) -> dict[str, str]:
         "fault_class": alert.fault_class.value,
         "drain_attribution": alert.drain.cause.value if alert.drain else "",
         "fleet": "false",
+        "drill": _flag(alert.instance.drill),
     }
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
 
 _CACHE: dict[str, re.Pattern[str]] = {}

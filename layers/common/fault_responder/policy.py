@@ -59,7 +59,9 @@ class QuietWhenHandled:
 
     def applies(self, incident: Incident) -> bool:
         return (
-            incident.instance.capacity_provider in self.capacity_providers and incident.check_type in self.check_types
+            not incident.instance.drill  # the workflow never runs for a drill, so it must page
+            and incident.instance.capacity_provider in self.capacity_providers
+            and incident.check_type in self.check_types
         )
 
 

@@ -35,6 +35,7 @@ MATCHER_KEYS = (
     "severity",
     "drain_attribution",
     "fleet",
+    "drill",
 )
 GroupLabel = Literal["cluster", "capacity_provider", "check_type", "fault_class", "xid", "severity"]
 """What fleet incidents may be grouped by."""
@@ -250,6 +251,8 @@ class RouteContext:
     drain_attribution: str | None
     fleet: str = "false"
     """"true" for a fleet incident."""
+    drill: str = "false"
+    """"true" for what a drill reported (source fault-responder.drill)."""
 
     def value(self, key: str) -> str:
         raw = getattr(self, key)
@@ -333,6 +336,7 @@ def incident_context(incident: Incident) -> RouteContext:
         fault_class=incident.classification.fault_class.value,
         severity=incident.classification.severity,
         drain_attribution=incident.drain.cause.value if incident.drain else None,
+        drill="true" if incident.instance.drill else "false",
     )
 
 
@@ -345,6 +349,7 @@ def alert_context(alert: Alert) -> RouteContext:
         fault_class=alert.fault_class.value,
         severity=alert.severity,
         drain_attribution=alert.drain.cause.value if alert.drain else None,
+        drill="true" if alert.instance.drill else "false",
     )
 
 

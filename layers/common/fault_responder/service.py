@@ -277,8 +277,8 @@ class AlertService:
     def _group(self, record: InstanceRecord, checks: set[str]) -> tuple[InstanceRecord, list[GroupRecord]]:
         """Write the instance's member of each group its changed checks belong to; note which open fleet
         incident its incidents joined (they are muted from then on). Returns the record as stored and the groups."""
-        if self.grouping is None:
-            return record, []
+        if self.grouping is None or record.instance.drill:
+            return record, []  # a drill is never a member of a real fleet incident
         latest = latest_incidents(self.derive(record).incidents)
         groups: list[GroupRecord] = []
         joined: dict[str, str] = {}

@@ -14,6 +14,8 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from fault_responder.domain import DRILL_SOURCE
+
 HEALTH_CHANGE = "ECS Container Instance Health Change"
 STATE_CHANGE = "ECS Container Instance State Change"
 TASK_STATE_CHANGE = "ECS Task State Change"
@@ -107,8 +109,13 @@ class TaskStateDetail(_Tolerant):
 
 class _EcsEvent(EventBridgeModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
-    source: Literal["aws.ecs"]
+    source: Literal["aws.ecs", "fault-responder.drill"]
+    """`aws.ecs` from ECS; `fault-responder.drill` from a drill (fault_responder.domain.DRILL_SOURCE)."""
     time: UtcDatetime
+
+    @property
+    def is_drill(self) -> bool:
+        return self.source == DRILL_SOURCE
 
 
 class HealthChangeEvent(_EcsEvent):

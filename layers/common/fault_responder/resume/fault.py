@@ -79,6 +79,9 @@ def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> 
     must hold on the same element.
     """
     detail = event.detail
+    if event.is_drill:
+        # ResumeTrainingRule matches aws.ecs only; this holds even if a drill is sent to the workflow by hand.
+        raise NotResumableError("a drill (source fault-responder.drill): no host is quarantined, no job stopped")
     if detail.overall_status != "IMPAIRED":
         raise NotResumableError(f"overall status is {detail.overall_status}, not IMPAIRED")
     if not detail.capacity_provider_name:

@@ -255,6 +255,7 @@ def fault_labels(fault: Fault) -> dict[str, str]:
         "fault_class": fault.fault_class,
         "drain_attribution": "",
         "fleet": "false",
+        "drill": "false",  # the workflow never runs for a drill
     }
 
 
