@@ -25,7 +25,9 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
+from fault_responder.alarms import alarm_facts, alarm_fingerprint, classify_alarm, is_alarm_check
 from fault_responder.classify import classify_health_check
 from fault_responder.domain import (
     Alert,
@@ -67,6 +69,9 @@ from fault_responder.routing import RouteContext, RouteDecision, alert_context, 
 from fault_responder.runbooks import runbook_for
 from fault_responder.timefmt import iso_utc
 
+if TYPE_CHECKING:
+    from fault_responder.models.alarms import AlarmStateChangeEvent
+
 MAX_TIMELINE = 100
 MAX_DEDUP_KEY = 255
 MAX_CHECKS_PER_EVENT = 16
@@ -88,7 +93,10 @@ class Settings:
 
 
 def fingerprint(instance: InstanceRef, check_type: str) -> str:
-    """cluster/container-instance/check-type: stable, readable, and a valid PagerDuty dedup_key."""
+    """cluster/container-instance/check-type: stable, readable, and a valid PagerDuty dedup_key (an alarm's:
+    cloudwatch-alarm/region/name)."""
+    if instance.is_alarm:
+        return alarm_fingerprint(instance)
     value = f"{instance.cluster_name}/{instance.container_instance_id}/{check_type}"
     if len(value) <= MAX_DEDUP_KEY:
         return value
@@ -122,9 +130,11 @@ def _instance(
     )
 
 
-def facts_from_event(event: EcsEvent) -> EventFacts | None:
-    """What the event says about its container instance, or None if it says nothing we act on."""
+def facts_from_event(event: EcsEvent | AlarmStateChangeEvent) -> EventFacts | None:
+    """What the event says about its container instance (or alarm), or None if it says nothing we act on."""
     event_id = bounded_id(event.id)
+    if not isinstance(event, HealthChangeEvent | InstanceStateEvent | TaskStateEvent):
+        return alarm_facts(event, event_id)
     if isinstance(event, HealthChangeEvent):
         return _health_facts(event, event_id)
     if isinstance(event, InstanceStateEvent):
@@ -281,7 +291,9 @@ def episodes(
 def _closed(episode: _Episode, ok: HealthFact) -> _Episode:
     episode.recovering = None
     episode.closed_at, episode.close = ok.at, ok
-    episode.close_reason = f"{episode.check_type} health check OK"
+    episode.close_reason = (
+        "the alarm is OK" if is_alarm_check(episode.check_type) else f"{episode.check_type} health check OK"
+    )
     return episode
 
 
@@ -295,6 +307,8 @@ def classify_episode(episode: _Episode) -> Classification:
 
 
 def _classify(fact: HealthFact) -> Classification:
+    if is_alarm_check(fact.check_type):
+        return classify_alarm(fact.check_type, fact.status, fact.reason)
     return classify_health_check(HealthCheck(type=fact.check_type, status=fact.status, statusReason=fact.reason))
 
 
@@ -321,8 +335,10 @@ def derive(
     now and why; as of `now` (None: long after every fact, with no silence or window in force). Same facts and
     time, same view, in any order."""
     gone = _left_cluster(record.statuses)
+    # An alarm has no hold-down of its own: CloudWatch's evaluation periods already damp it.
     by_check = {
-        check: episodes(check, facts, gone, settings.hold_down, now) for check, facts in sorted(record.health.items())
+        check: episodes(check, facts, gone, timedelta(0) if record.instance.is_alarm else settings.hold_down, now)
+        for check, facts in sorted(record.health.items())
     }
     all_episodes = [episode for found in by_check.values() for episode in found]
     drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}

@@ -185,6 +185,11 @@ def _alert_fields(alert: Alert) -> list[tuple[str, str]]:
 
 
 def _instance_fields(instance: InstanceRef) -> list[tuple[str, str]]:
+    if instance.is_alarm:
+        return [
+            ("CloudWatch alarm", _link(instance.console_url, instance.container_instance_id)),
+            ("Cluster", escape_mrkdwn(instance.cluster_name or "—")),
+        ]
     return [
         ("Cluster", escape_mrkdwn(instance.cluster_name)),
         ("Container instance", _link(instance.console_url, instance.container_instance_id)),
@@ -266,7 +271,8 @@ def _incident_fallback(incident: Incident) -> str:
 def _incident_subject(incident: Incident) -> str:
     """What a push notification leads with: the state, the fault, where it is."""
     state = incident.classification.severity.value.upper() if incident.is_open else _status_text(incident)
-    where = f"{_instance_name(incident.instance)} ({escape_mrkdwn(incident.instance.cluster_name)})"
+    cluster = incident.instance.cluster_name
+    where = _instance_name(incident.instance) + (f" ({escape_mrkdwn(cluster)})" if cluster else "")
     return f"{state} · {escape_mrkdwn(incident.classification.title)} · {where}"
 
 
