@@ -81,7 +81,7 @@ def render_incident_root(incident: Incident) -> SlackMessage:
 
 def render_timeline_reply(incident: Incident, entry: TimelineEntry) -> SlackMessage:
     """One thread reply for one lifecycle step of the incident."""
-    blocks = [_section(_step_text(incident, entry)), _step_context(entry)]
+    blocks = [_section(_step_text(incident, entry)), _step_context(incident, entry)]
     fallback = f"{escape_mrkdwn(entry.phase)}: {escape_mrkdwn(entry.text)}"
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
@@ -186,10 +186,8 @@ def _alert_fields(alert: Alert) -> list[tuple[str, str]]:
 
 def _instance_fields(instance: InstanceRef) -> list[tuple[str, str]]:
     if instance.is_alarm:
-        return [
-            ("CloudWatch alarm", _link(instance.console_url, instance.container_instance_id)),
-            ("Cluster", escape_mrkdwn(instance.cluster_name or "—")),
-        ]
+        alarm = [("CloudWatch alarm", _link(instance.console_url, instance.container_instance_id))]
+        return [*alarm, ("Cluster", escape_mrkdwn(instance.cluster_name))] if instance.cluster_name else alarm
     return [
         ("Cluster", escape_mrkdwn(instance.cluster_name)),
         ("Container instance", _link(instance.console_url, instance.container_instance_id)),
@@ -243,8 +241,9 @@ def _step_line(entry: TimelineEntry) -> str:
     return f"• {_slack_time(entry.at)} *{escape_mrkdwn(entry.phase)}* {_clip(escape_mrkdwn(entry.text), 300)}"
 
 
-def _step_context(entry: TimelineEntry) -> dict[str, Any]:
-    return _context([f"ECS event `{escape_mrkdwn(entry.event_id)}`"])
+def _step_context(incident: Incident, entry: TimelineEntry) -> dict[str, Any]:
+    source = "CloudWatch event" if incident.instance.is_alarm else "ECS event"
+    return _context([f"{source} `{escape_mrkdwn(entry.event_id)}`"])
 
 
 def _incident_context(incident: Incident) -> dict[str, Any]:
