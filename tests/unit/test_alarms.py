@@ -104,7 +104,7 @@ def test_a_state_cloudwatch_may_add_is_shown_as_itself_not_refused() -> None:
 
     # When it is parsed and classified
     event = _parsed(raw)
-    classification = classify_alarm(alarm_check_type(event), event.detail.state.value, None)
+    classification = classify_alarm(alarm_check_type(event.detail.alarm_name), event.detail.state.value, None)
 
     # Then it is an error-severity fault that names the state
     assert classification.fault_class == FaultClass.UNKNOWN_CHECK
@@ -122,27 +122,40 @@ def test_a_state_cloudwatch_may_add_is_shown_as_itself_not_refused() -> None:
         ("alarm/router-errors-alarm.json", RESPONDER_HEALTH, Severity.CRITICAL),
     ],
 )
-def test_each_alarm_is_classified_from_the_metric_it_watches(sample: str, check_type: str, severity: Severity) -> None:
+def test_each_alarm_is_classified_from_its_name(sample: str, check_type: str, severity: Severity) -> None:
     # Given one of the stack's alarms in ALARM
     event = _parsed(_alarm(sample))
 
     # When its kind and classification are derived
-    kind = alarm_check_type(event)
+    kind = alarm_check_type(event.detail.alarm_name)
 
     # Then the GPU temperature and own-health alarms are critical, the RESTART_APP XID count a warning
     assert kind == check_type
     assert classify_alarm(kind, "ALARM", None).severity == severity
 
 
-def test_an_alarm_on_any_other_metric_is_an_error() -> None:
-    # Given an alarm (named after the stack) on a metric the app does not know
-    raw = _alarm("alarm/router-errors-alarm.json")
-    raw["detail"]["configuration"]["metrics"][0]["metricStat"]["metric"]["namespace"] = "AWS/EC2"
-
+@pytest.mark.parametrize("name", ["gpu-fault-responder.disk-full", "gpu-temperature", "gpu-fault-responder.gpu"])
+def test_any_other_alarm_is_an_error(name: str) -> None:
+    # Given an alarm whose name is not one the template gives
     # When it is classified, Then it is an error, as an unknown fault is
-    kind = alarm_check_type(_parsed(raw))
+    kind = alarm_check_type(name)
     assert kind == OTHER_ALARM
     assert classify_alarm(kind, "ALARM", None).severity == Severity.ERROR
+
+
+def test_an_alarm_keeps_one_incident_when_its_configuration_changes() -> None:
+    # Given the temperature alarm's ALARM, and its OK after its configuration was edited (another query)
+    alarm = _alarm()
+    edited = _alarm("alarm/gpu-temperature-ok.json")
+    edited["detail"]["configuration"]["metrics"][0]["expression"] = 'SELECT MAX(gpu_temp) FROM "Custom"'
+
+    # When the incidents are derived
+    record = _record(alarm, edited)
+
+    # Then the alarm is one check with one incident, closed by the OK
+    assert list(record.health) == [GPU_TEMPERATURE]
+    [incident] = _derive(record).incidents
+    assert incident.status == "CLOSED"
 
 
 # --- facts ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fault_responder import observability
+from fault_responder.alarms import GPU_RESTART_APP_XIDS, GPU_TEMPERATURE, RESPONDER_HEALTH, alarm_check_type
 from sandbox.template import load_template
 from tests.conftest import ROOT
 
@@ -59,6 +60,17 @@ def test_every_alarm_is_named_so_the_alarm_rule_matches_it(name: str) -> None:
     # When its name is read, Then it starts with the rule's prefix: the stack's name and a dot
     assert prefix == {"prefix": {"Fn::Sub": PREFIX}}
     assert _props(name)["AlarmName"]["Fn::Sub"].startswith(PREFIX)
+
+
+@pytest.mark.parametrize("name", ALARMS)
+def test_the_router_knows_every_alarm_by_its_name(name: str) -> None:
+    # Given an alarm's name as deployed in a stack named "prod"
+    deployed = _props(name)["AlarmName"]["Fn::Sub"].replace(PREFIX, "prod.")
+
+    # When the router reads what kind of alarm it is, Then the GPU alarms are themselves and every other one is
+    # the responder's own health (never the catch-all ALARM)
+    expected = {"GpuTemperatureAlarm": GPU_TEMPERATURE, "GpuRestartAppXidAlarm": GPU_RESTART_APP_XIDS}
+    assert alarm_check_type(deployed) == expected.get(name, RESPONDER_HEALTH)
 
 
 def test_the_alarm_rule_delivers_to_the_alert_queue_as_the_ecs_rules_do() -> None:

@@ -3,7 +3,9 @@
 An alarm's state changes are facts like a health check's transitions (fault_responder.record), so the same
 lifecycle applies: ALARM opens an incident, OK closes it, duplicates add nothing and the order of arrival does
 not matter (each state carries its own timestamp). The check type says what kind of alarm it is, which decides
-its fault class and severity:
+its fault class and severity. It is read from the alarm's name (`<stack name>.<what>`, as template.yaml names
+them), never from its configuration: the name is part of the alarm's ARN, so an alarm's record has exactly one
+check whatever its events say, and an edited alarm (or a forged configuration) cannot split its incident in two.
 
 - `ALARM_GPU_TEMPERATURE` (TaskGPUTemperature): critical. A GPU past its limit throttles or shuts down, and
   nothing on the ECS side acts on temperature: a person must.
@@ -39,10 +41,19 @@ GPU_RESTART_APP_XIDS = "ALARM_GPU_RESTART_APP_XIDS"
 RESPONDER_HEALTH = "ALARM_RESPONDER_HEALTH"
 OTHER_ALARM = "ALARM"
 
-GPU_TEMPERATURE_METRIC = "TaskGPUTemperature"
-GPU_RESTART_APP_METRIC = "TaskGPURestartAppXidCount"
-RESPONDER_NAMESPACES = frozenset({"AWS/Lambda", "AWS/SQS", "AWS/States", "GpuFaultResponder"})
-"""Where the responder's own-health alarms read their metrics (GpuFaultResponder: its own EMF metrics)."""
+KINDS_BY_NAME: dict[str, str] = {
+    "gpu-temperature": GPU_TEMPERATURE,
+    "gpu-restart-app-xids": GPU_RESTART_APP_XIDS,
+    "router-errors": RESPONDER_HEALTH,
+    "router-throttles": RESPONDER_HEALTH,
+    "alert-queue-age": RESPONDER_HEALTH,
+    "notifications-failed": RESPONDER_HEALTH,
+    "alert-dlq-depth": RESPONDER_HEALTH,
+    "rule-target-dlq-depth": RESPONDER_HEALTH,
+    "resume-trigger-dlq-depth": RESPONDER_HEALTH,
+    "resume-workflow-failed": RESPONDER_HEALTH,
+}
+"""The `<what>` of each alarm template.yaml creates (tests/unit/test_template_alarms.py keeps them in step)."""
 MAX_DEDUP_KEY = 255
 
 _CLASSES: dict[str, tuple[FaultClass, Severity, str]] = {
@@ -61,24 +72,10 @@ def is_alarm_check(check_type: str) -> bool:
     return check_type == OTHER_ALARM or check_type.startswith(f"{ALARM_CHECK_PREFIX}_")
 
 
-def alarm_check_type(event: AlarmStateChangeEvent) -> str:
-    """What kind of alarm this is, from the metrics its configuration names (a metric or a query's text)."""
-    configuration = event.detail.configuration
-    names: list[str] = []
-    namespaces: set[str] = set()
-    for metric in configuration.metrics if configuration is not None else []:
-        if metric.metric_stat is not None:
-            names.append(metric.metric_stat.metric.name or "")
-            namespaces.add(metric.metric_stat.metric.namespace or "")
-        if metric.expression:
-            names.append(metric.expression)
-    if any(GPU_TEMPERATURE_METRIC in name for name in names):
-        return GPU_TEMPERATURE
-    if any(GPU_RESTART_APP_METRIC in name for name in names):
-        return GPU_RESTART_APP_XIDS
-    if namespaces and namespaces <= RESPONDER_NAMESPACES:
-        return RESPONDER_HEALTH
-    return OTHER_ALARM
+def alarm_check_type(alarm_name: str) -> str:
+    """What kind of alarm this is, from the `<what>` after the stack's name and its dot; any other is `ALARM`."""
+    _, dot, what = alarm_name.rpartition(".")
+    return KINDS_BY_NAME.get(what, OTHER_ALARM) if dot else OTHER_ALARM
 
 
 def alarm_instance(event: AlarmStateChangeEvent) -> InstanceRef:
@@ -106,7 +103,7 @@ def alarm_instance(event: AlarmStateChangeEvent) -> InstanceRef:
 
 def alarm_facts(event: AlarmStateChangeEvent, event_id: str) -> EventFacts | None:
     """The alarm's states this event tells of: the state it entered, and an ALARM it left."""
-    check = alarm_check_type(event)
+    check = alarm_check_type(event.detail.alarm_name)
     state, previous = event.detail.state, event.detail.previous_state
     was_alarm = previous is not None and previous.value == "ALARM"
     facts: list[HealthFact] = []
