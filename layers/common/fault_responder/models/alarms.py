@@ -17,7 +17,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from fault_responder.models.events import UtcDatetime
 
-ALARM_STATES = frozenset({"ALARM", "OK", "INSUFFICIENT_DATA"})
 MAX_ALARM_NAME = 255
 """CloudWatch's own limit on an alarm's name."""
 
