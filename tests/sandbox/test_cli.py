@@ -158,6 +158,15 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
         ("RuleTargetDLQAlarm", "AWS::CloudWatch::Alarm"),
         # Not created: the sandbox's functions get an empty DASHBOARD_URL, so their Slack roots link to none.
         ("Dashboard", "AWS::CloudWatch::Dashboard"),
+        # The alarms themselves are not evaluated: their state changes are replayed from events/alarm/.
+        ("GpuTemperatureAlarm", "AWS::CloudWatch::Alarm"),
+        ("GpuRestartAppXidAlarm", "AWS::CloudWatch::Alarm"),
+        ("RouterErrorsAlarm", "AWS::CloudWatch::Alarm"),
+        ("RouterThrottlesAlarm", "AWS::CloudWatch::Alarm"),
+        ("AlertQueueAgeAlarm", "AWS::CloudWatch::Alarm"),
+        ("NotificationsFailedAlarm", "AWS::CloudWatch::Alarm"),
+        ("OwnHealthAlarmTopic", "AWS::SNS::Topic"),
+        ("OwnHealthAlarmTopicPolicy", "AWS::SNS::TopicPolicy"),
         ("SweepRole", "AWS::IAM::Role"),
         ("SweepLogsPolicy", "AWS::IAM::Policy"),
         ("SweepLogGroup", "AWS::Logs::LogGroup"),

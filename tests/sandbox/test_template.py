@@ -72,9 +72,17 @@ def test_cluster_arns_override_adds_the_cluster_filter(real_template: Template) 
 
 
 def test_no_value_drops_the_alarm_actions_without_a_topic(real_template: Template) -> None:
-    assert "AlarmActions" not in resolver_for(real_template).properties("AlertDLQAlarm")
+    # The GPU alarms reach people through the router only, unless AlarmTopicArn names a topic of the deployer's
+    assert "AlarmActions" not in resolver_for(real_template).properties("GpuTemperatureAlarm")
     with_topic = resolver_for(real_template, {"AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager"})
-    assert with_topic.properties("AlertDLQAlarm")["AlarmActions"] == ["arn:aws:sns:us-east-1:123456789012:pager"]
+    assert with_topic.properties("GpuTemperatureAlarm")["AlarmActions"] == ["arn:aws:sns:us-east-1:123456789012:pager"]
+
+
+def test_own_health_alarms_notify_the_stacks_topic_and_the_deployers(real_template: Template) -> None:
+    without = resolver_for(real_template).properties("AlertDLQAlarm")
+    with_topic = resolver_for(real_template, {"AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager"})
+    [own] = without["AlarmActions"]
+    assert with_topic.properties("AlertDLQAlarm")["OKActions"] == [own, "arn:aws:sns:us-east-1:123456789012:pager"]
 
 
 def test_redrive_policy_resolves_the_dlq_and_receive_count(real_template: Template) -> None:

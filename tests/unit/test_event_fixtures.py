@@ -26,6 +26,7 @@ import yaml
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
+from fault_responder.models.alarms import AlarmStateChangeEvent
 from fault_responder.models.events import (
     HealthChangeEvent,
     InstanceStateEvent,
@@ -53,11 +54,13 @@ MODEL_BY_FOLDER: dict[str, type] = {
     "state": InstanceStateEvent,
     "task": TaskStateEvent,
     "duplicates": HealthChangeEvent,
+    "alarm": AlarmStateChangeEvent,
 }
 MODEL_BY_DETAIL_TYPE: dict[str, type] = {
     "ECS Container Instance Health Change": HealthChangeEvent,
     "ECS Container Instance State Change": InstanceStateEvent,
     "ECS Task State Change": TaskStateEvent,
+    "CloudWatch Alarm State Change": AlarmStateChangeEvent,
 }
 
 
@@ -86,6 +89,14 @@ def _own_envelope_files() -> list[Path]:
     """Envelopes written for this repo (not AWS samples or their verbatim copies)."""
     skip = set(VERBATIM_COPIES) | set(DUPLICATES)
     return [p for p in _envelope_files() if not _rel(p).startswith("aws-docs/") and _rel(p) not in skip]
+
+
+def _own_ecs_envelope_files() -> list[Path]:
+    return [p for p in _own_envelope_files() if _load(p)["source"] == "aws.ecs"]
+
+
+def _alarm_files() -> list[Path]:
+    return [p for p in _json_files() if _rel(p).startswith("alarm/")]
 
 
 def _load(path: Path) -> Any:
@@ -140,7 +151,25 @@ def test_every_burst_is_envelopes_of_one_fleet_in_time_order(path: Path) -> None
     assert len({raw["id"] for raw in burst}) == len(burst)
 
 
-@pytest.mark.parametrize("path", _own_envelope_files(), ids=_ids(_own_envelope_files()))
+@pytest.mark.parametrize("path", _alarm_files(), ids=_ids(_alarm_files()))
+def test_alarm_envelopes_are_the_stacks_alarms_in_the_fleets_account(path: Path) -> None:
+    # Given an alarm state change written for this repo
+    raw = _load(path)
+    detail = raw["detail"]
+
+    # When its envelope fields are inspected
+    # Then it is the fleet's account and Region, names its alarm in resources[], and the alarm is the sandbox
+    # stack's (AlarmStateChangeRule matches "<stack name>.")
+    assert raw["source"] == "aws.cloudwatch"
+    assert raw["account"] == ACCOUNT
+    assert raw["region"] == REGION
+    assert uuid.UUID(raw["id"]).version == 4
+    assert raw["resources"] == [f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{detail['alarmName']}"]
+    assert detail["alarmName"].startswith("gpu-fault-responder.")
+    assert {detail["state"]["value"], detail["previousState"]["value"]} <= {"ALARM", "OK", "INSUFFICIENT_DATA"}
+
+
+@pytest.mark.parametrize("path", _own_ecs_envelope_files(), ids=_ids(_own_ecs_envelope_files()))
 def test_own_envelopes_are_consistent_with_the_fleet(path: Path) -> None:
     # Given an envelope written for this repo
     raw = _load(path)

@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 
+from fault_responder import lifecycle
+from fault_responder.alarms import alarm_facts
 from fault_responder.domain import Alert, FaultClass, Incident, Severity
+from fault_responder.models.alarms import AlarmStateChangeEvent
+from fault_responder.models.events import parse_ecs_event
+from fault_responder.record import InstanceRecord
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.render.slack import (
     SlackMessage,
@@ -26,9 +31,10 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
-from fault_responder.routing import RouteRunbook
+from fault_responder.routing import Router, RouteRunbook, load_routing
 from fault_responder.runbooks import runbook_for
 from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved, step
+from tests.conftest import load_event
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "render"
 DASHBOARD_URL = (
@@ -56,6 +62,21 @@ def xid79_with_a_route_runbook() -> Incident:
         action="Follow the GPU team's XID 79 runbook; page #gpu-hardware if more than one host is hit.",
     )
     return dataclasses.replace(an_incident(), runbook=runbook_for(FaultClass.XID_CRITICAL, 79, override=override))
+
+
+def alarm_incident(*samples: str) -> Incident:
+    """The incident the sample alarm state changes make, derived as the router derives it."""
+    record: InstanceRecord | None = None
+    for sample in samples:
+        event = parse_ecs_event(load_event(sample))
+        assert isinstance(event, AlarmStateChangeEvent)
+        facts = alarm_facts(event, event.id)
+        assert facts is not None
+        record = record or InstanceRecord(facts.instance.container_instance_arn, facts.instance)
+        record.add(facts)
+    assert record is not None
+    [incident] = lifecycle.derive(record, lifecycle.Settings(), Router(load_routing("default.yaml")).route).incidents
+    return incident
 
 
 def slack(message: SlackMessage) -> dict[str, Any]:
@@ -110,6 +131,10 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
             xid=999,
             reason="XID_999",
         ),
+    ),
+    "gpu_temperature_alarm": lambda: incident_payloads(alarm_incident("alarm/gpu-temperature-alarm.json")),
+    "gpu_temperature_alarm_ok": lambda: incident_payloads(
+        alarm_incident("alarm/gpu-temperature-alarm.json", "alarm/gpu-temperature-ok.json")
     ),
     "daemon_unhealthy": lambda: incident_payloads(
         an_incident(

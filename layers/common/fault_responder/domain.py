@@ -8,6 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from urllib.parse import quote
+
+ALARM_ARN_MARK = ":alarm:"
+"""What an alarm's ARN has and an ECS ARN never has: arn:aws:cloudwatch:REGION:ACCOUNT:alarm:NAME."""
 
 
 class Severity(StrEnum):
@@ -41,6 +45,8 @@ class EventKind(StrEnum):
     """An incident (a health check fault), from its open to its resolve."""
     INSTANCE_STATE = "instance_state"
     TASK_STOPPED = "task_stopped"
+    ALARM = "alarm"
+    """An incident made by one of the stack's CloudWatch alarms (fault_responder.alarms), from ALARM to OK."""
 
 
 class FaultClass(StrEnum):
@@ -58,6 +64,14 @@ class FaultClass(StrEnum):
     RECOVERY = "recovery"
     INSTANCE_LIFECYCLE = "instance_lifecycle"
     TASK_INTERRUPTION = "task_interruption"
+    GPU_TEMPERATURE = "gpu_temperature"
+    """A CloudWatch alarm: a GPU of the fleet runs hotter than its threshold."""
+    GPU_RESTART_APP_XIDS = "gpu_restart_app_xids"
+    """A CloudWatch alarm: tasks reported restart-the-application XIDs (TaskGPURestartAppXidCount)."""
+    RESPONDER_HEALTH = "responder_health"
+    """A CloudWatch alarm on the responder itself: its router, queues, deliveries or resume workflow."""
+    ALARM = "alarm"
+    """Any other CloudWatch alarm whose state changes reach the router."""
 
 
 class DrainCause(StrEnum):
@@ -119,7 +133,17 @@ class InstanceRef:
         return self.cluster_arn.rsplit("/", 1)[-1]
 
     @property
+    def is_alarm(self) -> bool:
+        """A CloudWatch alarm's record (fault_responder.alarms): the alarm's ARN stands where an instance's would."""
+        arn = self.container_instance_arn
+        # The service part of the ARN decides: an ECS event's container instance ARN can never make itself an alarm.
+        return arn.startswith("arn:") and arn.split(":", 3)[2:3] == ["cloudwatch"] and ALARM_ARN_MARK in arn
+
+    @property
     def container_instance_id(self) -> str:
+        """The container instance's id; for an alarm, the alarm's name (which may contain "/")."""
+        if self.is_alarm:
+            return self.container_instance_arn.split(ALARM_ARN_MARK, 1)[1]
         arn = self.container_instance_arn
         if self.drill and arn.endswith(DRILL_MARK):
             arn = arn[: -len(DRILL_MARK)]
@@ -127,6 +151,9 @@ class InstanceRef:
 
     @property
     def console_url(self) -> str:
+        if self.is_alarm:
+            name = quote(self.container_instance_id, safe="")
+            return f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}#alarmsV2:alarm/{name}"
         return (
             f"https://{self.region}.console.aws.amazon.com/ecs/v2/clusters/{self.cluster_name}"
             f"/infrastructure/container-instances/{self.container_instance_id}?region={self.region}"
@@ -264,6 +291,11 @@ class Incident:
     @property
     def flapping(self) -> bool:
         return self.relapses > 0
+
+    @property
+    def kind(self) -> EventKind:
+        """The `kind` label: an alarm's incident is `alarm`, a health fault's `health_impaired`."""
+        return EventKind.ALARM if self.instance.is_alarm else EventKind.HEALTH_IMPAIRED
 
     @property
     def is_open(self) -> bool:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from fault_responder.alarms import alarm_facts, alarm_fingerprint, classify_alarm, is_alarm_check
 from fault_responder.classify import classify_health_check
 from fault_responder.domain import (
     DRILL_MARK,
@@ -71,6 +72,7 @@ from fault_responder.timefmt import iso_utc
 if TYPE_CHECKING:
     # A policy is handed in by the alert pipeline; deriving needs only its `apply`, so the resume functions that
     # derive incidents do not import silences and their time intervals.
+    from fault_responder.models.alarms import AlarmStateChangeEvent
     from fault_responder.policy import Policy
 
 MAX_TIMELINE = 100
@@ -95,7 +97,9 @@ class Settings:
 
 def fingerprint(instance: InstanceRef, check_type: str) -> str:
     """cluster/container-instance/check-type: stable, readable, and a valid PagerDuty dedup_key; a drill's begins
-    with `drill/`, so its alert is never a real fault's."""
+    with `drill/`, so its alert is never a real fault's (an alarm's: cloudwatch-alarm/region/name)."""
+    if instance.is_alarm:
+        return alarm_fingerprint(instance)
     value = f"{instance.cluster_name}/{instance.container_instance_id}/{check_type}"
     if instance.drill:
         value = f"drill/{value}"
@@ -134,9 +138,11 @@ def _instance(
     )
 
 
-def facts_from_event(event: EcsEvent) -> EventFacts | None:
-    """What the event says about its container instance, or None if it says nothing we act on."""
+def facts_from_event(event: EcsEvent | AlarmStateChangeEvent) -> EventFacts | None:
+    """What the event says about its container instance (or alarm), or None if it says nothing we act on."""
     event_id = bounded_id(event.id)
+    if not isinstance(event, HealthChangeEvent | InstanceStateEvent | TaskStateEvent):
+        return alarm_facts(event, event_id)
     if isinstance(event, HealthChangeEvent):
         return _health_facts(event, event_id)
     if isinstance(event, InstanceStateEvent):
@@ -293,7 +299,9 @@ def episodes(
 def _closed(episode: _Episode, ok: HealthFact) -> _Episode:
     episode.recovering = None
     episode.closed_at, episode.close = ok.at, ok
-    episode.close_reason = f"{episode.check_type} health check OK"
+    episode.close_reason = (
+        "the alarm is OK" if is_alarm_check(episode.check_type) else f"{episode.check_type} health check OK"
+    )
     return episode
 
 
@@ -307,6 +315,8 @@ def classify_episode(episode: _Episode) -> Classification:
 
 
 def _classify(fact: HealthFact) -> Classification:
+    if is_alarm_check(fact.check_type):
+        return classify_alarm(fact.check_type, fact.status, fact.reason)
     return classify_health_check(HealthCheck(type=fact.check_type, status=fact.status, statusReason=fact.reason))
 
 
@@ -333,8 +343,9 @@ def derive(
     now and why; as of `now` (None: long after every fact, with no silence or window in force). Same facts and
     time, same view, in any order."""
     gone = _left_cluster(record.statuses)
-    # A drill's OK is sent by the drill itself, not by a sensor that may flap: it resolves at once.
-    hold_down = timedelta(0) if record.instance.drill else settings.hold_down
+    # A drill's OK is sent by the drill itself, not by a sensor that may flap, and an alarm is already damped by
+    # CloudWatch's evaluation periods: neither has a hold-down of its own.
+    hold_down = timedelta(0) if record.instance.drill or record.instance.is_alarm else settings.hold_down
     by_check = {check: episodes(check, facts, gone, hold_down, now) for check, facts in sorted(record.health.items())}
     all_episodes = [episode for found in by_check.values() for episode in found]
     drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}

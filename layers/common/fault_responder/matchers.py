@@ -99,7 +99,7 @@ def matches_all(matchers: Iterable[Matcher], labels: Labels) -> bool:
 def incident_labels(incident: Incident) -> dict[str, str]:
     classification = incident.classification
     return {
-        "kind": "health_impaired",
+        "kind": incident.kind.value,
         "cluster": incident.instance.cluster_name,
         "capacity_provider": incident.instance.capacity_provider or "",
         "instance": incident.instance.container_instance_id,

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from fault_responder.domain import Alert, EventKind, Incident, Severity
+from fault_responder.domain import Alert, Incident, Severity
 from fault_responder.matchers import LABEL_NAMES, Matcher, MatcherError, parse_matcher
 from fault_responder.runbooks import check_action, check_https_url
 from fault_responder.timeintervals import TimeInterval, contains_any
@@ -327,9 +327,10 @@ def _matches(route: Route, context: RouteContext) -> bool:
 
 
 def incident_context(incident: Incident) -> RouteContext:
-    """An incident is routed as the fault it is (kind `health_impaired`), from its open to its resolve."""
+    """An incident is routed as the fault it is (kind `health_impaired`, or `alarm` for an alarm's), from its open
+    to its resolve."""
     return RouteContext(
-        kind=EventKind.HEALTH_IMPAIRED.value,
+        kind=incident.kind.value,
         cluster=incident.instance.cluster_name,
         capacity_provider=incident.instance.capacity_provider,
         check_type=incident.check_type,

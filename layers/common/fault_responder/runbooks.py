@@ -56,6 +56,9 @@ ECS_INSTANCE_HEALTH = "https://docs.aws.amazon.com/AmazonECS/latest/developergui
 ECS_HEALTH_EVENTS = (
     "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs_container_instance_health_events.html"
 )
+# Where the TaskGPU* metrics of ECS Container Insights with enhanced observability are documented, and alarms.
+CONTAINER_INSIGHTS_ECS = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-enhanced-observability-metrics-ECS.html"
+CLOUDWATCH_ALARMS = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html"
 # The ECS guide to draining: service tasks are replaced elsewhere, tasks started outside a service are left running.
 ECS_DRAINING = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/container-instance-draining.html"
 # The ECS reference of stopped-task errors, which the ECS API reference points to for a task's stop code.
@@ -176,6 +179,24 @@ CLASS_RUNBOOKS: Mapping[FaultClass, Runbook] = MappingProxyType(
             "them; for a failed registration, read its reason.",
             ECS_DRAINING,
             "ECS: draining container instances",
+        ),
+        FaultClass.GPU_TEMPERATURE: Runbook(
+            "A GPU runs hot: ECS does not act on temperature. Find the task (Container Insights, TaskGPUTemperature), "
+            "check the instance's cooling and power, and move the work off it if it stays hot.",
+            CONTAINER_INSIGHTS_ECS,
+            "CloudWatch: Container Insights for ECS",
+        ),
+        FaultClass.GPU_RESTART_APP_XIDS: Runbook(_RESTART_APP, NVIDIA_XID_CATALOG, "NVIDIA Xid catalog"),
+        FaultClass.RESPONDER_HEALTH: Runbook(
+            "GPU faults may not be paged while this fires: read the router's logs and the alert DLQ (docs/alarms.md "
+            "in the responder's repository), fix the cause, then redrive the DLQ.",
+            CLOUDWATCH_ALARMS,
+            "CloudWatch: alarms",
+        ),
+        FaultClass.ALARM: Runbook(
+            "A CloudWatch alarm fired: read its reason and the metric it watches in the CloudWatch console.",
+            CLOUDWATCH_ALARMS,
+            "CloudWatch: alarms",
         ),
         FaultClass.TASK_INTERRUPTION: Runbook(
             "The infrastructure stopped a task (Spot, a termination notice, an unhealthy instance): a service replaces "

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fault_responder import lifecycle
 from fault_responder.adapters.http import DeliveryError
@@ -49,11 +49,20 @@ from fault_responder.fleet import (
     member_of,
 )
 from fault_responder.lifecycle import InstanceView, derive, facts_from_event
-from fault_responder.models.events import EcsEvent, HealthChangeEvent, InstanceStateEvent, parse_ecs_event
+from fault_responder.models.events import (
+    EcsEvent,
+    HealthChangeEvent,
+    InstanceStateEvent,
+    TaskStateEvent,
+    parse_ecs_event,
+)
 from fault_responder.policy import Policy
 from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease
 from fault_responder.routing import Grouping, Receiver, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
+
+if TYPE_CHECKING:
+    from fault_responder.models.alarms import AlarmStateChangeEvent
 
 log = logging.getLogger(__name__)
 
@@ -277,8 +286,8 @@ class AlertService:
     def _group(self, record: InstanceRecord, checks: set[str]) -> tuple[InstanceRecord, list[GroupRecord]]:
         """Write the instance's member of each group its changed checks belong to; note which open fleet
         incident its incidents joined (they are muted from then on). Returns the record as stored and the groups."""
-        if self.grouping is None or record.instance.drill:
-            return record, []  # a drill is never a member of a real fleet incident
+        if self.grouping is None or record.instance.drill or record.instance.is_alarm:
+            return record, []  # a drill, or an alarm (one incident by itself), is never a member of a fleet incident
         latest = latest_incidents(self.derive(record).incidents)
         groups: list[GroupRecord] = []
         joined: dict[str, str] = {}
@@ -543,9 +552,11 @@ def _forgotten(record: InstanceRecord, view: InstanceView) -> list[tuple[str, st
     return [key for key in record.deliveries if key[1] not in subjects]
 
 
-def _kind(event: EcsEvent) -> str:
+def _kind(event: EcsEvent | AlarmStateChangeEvent) -> str:
     if isinstance(event, HealthChangeEvent):
         return "health_change"
     if isinstance(event, InstanceStateEvent):
         return "instance_state"
-    return "task_state"
+    if isinstance(event, TaskStateEvent):
+        return "task_state"
+    return "alarm_state"

@@ -8,7 +8,7 @@ value is classified as unknown downstream, never rejected here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
@@ -16,9 +16,14 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from fault_responder.domain import DRILL_SOURCE
 
+if TYPE_CHECKING:
+    from fault_responder.models.alarms import AlarmStateChangeEvent
+
 HEALTH_CHANGE = "ECS Container Instance Health Change"
 STATE_CHANGE = "ECS Container Instance State Change"
 TASK_STATE_CHANGE = "ECS Task State Change"
+ALARM_STATE_CHANGE = "CloudWatch Alarm State Change"
+"""Of the stack's own CloudWatch alarms (fault_responder.models.alarms, imported only when one arrives)."""
 
 KNOWN_CHECK_TYPES = frozenset({"CONTAINER_RUNTIME", "ACCELERATED_COMPUTE", "DAEMON", "AGENT_CONNECTIVITY"})
 KNOWN_HEALTH_STATUSES = frozenset({"OK", "IMPAIRED", "INSUFFICIENT_DATA", "INITIALIZING"})
@@ -146,12 +151,16 @@ class UnsupportedEventError(ValueError):
     """Valid JSON, but not an ECS event this app consumes."""
 
 
-def parse_ecs_event(raw: Any) -> EcsEvent:
+def parse_ecs_event(raw: Any) -> EcsEvent | AlarmStateChangeEvent:
     """Parse a full EventBridge envelope with the Powertools parser into the model its detail-type names.
 
     Raises UnsupportedEventError for other detail-types and pydantic.ValidationError for a malformed one.
     """
     detail_type = raw.get("detail-type") if isinstance(raw, dict) else None
+    if detail_type == ALARM_STATE_CHANGE:
+        from fault_responder.models.alarms import AlarmStateChangeEvent  # noqa: PLC0415 - only the alarm path pays for it
+
+        return parse(event=raw, model=AlarmStateChangeEvent)
     model = _MODELS.get(detail_type) if isinstance(detail_type, str) else None
     if model is None:
         raise UnsupportedEventError(f"not an ECS event this app consumes (detail-type {detail_type!r})")

@@ -81,6 +81,9 @@ def _incident_summary(incident: Incident) -> str:
     phase = incident.phase
     if phase in _DRAIN_PHASES and incident.drain is not None:
         phase = f"{phase}, {incident.drain.label}"
+    if instance.is_alarm:
+        cluster = f" in cluster {instance.cluster_name}" if instance.cluster_name else ""
+        return f"{incident.classification.title}: alarm {instance.container_instance_id}{cluster} ({phase})"
     return f"{incident.classification.title} on {_source(instance)} in cluster {instance.cluster_name} ({phase})"
 
 
@@ -143,7 +146,11 @@ def _timeline_item(entry: TimelineEntry) -> dict[str, Any]:
 
 
 def _context(instance: InstanceRef, runbook: Runbook | None) -> dict[str, Any]:
-    label = f"ECS container instance {instance.container_instance_id} in cluster {instance.cluster_name}"
+    label = (
+        f"CloudWatch alarm {instance.container_instance_id}"
+        if instance.is_alarm
+        else f"ECS container instance {instance.container_instance_id} in cluster {instance.cluster_name}"
+    )
     links = [{"href": instance.console_url, "text": _clip(label, MAX_SUMMARY)}]
     if runbook is not None:
         links.append({"href": runbook.url, "text": _clip(runbook.link_text, MAX_SUMMARY)})

@@ -83,7 +83,7 @@ def render_incident_root(incident: Incident, *, dashboard_url: str | None = None
 
 def render_timeline_reply(incident: Incident, entry: TimelineEntry) -> SlackMessage:
     """One thread reply for one lifecycle step of the incident."""
-    blocks = [_section(_step_text(incident, entry)), _step_context(entry)]
+    blocks = [_section(_step_text(incident, entry)), _step_context(incident, entry)]
     fallback = f"{escape_mrkdwn(entry.phase)}: {escape_mrkdwn(entry.text)}"
     return SlackMessage(text=_clip(fallback, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
@@ -194,6 +194,9 @@ def _alert_fields(alert: Alert) -> list[tuple[str, str]]:
 
 
 def _instance_fields(instance: InstanceRef) -> list[tuple[str, str]]:
+    if instance.is_alarm:
+        alarm = [("CloudWatch alarm", _link(instance.console_url, instance.container_instance_id))]
+        return [*alarm, ("Cluster", escape_mrkdwn(instance.cluster_name))] if instance.cluster_name else alarm
     return [
         ("Cluster", escape_mrkdwn(instance.cluster_name)),
         ("Container instance", _link(instance.console_url, instance.container_instance_id)),
@@ -247,8 +250,9 @@ def _step_line(entry: TimelineEntry) -> str:
     return f"• {_slack_time(entry.at)} *{escape_mrkdwn(entry.phase)}* {_clip(escape_mrkdwn(entry.text), 300)}"
 
 
-def _step_context(entry: TimelineEntry) -> dict[str, Any]:
-    return _context([f"ECS event `{escape_mrkdwn(entry.event_id)}`"])
+def _step_context(incident: Incident, entry: TimelineEntry) -> dict[str, Any]:
+    source = "CloudWatch event" if incident.instance.is_alarm else "ECS event"
+    return _context([f"{source} `{escape_mrkdwn(entry.event_id)}`"])
 
 
 def _incident_context(incident: Incident, dashboard_url: str | None) -> dict[str, Any]:
@@ -275,7 +279,8 @@ def _incident_fallback(incident: Incident) -> str:
 def _incident_subject(incident: Incident) -> str:
     """What a push notification leads with: the state, the fault, where it is."""
     state = incident.classification.severity.value.upper() if incident.is_open else _status_text(incident)
-    where = f"{_instance_name(incident.instance)} ({escape_mrkdwn(incident.instance.cluster_name)})"
+    cluster = incident.instance.cluster_name
+    where = _instance_name(incident.instance) + (f" ({escape_mrkdwn(cluster)})" if cluster else "")
     return f"{state} · {escape_mrkdwn(incident.classification.title)} · {where}"
 
 
