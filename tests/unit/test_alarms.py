@@ -20,7 +20,7 @@ from fault_responder.alarms import (
     alarm_facts,
     classify_alarm,
 )
-from fault_responder.domain import EventKind, FaultClass, Severity
+from fault_responder.domain import EventKind, FaultClass, InstanceRef, Severity
 from fault_responder.matchers import incident_labels
 from fault_responder.models.alarms import AlarmStateChangeEvent
 from fault_responder.models.events import parse_ecs_event
@@ -251,8 +251,6 @@ def test_an_alarm_with_a_cluster_dimension_names_its_cluster() -> None:
 
 
 def test_an_ecs_container_instance_arn_never_makes_itself_an_alarm() -> None:
-    from fault_responder.domain import InstanceRef
-
     hostile = InstanceRef(
         region="us-east-1",
         account="123456789012",
