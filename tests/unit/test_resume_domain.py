@@ -22,10 +22,12 @@ from fault_responder.resume.budget import (
 )
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.fault import (
+    ClaimedFault,
     Fault,
     GuardVerdict,
     NotResumableError,
     ProviderInfo,
+    claim_rank,
     fault_from_event,
     judge_guards,
     mass_fault_allowance,
@@ -201,6 +203,33 @@ def test_more_impaired_instances_than_allowed_is_a_mass_fault() -> None:
     provider = ProviderInfo(name="asg", type="EC2_AUTOSCALING", auto_repair=None)
     assert judge_guards(provider, impaired=2, instances=10, config=CONFIG).verdict == GuardVerdict.PROCEED
     assert judge_guards(provider, impaired=3, instances=10, config=CONFIG).verdict == GuardVerdict.MASS_FAULT
+
+
+def test_faults_checked_at_once_rank_in_claim_order_so_the_first_claimed_proceed() -> None:
+    # Given three faults of one provider of five (one may be handled), claimed a millisecond apart, and each
+    # execution checking its guard after all three claims are written
+    provider = ProviderInfo(name="asg", type="EC2_AUTOSCALING", auto_repair=None)
+    faults = [
+        a_fault().model_copy(update={"container_instance_arn": f"{INSTANCE_ARN}-{n}", "fingerprint": f"f{n}"})
+        for n in "abc"
+    ]
+    claims = [
+        ClaimedFault(f.container_instance_arn, f.impaired_at, None, f.key, NOW + timedelta(milliseconds=n))
+        for n, f in enumerate(faults)
+    ]
+    # Then each sees all three, and only the first claimed proceeds, in whatever order the claims are read
+    for order in (claims, claims[::-1]):
+        verdicts = [
+            judge_guards(provider, impaired=3, instances=5, config=CONFIG, rank=claim_rank(f, order)).verdict
+            for f in faults
+        ]
+        assert verdicts == [GuardVerdict.PROCEED, GuardVerdict.MASS_FAULT, GuardVerdict.MASS_FAULT]
+    # And a claim written before claims had times counts as claimed first
+    legacy = ClaimedFault(f"{INSTANCE_ARN}-old", NOW, None, None, None)
+    assert claim_rank(faults[0], [legacy, *claims]) == 2
+    # And a second fault of an instance already counted does not move it down
+    again = ClaimedFault(faults[0].container_instance_arn, NOW, None, "other", NOW - timedelta(seconds=1))
+    assert claim_rank(faults[0], [again, *claims]) == 1
 
 
 # --- Jobs ------------------------------------------------------------------------------------------

@@ -91,6 +91,10 @@ def test_claimed_faults_name_their_hosts_within_the_window_around_a_moment(store
         (fault.container_instance_arn, "i-faulty", fault.impaired_at),
         ("ci-2", "i-2", later),
     ]
+    # And each knows its fault and when it was claimed, in the order the claims were written
+    assert [c.fault_key for c in claimed] == [fault.key, other.key]
+    first, second = (c.claimed_at for c in claimed)
+    assert first is not None and second is not None and first <= second
     assert store.claimed_faults(fault.cluster_name, "another-provider", later, timedelta(minutes=10)) == []
 
 

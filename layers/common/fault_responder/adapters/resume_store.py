@@ -81,6 +81,7 @@ class DynamoDBResumeStore:
             "container_instance_arn": fault.container_instance_arn,
             "host": fault.host,
             "fault_key": fault.key,
+            "claimed_at": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="microseconds"),
             "expires_at": self._expiry(CLAIM_TTL),
         }
         try:
@@ -126,6 +127,8 @@ class DynamoDBResumeStore:
                 container_instance_arn=str(item["container_instance_arn"]),
                 impaired_at=_provider_sk_time(str(item["sk"])),
                 host=str(item["host"]) if item.get("host") else None,
+                fault_key=str(item["fault_key"]) if item.get("fault_key") else None,
+                claimed_at=datetime.fromisoformat(str(item["claimed_at"])) if item.get("claimed_at") else None,
             )
             for item in items
         ]

@@ -3,7 +3,7 @@ quarantine of the faulty host."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -157,6 +157,8 @@ class Guards(_Payload):
     """Distinct instances of the provider with a claimed fault within the window, this one included."""
     instances: int
     allowed: int
+    rank: int | None = None
+    """This fault's place among them in the order they were claimed (1: claimed first); None: not counted."""
 
 
 def mass_fault_allowance(instances: int, threshold_percent: int) -> int:
@@ -168,15 +170,40 @@ def mass_fault_allowance(instances: int, threshold_percent: int) -> int:
     return max(1, instances * threshold_percent // 100)
 
 
-def judge_guards(provider: ProviderInfo, impaired: int, instances: int, config: ResumeConfig) -> Guards:
+def judge_guards(
+    provider: ProviderInfo, impaired: int, instances: int, config: ResumeConfig, rank: int | None = None
+) -> Guards:
+    """Proceed while this fault is among the first `allowed` of the window in claim order (`rank`; without it,
+    while the count is within the allowance). Executions that check at the same moment then agree whatever their
+    timing: the faults claimed first are handled, the others stop, and never all of them."""
     allowed = mass_fault_allowance(instances, config.mass_fault_threshold_percent)
     if provider.ecs_owns_recovery:
         verdict = GuardVerdict.ECS_OWNS_RECOVERY
-    elif impaired > allowed:
+    elif (rank if rank is not None else impaired) > allowed:
         verdict = GuardVerdict.MASS_FAULT
     else:
         verdict = GuardVerdict.PROCEED
-    return Guards(verdict=verdict, provider=provider, impaired=impaired, instances=instances, allowed=allowed)
+    return Guards(
+        verdict=verdict, provider=provider, impaired=impaired, instances=instances, allowed=allowed, rank=rank
+    )
+
+
+def claim_rank(fault: Fault, claims: Sequence[ClaimedFault]) -> int:
+    """This fault's place in claim order among the instances with a claimed fault: 1 + the other instances with
+    a claim before this fault's own (a claim without its time, written by an older version, counts as before)."""
+    mine = next((c for c in claims if c.fault_key == fault.key and c.claimed_at is not None), None)
+
+    def before(claim: ClaimedFault) -> bool:
+        if mine is None or mine.claimed_at is None or claim.claimed_at is None:
+            return True
+        return (claim.claimed_at, claim.container_instance_arn) < (mine.claimed_at, mine.container_instance_arn)
+
+    ahead = {
+        c.container_instance_arn
+        for c in claims
+        if c.container_instance_arn != fault.container_instance_arn and before(c)
+    }
+    return len(ahead) + 1
 
 
 def quarantine_reason(fault: Fault) -> str:
@@ -198,6 +225,9 @@ class ClaimedFault:
     impaired_at: datetime
     host: str | None
     """The faulty host's EC2 instance id (Fault.host); None on a claim recorded before hosts were stored."""
+    fault_key: str | None = None
+    claimed_at: datetime | None = None
+    """When the claim was written (wall clock, microseconds): the order the mass-fault guard ranks by."""
 
 
 @dataclass(frozen=True, slots=True)

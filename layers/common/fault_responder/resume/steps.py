@@ -39,6 +39,7 @@ from fault_responder.resume.fault import (
     NotResumableError,
     ProviderInfo,
     Quarantine,
+    claim_rank,
     fault_from_event,
     judge_guards,
     quarantine_reason,
@@ -184,9 +185,12 @@ class ResumeSteps:
         if provider.ecs_owns_recovery:
             # Nothing to count: ECS acts whatever the share.
             return judge_guards(provider, impaired=0, instances=0, config=config)
-        impaired = self.store.impaired_instances(fault, timedelta(minutes=config.mass_fault_window_minutes))
+        window = timedelta(minutes=config.mass_fault_window_minutes)
+        claims = self.store.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)
+        impaired = {claim.container_instance_arn for claim in claims} | {fault.container_instance_arn}
         instances = self.ecs.provider_instance_count(fault.cluster_arn, fault.capacity_provider)
-        return judge_guards(provider, impaired=len(impaired), instances=instances, config=config)
+        rank = claim_rank(fault, claims)
+        return judge_guards(provider, impaired=len(impaired), instances=instances, config=config, rank=rank)
 
     def quarantine(self, fault: Fault) -> Quarantine:
         """Record the quarantine FIRST, so the DRAINING event the drain causes is attributed to us."""
