@@ -58,6 +58,9 @@ class RouterSettings(BaseModel):
     resume_mode: str = Field(alias="RESUME_MODE", default="auto")
     resume_page_deadline_minutes: int = Field(alias="RESUME_PAGE_DEADLINE_MINUTES", default=30, ge=1, le=1440)
     silence_refresh_seconds: int = Field(alias="SILENCE_REFRESH_SECONDS", default=30, ge=0, le=600)
+    cluster_arns: Names = Field(alias="CLUSTER_ARNS", default=())
+    """The watched clusters (the reconciliation sweep lists their instances); empty: every cluster."""
+    reconcile_max_instances: int = Field(alias="RECONCILE_MAX_INSTANCES", default=5000, ge=1, le=100_000)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -120,6 +123,28 @@ class AlertRouter:
         self.silences.refresh_or_keep()  # what ended since the last run is what the sweep is for
         tally = self.service.sweep(seconds_left=seconds_left)
         logger.info("sweep done", extra=tally)
+        return tally
+
+    def reconcile(self) -> dict[str, int]:
+        """One run of the reconciliation sweep (ReconcileFunction): what ECS says now against the incidents table;
+        what an event would have said and none did is recorded and delivered as the event's would have been."""
+        from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415 - this function's only
+        from fault_responder.reconcile import Reconciler  # noqa: PLC0415
+
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        self.silences.refresh_or_keep()
+        service = self.service
+        reconciler = Reconciler(
+            inventory=EcsHealthInventory(boto3.client("ecs")),
+            records=service.store,
+            observe=lambda facts, left: service.observe(facts, seconds_left=left),
+            clusters=self.settings.cluster_arns,
+            count=count,
+            epoch=time.time,
+            max_instances=self.settings.reconcile_max_instances,
+        )
+        tally = reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left)
+        logger.info("reconciliation done", extra=tally)
         return tally
 
     def _handle(self, event: dict[str, Any]) -> dict[str, Any]:
