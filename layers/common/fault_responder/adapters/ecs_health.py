@@ -85,7 +85,12 @@ class EcsHealthInventory:
         answer = self._ecs.describe_container_instances(
             cluster=cluster, containerInstances=list(arns), include=[HEALTH]
         )
-        return read_described(cluster, answer)
+        described = read_described(cluster, answer)
+        # A failure may name the instance in another ARN format than the one asked about (with or without the
+        # cluster's name): the sweep knows it by the ARN it asked with.
+        asked = {arn.rsplit("/", 1)[-1]: arn for arn in arns}
+        described.missing = [asked.get(arn.rsplit("/", 1)[-1], arn) for arn in described.missing]
+        return described
 
 
 def read_described(cluster: str, answer: Any) -> Described:
