@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from fault_responder import lifecycle
 from fault_responder.adapters.ecs_health import read_described
+from fault_responder.adapters.http import DeliveryError
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels
 from fault_responder.reconcile import (
     Described,
@@ -88,11 +89,24 @@ class Inventory:
         return answer
 
 
+@dataclass
+class FlakyChannels(RecordingChannels):
+    """PagerDuty refuses the first `refusals` resolves (down), then takes them."""
+
+    refusals: int = 0
+
+    def send(self, event: dict[str, object]) -> str:
+        if event["event_action"] == "resolve" and self.refusals > 0:
+            self.refusals -= 1
+            raise DeliveryError("pagerduty", 503, "service unavailable", retryable=True)
+        return super().send(event)  # type: ignore[arg-type]
+
+
 class World:
     def __init__(self) -> None:
         self.clock = Clock()
         self.store = MemoryInstanceStore()
-        self.channels = RecordingChannels()
+        self.channels = FlakyChannels()
         self.inventory = Inventory()
         self.service = AlertService(
             self.store,
@@ -107,6 +121,7 @@ class World:
             inventory=self.inventory,
             records=self.store,
             observe=lambda facts, left: self.service.observe(facts, seconds_left=left),
+            redeliver=lambda arn, left: self.service.reconcile(arn, seconds_left=left),
             clusters=clusters,
             epoch=lambda: 0.0,
             max_instances=max_instances,
@@ -220,6 +235,22 @@ def test_an_open_incident_whose_instance_ecs_no_longer_knows_is_closed() -> None
     assert tally["gone"] == 1 and again["gone"] == 0
     (known,) = world.record(1).incidents[CHECK]
     assert known.status == "CLOSED"
+    assert world.sent("pagerduty", "resolve") == 1
+
+
+def test_a_resolve_that_failed_when_the_sweep_closed_the_incident_is_delivered_again_in_the_same_run() -> None:
+    # Given an open incident whose instance left with no event, and PagerDuty refusing the first resolve
+    world = World()
+    world.service.handle(report(1, "IMPAIRED", START))
+    world.inventory.show(observed(2, "OK"))
+    world.channels.refusals = 1
+
+    # When the sweep closes it (the record leaves the Open index: no later sweep would look at it again)
+    tally = world.sweep()
+
+    # Then the run delivered the resolve once more, at its end
+    assert tally["failed"] == 1 and tally["redelivered"] == 1
+    assert world.record(1).incidents[CHECK][0].status == "CLOSED"
     assert world.sent("pagerduty", "resolve") == 1
 
 

@@ -138,6 +138,7 @@ class AlertRouter:
             inventory=EcsHealthInventory(boto3.client("ecs")),
             records=service.store,
             observe=lambda facts, left: service.observe(facts, seconds_left=left),
+            redeliver=lambda arn, left: service.reconcile(arn, seconds_left=left),
             clusters=self.settings.cluster_arns,
             count=count,
             epoch=time.time,

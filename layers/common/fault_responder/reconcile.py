@@ -250,6 +250,8 @@ class Records(Protocol):
 
 Observe = Callable[[EventFacts, float], bool]
 """observe(facts, seconds_left) -> whether the facts changed the record (the alert service's event path)."""
+Redeliver = Callable[[str, float], object]
+"""redeliver(instance ARN, seconds_left): bring its receivers up to date with its facts (the sweep's reconcile)."""
 Counter = Callable[[str, str, str], None]
 
 
@@ -264,6 +266,7 @@ class Tally:
     already_known: int = 0
     unreadable: int = 0
     failed: int = 0
+    redelivered: int = 0
     deferred_clusters: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -279,15 +282,20 @@ class Reconciler:
     observe: Observe
     clusters: Sequence[str] = ()
     """The watched clusters' ARNs; empty: every cluster the inventory lists."""
+    redeliver: Redeliver | None = None
+    """Tried once more at the end of the run for an instance whose findings were written but not all delivered:
+    a finding that closed the instance's last incident takes it off the table's Open index, so no sweep would."""
     count: Counter = lambda metric, dimension, value: None
     epoch: Callable[[], float] = lambda: 0.0
     max_instances: int = DEFAULT_MAX_INSTANCES
     _ends: float = 0.0
     _tally: Tally = field(default_factory=Tally)
+    _undelivered: list[str] = field(default_factory=list)
 
     def run(self, *, started: datetime, seconds_left: float) -> dict[str, int]:
         self._ends = self.epoch() + seconds_left
         self._tally = Tally()
+        self._undelivered = []
         event_id = run_event_id(started)
         open_arns = {arn for arn in self.records.open_records() if not is_group(arn)}
         seen: set[str] = set()
@@ -301,6 +309,7 @@ class Reconciler:
             if self._reconcile_cluster(cluster, open_arns, seen, event_id, started):
                 complete.add(cluster)
         self._reconcile_unlisted(open_arns - seen, complete, event_id, started)
+        self._deliver_again()
         return self._tally.as_dict()
 
     def _reconcile_cluster(
@@ -355,6 +364,7 @@ class Reconciler:
             changed = self.observe(finding.facts, max(0.0, self._ends - self.epoch()))
         except Exception as error:  # one instance's failure must not stop the run; the next run tries again
             self._tally.failed += 1
+            self._undelivered.append(arn)
             self.count("ReconcileFailures", "Kind", type(error).__name__)
             log.warning("the reconciliation could not record what it found about %s: %s", arn, error)
             return
@@ -364,6 +374,18 @@ class Reconciler:
         setattr(self._tally, finding.kind, getattr(self._tally, finding.kind) + 1)
         self.count("ReconcileFindings", "Finding", finding.kind)
         log.info("reconciliation: %s", finding.kind, extra={"instance": arn, "finding": finding.kind})
+
+    def _deliver_again(self) -> None:
+        for arn in self._undelivered:
+            if self.redeliver is None or not self._time_left():
+                return
+            try:
+                self.redeliver(arn, max(0.0, self._ends - self.epoch()))
+            except Exception as error:  # still failing: logged and counted; see docs/operations.md#bounds
+                self.count("ReconcileFailures", "Kind", type(error).__name__)
+                log.warning("the reconciliation could not deliver what it found about %s: %s", arn, error)
+                continue
+            self._tally.redelivered += 1
 
     def _unreadable(self, unreadable: Iterable[Unreadable]) -> None:
         for item in unreadable:
