@@ -393,5 +393,25 @@ def test_a_sweep_with_an_unreadable_instance_counts_it_and_changes_nothing() -> 
     assert world.record(1).incidents[CHECK][0].status == "OPEN"
 
 
+def test_a_cluster_ecs_will_not_list_is_counted_and_the_others_are_still_reconciled() -> None:
+    # Given ECS refusing to list the first watched cluster (deleted), and a missed fault in the second
+    world = World()
+
+    class Refusing(Inventory):
+        def instance_pages(self, cluster: str) -> Iterator[list[str]]:
+            if cluster == OTHER_CLUSTER:
+                raise RuntimeError("ClusterNotFoundException: Cluster not found.")
+            yield from super().instance_pages(cluster)
+
+    world.inventory = Refusing()
+    world.inventory.show(observed(1))
+
+    tally = world.sweep(clusters=[OTHER_CLUSTER, CLUSTER])
+
+    # Then the run goes on: the failure is counted, the missed fault in the other cluster is opened
+    assert tally["failed"] == 1 and tally["missed_fault"] == 1
+    assert world.sent("pagerduty", "trigger") == 1
+
+
 def test_started_is_the_run_moment() -> None:
     assert run_event_id(datetime(2026, 4, 11, 1, 0, tzinfo=UTC)) == "reconcile:2026-04-11T01:00:00Z"

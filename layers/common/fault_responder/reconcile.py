@@ -306,8 +306,11 @@ class Reconciler:
                 self._tally.deferred_clusters += len(watched) - index
                 break
             self._tally.clusters += 1
-            if self._reconcile_cluster(cluster, open_arns, seen, event_id, started):
-                complete.add(cluster)
+            try:
+                if self._reconcile_cluster(cluster, open_arns, seen, event_id, started):
+                    complete.add(cluster)
+            except Exception as error:  # ECS refused (a cluster deleted, a permission): the other clusters go on
+                self._cluster_failed(cluster, error)
         self._reconcile_unlisted(open_arns - seen, complete, event_id, started)
         self._deliver_again()
         return self._tally.as_dict()
@@ -345,7 +348,11 @@ class Reconciler:
             for batch in _batches(records, DESCRIBE_BATCH):
                 if not self._time_left():
                     return
-                described = self.inventory.describe(cluster, [record.arn for record in batch])
+                try:
+                    described = self.inventory.describe(cluster, [record.arn for record in batch])
+                except Exception as error:  # as for a cluster's listing: nothing concluded, the others go on
+                    self._cluster_failed(cluster, error)
+                    break
                 self._unreadable(described.unreadable)
                 for observed in described.instances:
                     self._decide(observed.container_instance_arn, event_id, started, observed=observed)
@@ -374,6 +381,12 @@ class Reconciler:
         setattr(self._tally, finding.kind, getattr(self._tally, finding.kind) + 1)
         self.count("ReconcileFindings", "Finding", finding.kind)
         log.info("reconciliation: %s", finding.kind, extra={"instance": arn, "finding": finding.kind})
+
+    def _cluster_failed(self, cluster: str, error: Exception) -> None:
+        """A cluster ECS would not list or describe: nothing is concluded about its instances this run."""
+        self._tally.failed += 1
+        self.count("ReconcileFailures", "Kind", type(error).__name__)
+        log.warning("the reconciliation could not read cluster %s (the next run tries again): %s", cluster, error)
 
     def _deliver_again(self) -> None:
         for arn in self._undelivered:

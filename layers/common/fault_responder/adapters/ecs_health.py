@@ -65,16 +65,17 @@ class _Instance(_Answer):
 class EcsHealthInventory:
     """fault_responder.reconcile.Inventory over boto3's ECS client."""
 
-    def __init__(self, ecs: BaseClient) -> None:
+    def __init__(self, ecs: BaseClient, *, page_size: int = PAGE_SIZE) -> None:
         self._ecs = cast(Any, ecs)
+        self._page = {"PageSize": page_size}
 
     def clusters(self) -> Iterator[str]:
-        for page in self._ecs.get_paginator("list_clusters").paginate(PaginationConfig={"PageSize": PAGE_SIZE}):
+        for page in self._ecs.get_paginator("list_clusters").paginate(PaginationConfig=self._page):
             yield from page.get("clusterArns", [])
 
     def instance_pages(self, cluster: str) -> Iterator[list[str]]:
         paginator = self._ecs.get_paginator("list_container_instances")
-        for page in paginator.paginate(cluster=cluster, PaginationConfig={"PageSize": PAGE_SIZE}):
+        for page in paginator.paginate(cluster=cluster, PaginationConfig=self._page):
             yield list(page.get("containerInstanceArns", []))
 
     def describe(self, cluster: str, arns: Sequence[str]) -> Described:
