@@ -7,7 +7,7 @@ same moment (a barrier), against one moto server (DynamoDB) and the Slack and Pa
   ECS's answer (the event arrives while the sweep writes what it found);
 - both run the reconciliation sweep at once (two overlapping scheduled runs).
 ECS's answer is given to the sweep by the harness (tests/integration/parallel.py): the race under test is on the
-incidents table and the receivers, where the sweep and the event path meet. 40 runs of each, a new instance per run.
+incidents table and the receivers, where the sweep and the event path meet. 24 runs of each, a new instance per run.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.conftest import load_event
 from tests.integration.parallel import Workers
 from tests.integration.test_concurrency import world  # noqa: F401 - the module's moto server and stand-ins
 
-RUNS = 40
+RUNS = 24
 CLUSTER = "arn:aws:ecs:us-west-2:123456789012:cluster/reconcile-race"
 FOUND = "found by the sweep: the event was missed"
 

@@ -354,14 +354,26 @@ class Reconciler:
                     self._cluster_failed(cluster, error)
                     break
                 self._unreadable(described.unreadable)
+                read = {record.arn: record for record in batch}
                 for observed in described.instances:
-                    self._decide(observed.container_instance_arn, event_id, started, observed=observed)
+                    arn = observed.container_instance_arn
+                    self._decide(arn, event_id, started, observed=observed, record=read.get(arn))
                 for arn in described.missing:
-                    self._decide(arn, event_id, started, observed=None)
+                    self._decide(arn, event_id, started, observed=None, record=read.get(arn))
 
-    def _decide(self, arn: str, event_id: str, started: datetime, *, observed: ObservedInstance | None) -> None:
+    def _decide(
+        self,
+        arn: str,
+        event_id: str,
+        started: datetime,
+        *,
+        observed: ObservedInstance | None,
+        record: InstanceRecord | None = None,
+    ) -> None:
+        """Decide from the record (read now unless just read) and record what was found through the event path,
+        which reads it again before it writes: a change meanwhile is merged, never overwritten."""
         try:
-            record = self.records.load(arn)
+            record = record if record is not None else self.records.load(arn)
             if observed is None:
                 finding = gone_finding(record, event_id=event_id, at=started)
             else:
