@@ -12,6 +12,7 @@ from fault_responder import lifecycle
 from fault_responder.adapters.ecs_health import read_described
 from fault_responder.adapters.http import DeliveryError
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.policy import Policy, QuietWhenHandled
 from fault_responder.reconcile import (
     Described,
     ObservedCheck,
@@ -189,6 +190,31 @@ def test_the_sweep_after_the_real_event_adds_nothing() -> None:
     assert world.record(1).version == version
     assert len(world.channels.sent) == sent
     assert world.record(1).incidents[CHECK][0].found is None
+
+
+def test_a_missed_fault_on_a_training_provider_pages_at_once_no_workflow_handles_it() -> None:
+    # Given quiet-when-handled on instance 1's capacity provider (its faults wait for the resume workflow, which
+    # starts on the fault's event), and a fault no event announced
+    world = World()
+    pagerduty = frozenset({"gpu-oncall"})
+    quiet = QuietWhenHandled(frozenset({"my-capacity-provider"}), frozenset({CHECK}), timedelta(minutes=30))
+    world.service.policy = Policy(quiet=quiet, pagerduty_receivers=pagerduty)
+    world.inventory.show(observed(1))
+
+    world.sweep()
+
+    # Then it pages now, not after the deadline: no workflow will resume anything
+    assert world.sent("pagerduty", "trigger") == 1
+
+
+def test_the_same_fault_from_its_event_waits_for_the_workflow() -> None:
+    world = World()
+    quiet = QuietWhenHandled(frozenset({"my-capacity-provider"}), frozenset({CHECK}), timedelta(minutes=30))
+    world.service.policy = Policy(quiet=quiet, pagerduty_receivers=frozenset({"gpu-oncall"}))
+
+    world.service.handle(report(1, "IMPAIRED", START))
+
+    assert world.sent("pagerduty", "trigger") == 0
 
 
 def test_the_incident_found_by_the_sweep_says_so_in_slack_and_pagerduty() -> None:
