@@ -233,7 +233,9 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
             since = _seed_health(instance, container_instance_arn, emulation)
             world.health.update({(instance.name, check): moment for check, moment in since.items()})
             if instance.gone:
-                ecs.deregister_container_instance(cluster=cluster.name, containerInstance=container_instance_arn)
+                ecs.deregister_container_instance(
+                    cluster=cluster.name, containerInstance=container_instance_arn, force=True
+                )
             world.instances[instance.name] = SeededInstance(
                 instance.name,
                 cluster.name,

@@ -128,7 +128,8 @@ class AlertRouter:
     def reconcile(self) -> dict[str, int]:
         """One run of the reconciliation sweep (ReconcileFunction): what ECS says now against the incidents table;
         what an event would have said and none did is recorded and delivered as the event's would have been."""
-        from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415 - this function's only
+        # Imported here: only ReconcileFunction reconciles, and the router's cold start need not pay for it.
+        from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415
         from fault_responder.reconcile import Reconciler  # noqa: PLC0415
 
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
