@@ -1,4 +1,5 @@
-"""Real parallel worker processes against one moto server: the harness of tests/integration/test_concurrency.py.
+"""Real parallel worker processes against one moto server: the harness of tests/integration/test_concurrency.py and
+tests/integration/test_reconcile_race.py (where a worker may run the reconciliation sweep instead of events).
 
 - `serve_moto` runs moto in a process of its own, answering one request at a time. DynamoDB applies each
   conditional write atomically; moto's threaded server checks a condition and writes in two steps that two
