@@ -14,6 +14,11 @@ in-process moto server alike. While installed:
   the same tasks; a different request -> ConflictException), and reports `failures` when it places nothing.
 - Failures can be injected: the next N RunTask calls answer `failures: [{reason: RESOURCE:GPU}]`, or the next
   N tasks started stop before they run.
+- Container instances have health (docs/sandbox.md#ecs): DescribeContainerInstances with
+  include=CONTAINER_INSTANCE_HEALTH shows each instance's `healthStatus` as seeded (`set_health`; an instance
+  never seeded is OK, its CONTAINER_RUNTIME check OK since it registered), and refuses more than 100 instances a
+  call as ECS does. ListContainerInstances is paginated like ECS (maxResults up to 100, nextToken), with pages of
+  `list_page_size` (default 100).
 - Tasks have a lifecycle, opt-in: with `start_after_describes` = N > 0 a new task is PENDING until the Nth
   DescribeTasks of it, which shows it RUNNING; with `stop_after_describes` = N > 0 a stopped task is STOPPING
   until the Nth DescribeTasks shows it STOPPED. With 0 (the default) tasks are RUNNING / STOPPED at once, as
@@ -46,6 +51,10 @@ from moto.moto_api import state_manager
 DEFAULT_ACCOUNT = "123456789012"
 DEFAULT_REGION = "us-east-1"
 MANAGED_INSTANCES = "MANAGED_INSTANCES"
+MAX_DESCRIBED = 100
+"""DescribeContainerInstances: at most 100 container instances a call."""
+MAX_PAGE = 100
+"""ListContainerInstances: maxResults between 1 and 100."""
 _NEVER = 10**9
 _INSTANCE_SET = re.compile(r"^\s*ec2InstanceId\s+(?P<op>!in|not_in|in)\s+\[(?P<items>[^\]]*)\]\s*$")
 
@@ -73,6 +82,11 @@ class EcsEmulation:
     stop_after_describes: int = 0
     run_task_requests: list[dict[str, Any]] = field(default_factory=list)
     """Every RunTask request that reached ECS, in order (for assertions and reports)."""
+    list_page_size: int = 100
+    """ListContainerInstances' page size when the caller gives no maxResults (ECS: 100)."""
+    describe_requests: list[dict[str, Any]] = field(default_factory=list)
+    """Every DescribeContainerInstances request (cluster, instances, include), in order."""
+    _health: dict[str, dict[str, Any]] = field(default_factory=dict)
     _provider_types: dict[str, str] = field(default_factory=dict)
     _run_failures: deque[str] = field(default_factory=deque)
     _early_stops: deque[tuple[str, str]] = field(default_factory=deque)
@@ -107,6 +121,12 @@ class EcsEmulation:
     def assign_instance(self, cluster: str, container_instance_arn: str, provider: str) -> None:
         """Make a registered container instance part of `provider` (its capacityProviderName)."""
         self._container_instance(cluster, container_instance_arn).capacity_provider_name = provider
+
+    def set_health(self, container_instance_arn: str, overall: str, details: list[dict[str, Any]]) -> None:
+        """The instance's healthStatus from now on, as DescribeContainerInstances shows it: `details` are
+        InstanceHealthCheckResult objects (type, status, statusReason, lastUpdated, lastStatusChange; datetimes)."""
+        with self._lock:
+            self._health[container_instance_arn] = {"overallStatus": overall, "details": list(details)}
 
     def place_next_on(self, ec2_instance_id: str) -> None:
         """Seeding aid: the next RunTask places on this instance (Managed Instances cannot be targeted by a
@@ -195,6 +215,44 @@ class EcsEmulation:
                 self._tokens[request["clientToken"]] = (_fingerprint(request), [t.task_arn for t in tasks])
         failures = [{"arn": _cluster_arn(self, request), "reason": failure}] if failure else []
         return ActionResult({"tasks": tasks, "failures": failures})
+
+    def describe_container_instances(self, response: EC2ContainerServiceResponse) -> ActionResult:
+        cluster = response._get_param("cluster") or "default"
+        arns = response._get_param("containerInstances") or []
+        include = response._get_param("include") or []
+        with self._lock:
+            self.describe_requests.append({"cluster": cluster, "containerInstances": list(arns), "include": include})
+        if len(arns) > MAX_DESCRIBED:
+            raise InvalidParameterException(
+                f"containerInstances can have at most {MAX_DESCRIBED} items; {len(arns)} were given."
+            )
+        instances, failures = self.backend.describe_container_instances(cluster, arns)
+        shown: list[Any] = list(instances)
+        if "CONTAINER_INSTANCE_HEALTH" in include:
+            shown = [_WithHealth(instance, self._health_of(instance)) for instance in instances]
+        return ActionResult({"failures": failures, "containerInstances": shown})
+
+    def list_container_instances(self, response: EC2ContainerServiceResponse) -> ActionResult:
+        cluster = response._get_param("cluster") or "default"
+        arns = self.backend.list_container_instances(cluster, status=response._get_param("status"))
+        size = int(response._get_param("maxResults") or self.list_page_size)
+        if not 1 <= size <= MAX_PAGE:
+            raise InvalidParameterException(f"maxResults must be between 1 and {MAX_PAGE}.")
+        token = response._get_param("nextToken")
+        start = int(token) if token and token.isdigit() else 0
+        page: dict[str, Any] = {"containerInstanceArns": arns[start : start + size]}
+        if start + size < len(arns):
+            page["nextToken"] = str(start + size)
+        return ActionResult(page)
+
+    def _health_of(self, instance: Any) -> dict[str, Any]:
+        with self._lock:
+            seeded = self._health.get(instance.container_instance_arn)
+        if seeded is not None:
+            return seeded
+        registered = instance.registered_at
+        check = {"type": "CONTAINER_RUNTIME", "status": "OK", "lastUpdated": registered, "lastStatusChange": registered}
+        return {"overallStatus": "OK", "details": [check]}
 
     def after_describe(self, tasks: list[Any]) -> None:
         with self._lock:
@@ -306,6 +364,18 @@ class EcsEmulation:
         return instances[arn.rsplit("/", 1)[-1]]
 
 
+class _WithHealth:
+    """A container instance as DescribeContainerInstances shows it with include=CONTAINER_INSTANCE_HEALTH (moto's
+    serializer reads members by attribute name; everything but healthStatus is the instance's own)."""
+
+    def __init__(self, instance: Any, health: dict[str, Any]) -> None:
+        self._instance = instance
+        self.health_status = health
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._instance, name)
+
+
 @dataclass
 class _Installed:
     active: EcsEmulation | None = None
@@ -326,6 +396,14 @@ def _patched_run_task(self: EC2ContainerServiceResponse) -> ActionResult:
     return _emulation().run_task(self)
 
 
+def _patched_describe_container_instances(self: EC2ContainerServiceResponse) -> ActionResult:
+    return _emulation().describe_container_instances(self)
+
+
+def _patched_list_container_instances(self: EC2ContainerServiceResponse) -> ActionResult:
+    return _emulation().list_container_instances(self)
+
+
 def _patched_describe_tasks(self: Any, cluster_str: str, tasks: list[str]) -> list[Any]:
     described = _originals[(ecs_models.EC2ContainerServiceBackend, "describe_tasks")](self, cluster_str, tasks)
     _emulation().after_describe(described)
@@ -338,6 +416,8 @@ def _patched_stop_task(self: Any, cluster_str: str, task_str: str, reason: str) 
 
 _PATCHES: list[tuple[type, str, Callable[..., Any]]] = [
     (EC2ContainerServiceResponse, "run_task", _patched_run_task),
+    (EC2ContainerServiceResponse, "describe_container_instances", _patched_describe_container_instances),
+    (EC2ContainerServiceResponse, "list_container_instances", _patched_list_container_instances),
     (ecs_models.EC2ContainerServiceBackend, "describe_tasks", _patched_describe_tasks),
     (ecs_models.EC2ContainerServiceBackend, "stop_task", _patched_stop_task),
 ]

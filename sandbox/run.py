@@ -71,6 +71,7 @@ from sandbox.template import load_template
 from sandbox.world import INCIDENTS_TABLE, World, deep_merge, point_at, seed_world
 
 SWEEP_FUNCTION = "SweepFunction"
+RECONCILE_FUNCTION = "ReconcileFunction"
 
 CLI_USER = "sandbox"
 """The author of a silence a `cli` step adds without --author."""
@@ -177,7 +178,9 @@ class _Run:
                 if step.cli is not None:
                     self._run_cli(number, step.cli, step.expect_exit or 0, world)
                 elif step.sweep:
-                    self._sweep(number, functions)
+                    self._scheduled(number, functions, SWEEP_FUNCTION, "the sweep")
+                elif step.reconcile:
+                    self._scheduled(number, functions, RECONCILE_FUNCTION, "the reconciliation sweep")
                 else:
                     self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
@@ -309,14 +312,13 @@ class _Run:
         with drill_bridge(self.bus, pump, on_event, self.sandbox.aws, identity.account_id, identity.region) as bridge:
             yield bridge.errors
 
-    def _sweep(self, number: int, functions: dict[str, SharedFunction]) -> None:
-        """The stack's SweepFunction, once, with the event its schedule sends."""
-        self.timeline.step(number, "the sweep (SweepFunction, as its schedule runs it)")
-        function = functions.get(SWEEP_FUNCTION)
+    def _scheduled(self, number: int, functions: dict[str, SharedFunction], logical_id: str, what: str) -> None:
+        """A scheduled function of the stack (the sweep, the reconciliation), once, with the event its schedule
+        sends."""
+        self.timeline.step(number, f"{what} ({logical_id}, as its schedule runs it)")
+        function = functions.get(logical_id)
         if function is None:
-            raise SandboxError(
-                f"{self.loaded.path}: step {number} runs the sweep, and the stack has no {SWEEP_FUNCTION}"
-            )
+            raise SandboxError(f"{self.loaded.path}: step {number} runs {what}, and the stack has no {logical_id}")
         event = {
             "version": "0",
             "id": str(uuid.uuid4()),
@@ -330,7 +332,7 @@ class _Run:
         }
         invocation = function.invoke(event)
         entry = {
-            "function": SWEEP_FUNCTION,
+            "function": logical_id,
             "queue": "its schedule",
             "request_id": invocation.request_id,
             "batch_size": 0,

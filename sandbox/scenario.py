@@ -32,12 +32,27 @@ class _Model(BaseModel):
 # --- The world -------------------------------------------------------------------------------------
 
 
+class HealthCheck(_Model):
+    """One health check as DescribeContainerInstances reports it (no event is sent for it)."""
+
+    type: str = "ACCELERATED_COMPUTE"
+    status: Literal["OK", "IMPAIRED", "INSUFFICIENT_DATA", "INITIALIZING"]
+    reason: str | None = None
+    """Its statusReason, e.g. XID_79."""
+    since: str = Field(default="now", pattern=r"^now(?:[+-]\d+(?:\.\d+)?[smhd])?$")
+    """When it reached `status` (lastStatusChange): `now`, `now-3m`, ... at seeding."""
+
+
 class Instance(_Model):
     name: Name
     instance_type: str = "p5.48xlarge"
     status: Literal["ACTIVE", "DRAINING"] = "ACTIVE"
     gpus: int = Field(default=8, ge=0)
     """Reported; moto registers every instance with 4 vCPU and 7482 MiB, and places by those only."""
+    health: list[HealthCheck] = []
+    """Its health checks as ECS describes them (default: CONTAINER_RUNTIME OK); no event announces them."""
+    gone: bool = False
+    """Deregistered once seeded, with no event: ECS no longer lists it (its INACTIVE event was lost)."""
 
 
 class CapacityProvider(_Model):
@@ -185,6 +200,8 @@ class EventStep(_Model):
     """`python -m fault_responder.cli` arguments, run in process against the sandbox's incidents table."""
     sweep: bool | None = None
     """`sweep: true`: run the stack's SweepFunction once, as its one-minute schedule would."""
+    reconcile: bool | None = None
+    """`reconcile: true`: run the stack's ReconcileFunction once, as its schedule would."""
     expect_exit: int | None = Field(default=None, ge=0, le=255)
     """A `cli` step's expected exit status (default 0); any other fails the scenario."""
     instance: str | None = None
@@ -209,14 +226,17 @@ class EventStep(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> EventStep:
-        if sum(source is not None for source in (self.file, self.event, self.cli, self.sweep)) != 1:
-            raise ValueError("give exactly one of file, event, cli or sweep")
-        if self.sweep is not None:
-            if self.sweep is not True:
-                raise ValueError("a sweep step is `sweep: true`")
+        sources = (self.file, self.event, self.cli, self.sweep, self.reconcile)
+        if sum(source is not None for source in sources) != 1:
+            raise ValueError("give exactly one of file, event, cli, sweep or reconcile")
+        for name, scheduled in (("sweep", self.sweep), ("reconcile", self.reconcile)):
+            if scheduled is None:
+                continue
+            if scheduled is not True:
+                raise ValueError(f"a {name} step is `{name}: true`")
             extra = self.instance is not None or bool(self.overrides) or self.concurrently != 1 or self.expect_exit
             if extra:
-                raise ValueError("a sweep step takes no instance, overrides, concurrently or expect_exit")
+                raise ValueError(f"a {name} step takes no instance, overrides, concurrently or expect_exit")
             return self
         if self.cli is None:
             if self.expect_exit is not None:

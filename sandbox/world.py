@@ -70,6 +70,8 @@ class World:
     """Checkpoint URI prefix -> the complete checkpoint folders written, oldest first."""
     silences: list[tuple[str, str]] = field(default_factory=list)
     """(id, comment) of each silence the scenario's cli steps added, in order."""
+    health: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    """(instance name, check type) -> the seeded check's lastStatusChange."""
 
     def instance(self, name: str) -> SeededInstance:
         if name not in self.instances:
@@ -102,6 +104,8 @@ class World:
                 f"{prefix}.capacity_provider": instance.capacity_provider,
                 f"{prefix}.instance_type": instance.instance_type,
             }
+        for (name, check), moment in self.health.items():
+            refs[f"instances.{name}.health.{check}.since"] = _iso(moment)
         for task in self.tasks.values():
             refs[f"tasks.{task.name}.arn"] = task.arn
         for prefix, folders in self.checkpoints.items():
@@ -227,6 +231,12 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
                 ecs.update_container_instances_state(
                     cluster=cluster.name, containerInstances=[container_instance_arn], status="DRAINING"
                 )
+            since = _seed_health(instance, container_instance_arn, emulation)
+            world.health.update({(instance.name, check): moment for check, moment in since.items()})
+            if instance.gone:
+                ecs.deregister_container_instance(
+                    cluster=cluster.name, containerInstance=container_instance_arn, force=True
+                )
             world.instances[instance.name] = SeededInstance(
                 instance.name,
                 cluster.name,
@@ -244,6 +254,28 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
         )
     for task in cluster.tasks:
         _seed_task(task, cluster, world, aws, emulation)
+
+
+def _seed_health(instance: model.Instance, arn: str, emulation: EcsEmulation) -> dict[str, datetime]:
+    """The instance's health as DescribeContainerInstances will show it; returns each check's lastStatusChange."""
+    if not instance.health:
+        return {}
+    now = datetime.now(UTC).replace(microsecond=0)
+    since: dict[str, datetime] = {}
+    details = []
+    for check in instance.health:
+        when = _NOW.match(check.since)
+        moment = _shifted(now, when) if when is not None else now
+        since[check.type] = moment
+        detail: dict[str, Any] = {"type": check.type, "status": check.status, "lastUpdated": now}
+        detail["lastStatusChange"] = moment
+        if check.reason:
+            detail["statusReason"] = check.reason
+        details.append(detail)
+    statuses = {check.status for check in instance.health}
+    overall = next((s for s in ("IMPAIRED", "INSUFFICIENT_DATA", "INITIALIZING") if s in statuses), "OK")
+    emulation.set_health(arn, overall, details)
+    return since
 
 
 def _container(container: model.Container, family: str) -> dict[str, Any]:

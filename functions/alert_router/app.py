@@ -48,3 +48,14 @@ def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, in
     router = alert_router()
     router.start_invocation(context.get_remaining_time_in_millis() / 1000)
     return router.sweep()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def reconcile_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    """ReconcileFunction, on its schedule: the watched clusters' instances as ECS describes them, against the
+    incidents table (fault_responder.reconcile): missed faults opened, missed recoveries and departures closed."""
+    router = alert_router()
+    router.start_invocation(context.get_remaining_time_in_millis() / 1000)
+    return router.reconcile()

@@ -1,4 +1,5 @@
-"""Real parallel worker processes against one moto server: the harness of tests/integration/test_concurrency.py.
+"""Real parallel worker processes against one moto server: the harness of tests/integration/test_concurrency.py and
+tests/integration/test_reconcile_race.py (where a worker may run the reconciliation sweep instead of events).
 
 - `serve_moto` runs moto in a process of its own, answering one request at a time. DynamoDB applies each
   conditional write atomically; moto's threaded server checks a condition and writes in two steps that two
@@ -57,9 +58,18 @@ def _worker(environment: Mapping[str, str], barrier: Any, inbox: Connection) -> 
         job = inbox.recv()
         if job is None:
             return
+        if isinstance(job, dict) and "reconcile" in job:
+            barrier.wait()
+            router.start_invocation(60.0)
+            inbox.send(("done", _reconcile(router, job["reconcile"]["cluster"], job["reconcile"]["observed"])))
+            continue
+        delay = 0.0
+        if isinstance(job, dict):
+            job, delay = job["events"], float(job.get("delay", 0.0))
         bodies: list[str] = job
         failed = 0
         barrier.wait()
+        time.sleep(delay)
         pending = [(body, 1) for body in bodies]
         while pending:
             body, receive = pending.pop(0)
@@ -73,6 +83,61 @@ def _worker(environment: Mapping[str, str], barrier: Any, inbox: Connection) -> 
                 else:
                     inbox.send(("error", traceback.format_exc()))
         inbox.send(("done", failed))
+
+
+def _reconcile(router: Any, cluster: str, observed: list[dict[str, Any]]) -> int:
+    """A run of the reconciliation sweep over the worker's own alert service, ECS answering with `observed`
+    (ObservedInstance fields, datetimes as ISO text); a run that failed on an instance runs again, as its next
+    schedule would. Returns the failed attempts."""
+    from datetime import datetime  # noqa: PLC0415
+
+    from fault_responder.reconcile import Described, ObservedCheck, ObservedInstance, Reconciler  # noqa: PLC0415
+
+    instances = [
+        ObservedInstance(
+            **{
+                **fields,
+                "checks": tuple(
+                    ObservedCheck(
+                        **{
+                            **check,
+                            "last_status_change": datetime.fromisoformat(check["last_status_change"]),
+                            "last_updated": datetime.fromisoformat(check["last_updated"]),
+                        }
+                    )
+                    for check in fields["checks"]
+                ),
+            }
+        )
+        for fields in observed
+    ]
+
+    class Answering:
+        """ECS's answer for this run: these instances, listed and described (their health included)."""
+
+        def clusters(self) -> Any:
+            return iter([cluster])
+
+        def instance_pages(self, _: str) -> Any:
+            return iter([[instance.container_instance_arn for instance in instances]])
+
+        def describe(self, _: str, arns: Any) -> Described:
+            return Described(instances=[i for i in instances if i.container_instance_arn in arns])
+
+    service = router.service
+    failed = 0
+    for _ in range(MAX_RECEIVES):
+        tally = Reconciler(
+            inventory=Answering(),
+            records=service.store,
+            observe=lambda facts, left: service.observe(facts, seconds_left=left),
+            clusters=[cluster],
+            epoch=time.time,
+        ).run(started=datetime.now().astimezone(), seconds_left=60.0)
+        failed += tally["failed"]
+        if not tally["failed"]:
+            break
+    return failed
 
 
 class Workers:
@@ -92,8 +157,14 @@ class Workers:
 
     def run(self, orders: list[list[dict[str, Any]]]) -> int:
         """Each worker handles its list of events (at once with the others); returns the failed attempts."""
-        for pipe, events in zip(self.pipes, orders, strict=True):
-            pipe.send([json.dumps(event) for event in events])
+        return self.run_jobs([[json.dumps(event) for event in events] for events in orders])
+
+    def run_jobs(self, jobs: list[Any]) -> int:
+        """Each worker does its job at the same moment as the others: a list of event bodies (or {"events": [...],
+        "delay": seconds} to start that much later), or a run of the reconciliation sweep ({"reconcile":
+        {"cluster": ..., "observed": [...]}}); returns the failed attempts."""
+        for pipe, job in zip(self.pipes, jobs, strict=True):
+            pipe.send(job)
         failed = 0
         for pipe in self.pipes:
             kind, value = pipe.recv()

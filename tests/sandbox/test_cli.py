@@ -170,8 +170,12 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
         ("SweepRole", "AWS::IAM::Role"),
         ("SweepLogsPolicy", "AWS::IAM::Policy"),
         ("SweepLogGroup", "AWS::Logs::LogGroup"),
-        # The sweep's schedule does not fire by itself in the sandbox: a scenario step runs the sweep.
+        ("ReconcileRole", "AWS::IAM::Role"),
+        ("ReconcileLogsPolicy", "AWS::IAM::Policy"),
+        ("ReconcileLogGroup", "AWS::Logs::LogGroup"),
+        # Schedules do not fire by themselves in the sandbox: a scenario step runs the sweep or the reconciliation.
         ("SweepFunction.Events.EveryMinute", "Schedule event"),
+        ("ReconcileFunction.Events.Schedule", "Schedule event"),
     }
     # Training auto-resume is off by default (TrainingCapacityProviders empty): its resources are not created.
     assert ("ResumeTrainingStateMachine", "Condition ResumeEnabled is false") in {

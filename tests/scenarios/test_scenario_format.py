@@ -47,7 +47,7 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_an_event_step_needs_exactly_one_source(tmp_path: Path) -> None:
     path = _scenario_file(tmp_path, "events: [{file: x.json, event: {id: x}}]\n")
 
-    with pytest.raises(SandboxError, match="give exactly one of file, event, cli or sweep"):
+    with pytest.raises(SandboxError, match="give exactly one of file, event, cli, sweep or reconcile"):
         load_scenario(path)
 
 
@@ -67,7 +67,7 @@ def test_a_cli_step_loads_its_arguments_as_text(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("step", "says"),
     [
-        ("{cli: [silence, list], file: x.json}", "give exactly one of file, event, cli or sweep"),
+        ("{cli: [silence, list], file: x.json}", "give exactly one of file, event, cli, sweep or reconcile"),
         ("{cli: []}", "cli needs the command's arguments"),
         ("{cli: [silence, list, --table, t]}", r"names no target \(--table\)"),
         ("{cli: [silence, list, --endpoint-url=http://x, --region, r]}", "--endpoint-url=http://x, --region"),
@@ -437,3 +437,32 @@ def test_an_execution_summary_separates_waiting_from_working() -> None:
     assert summary["sandbox_queue_seconds"] == 0.05
     assert summary["active_seconds"] == pytest.approx(5.0 - 1.1 - 1.0 - 2.0 - 0.05)
     assert summary["input"] == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        ("{reconcile: false}", "a reconcile step is `reconcile: true`"),
+        ("{reconcile: true, instance: gpu-a}", "a reconcile step takes no instance"),
+        ("{reconcile: true, sweep: true}", "give exactly one of file, event, cli, sweep or reconcile"),
+    ],
+)
+def test_a_reconcile_step_is_only_reconcile_true(tmp_path: Path, step: str, says: str) -> None:
+    path = _scenario_file(tmp_path, f"events: [{step}]\n")
+
+    with pytest.raises(SandboxError, match=says):
+        load_scenario(path)
+
+
+def test_an_instance_health_check_needs_a_status_and_a_moment_relative_to_now(tmp_path: Path) -> None:
+    world = "world: {clusters: [{name: c, capacity_providers: [{name: p, instances: [{name: a, health: [%s]}]}]}]}\n"
+    good = _scenario_file(
+        tmp_path, world % "{status: IMPAIRED, reason: XID_79, since: now-3m}" + "events: [{reconcile: true}]\n"
+    )
+
+    [provider] = load_scenario(good).scenario.world.clusters[0].capacity_providers
+    assert provider.instances[0].health[0].type == "ACCELERATED_COMPUTE"
+
+    bad = _scenario_file(tmp_path, world % "{status: IMPAIRED, since: yesterday}" + "events: [{reconcile: true}]\n")
+    with pytest.raises(SandboxError, match="since"):
+        load_scenario(bad)

@@ -21,7 +21,7 @@ from fault_responder.alarms import alarm_facts
 from fault_responder.domain import Alert, FaultClass, Incident, Severity
 from fault_responder.models.alarms import AlarmStateChangeEvent
 from fault_responder.models.events import parse_ecs_event
-from fault_responder.record import InstanceRecord
+from fault_responder.record import FOUND_BY_SWEEP, InstanceRecord
 from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.render.slack import (
     SlackMessage,
@@ -79,6 +79,13 @@ def alarm_incident(*samples: str) -> Incident:
     return incident
 
 
+def xid79_found_by_the_sweep() -> Incident:
+    """No event announced it: the reconciliation sweep found it in ECS's answer (its facts carry the run's id)."""
+    incident = an_incident()
+    timeline = [dataclasses.replace(entry, event_id="reconcile:2026-04-11T01:05:00Z") for entry in incident.timeline]
+    return dataclasses.replace(incident, found=FOUND_BY_SWEEP, timeline=timeline)
+
+
 def slack(message: SlackMessage) -> dict[str, Any]:
     return {"text": message.text, "blocks": message.blocks}
 
@@ -111,6 +118,7 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "xid79_draining_auto_repair": lambda: incident_payloads(xid79_draining()),
     "xid79_resolved": lambda: incident_payloads(xid79_resolved()),
     "xid79_route_runbook": lambda: incident_payloads(xid79_with_a_route_runbook()),
+    "xid79_found_by_the_sweep": lambda: incident_payloads(xid79_found_by_the_sweep()),
     "manual_drain_alert": lambda: alert_payloads(
         an_alert(event_id="evt-manual-drain", details={"status": "DRAINING", "running tasks": "3"})
     ),

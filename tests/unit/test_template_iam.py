@@ -34,6 +34,7 @@ TABLES = {"arn:IncidentsTable.Arn": "IncidentsTable"}
 # resource. Anything else with "*" is a grant wider than it has to be.
 NO_RESOURCE_TYPES = {
     "ecs:DescribeTaskDefinition",
+    "ecs:ListClusters",
     "ec2:DescribeNetworkInterfaces",
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
@@ -224,6 +225,53 @@ def test_the_sweep_reads_and_writes_the_incidents_table_and_lists_only_its_open_
     queried = [s["Resource"] for s in granting(resolver, "dynamodb:Query", "SweepRole")]
     assert sorted(queried) == ["arn:IncidentsTable.Arn", "arn:IncidentsTable.Arn/index/Open"]
     assert granting(resolver, "sqs:SendMessage", "SweepRole") == []
+
+
+# --- The reconciliation sweep -----------------------------------------------------------------------
+
+WATCHED = f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/gpu"
+
+
+def test_the_reconciliation_lists_and_describes_only_the_watched_clusters_instances() -> None:
+    resolver = stack(ClusterArns=WATCHED)
+
+    [listing] = granting(resolver, "ecs:ListContainerInstances", "ReconcileRole")
+    [describing] = granting(resolver, "ecs:DescribeContainerInstances", "ReconcileRole")
+
+    assert listing["Resource"] == [WATCHED]
+    assert describing["Resource"] == f"arn:aws:ecs:us-east-1:{ACCOUNT}:container-instance/*"
+    assert describing["Condition"] == {"ArnEquals": {"ecs:cluster": [WATCHED]}}
+    assert granting(resolver, "ecs:ListClusters", "ReconcileRole") == []
+
+
+def test_watching_every_cluster_the_reconciliation_may_list_them_and_only_this_accounts() -> None:
+    resolver = stack()
+
+    [listing] = granting(resolver, "ecs:ListContainerInstances", "ReconcileRole")
+    [clusters] = granting(resolver, "ecs:ListClusters", "ReconcileRole")
+
+    assert listing["Resource"] == f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/*"
+    assert clusters["Resource"] == "*"
+
+
+def test_the_reconciliation_changes_nothing_in_ecs_and_writes_only_its_log_group() -> None:
+    resolver = stack(**RELAUNCH)
+    ecs_actions = {
+        action
+        for logical_id, statement in statements(resolver)
+        if logical_id == "ReconcileRole"
+        for action in as_list(statement["Action"])
+        if action.startswith("ecs:")
+    }
+
+    assert ecs_actions == {"ecs:ListContainerInstances", "ecs:DescribeContainerInstances", "ecs:ListClusters"}
+    assert table_actions(resolver, "ReconcileRole") == {
+        "IncidentsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"}
+    }
+    assert [s["Resource"] for s in granting(resolver, "logs:PutLogEvents", "ReconcileLogsPolicy")] == [
+        "arn:ReconcileLogGroup.Arn"
+    ]
+    assert granting(resolver, "sqs:SendMessage", "ReconcileRole") == []
 
 
 # --- The resume functions' table actions -----------------------------------------------------------

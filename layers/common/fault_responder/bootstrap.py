@@ -60,6 +60,9 @@ class RouterSettings(BaseModel):
     silence_refresh_seconds: int = Field(alias="SILENCE_REFRESH_SECONDS", default=30, ge=0, le=600)
     dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
     """The stack's CloudWatch dashboard, linked from every Slack root; empty: no link."""
+    cluster_arns: Names = Field(alias="CLUSTER_ARNS", default=())
+    """The watched clusters (the reconciliation sweep lists their instances); empty: every cluster."""
+    reconcile_max_instances: int = Field(alias="RECONCILE_MAX_INSTANCES", default=5000, ge=1, le=100_000)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -122,6 +125,30 @@ class AlertRouter:
         self.silences.refresh_or_keep()  # what ended since the last run is what the sweep is for
         tally = self.service.sweep(seconds_left=seconds_left)
         logger.info("sweep done", extra=tally)
+        return tally
+
+    def reconcile(self) -> dict[str, int]:
+        """One run of the reconciliation sweep (ReconcileFunction): what ECS says now against the incidents table;
+        what an event would have said and none did is recorded and delivered as the event's would have been."""
+        # Imported here: only ReconcileFunction reconciles, and the router's cold start need not pay for it.
+        from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415
+        from fault_responder.reconcile import Reconciler  # noqa: PLC0415
+
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        self.silences.refresh_or_keep()
+        service = self.service
+        reconciler = Reconciler(
+            inventory=EcsHealthInventory(boto3.client("ecs")),
+            records=service.store,
+            observe=lambda facts, left: service.observe(facts, seconds_left=left),
+            redeliver=lambda arn, left: service.reconcile(arn, seconds_left=left),
+            clusters=self.settings.cluster_arns,
+            count=count,
+            epoch=time.time,
+            max_instances=self.settings.reconcile_max_instances,
+        )
+        tally = reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left)
+        logger.info("reconciliation done", extra=tally)
         return tally
 
     def _handle(self, event: dict[str, Any]) -> dict[str, Any]:

@@ -281,6 +281,8 @@ class Incident:
     known_at: datetime | None = field(default=None, compare=False)
     """When the responder first made it known (None: before that was kept); later than `opened_at` for a fault
     reported late."""
+    found: str | None = None
+    """How it was found when no event announced it ("found by the sweep: the event was missed"), else None."""
     fleet: FleetSummary | None = None
     """Set on a fleet incident (many instances of one group at once); its `instance` names only the group's
     cluster and capacity provider."""

@@ -55,6 +55,7 @@ from fault_responder.models.events import (
     TaskStateEvent,
 )
 from fault_responder.record import (
+    FOUND_BY_SWEEP,
     MAX_INCIDENTS_PER_CHECK,
     EventFacts,
     HealthFact,
@@ -397,7 +398,13 @@ def _identify(
             absorbed.update({other.id: identity.id for other in mine[1:]})
         else:
             anchor = episode.opened_at
-            identity = KnownIncident(f"{fingerprint(instance, check)}@{iso_utc(anchor)}", check, anchor, known_at=now)
+            identity = KnownIncident(
+                f"{fingerprint(instance, check)}@{iso_utc(anchor)}",
+                check,
+                anchor,
+                known_at=now,
+                found=FOUND_BY_SWEEP if episode.reports[0].reconciled else None,
+            )
         matched.append((episode, identity))
     return _Identified(matched, unclaimed, absorbed)
 
@@ -434,6 +441,7 @@ def _incident(
         resolves_at=episode.resolves_at,
         fleet_id=identity.fleet,
         known_at=identity.known_at,
+        found=identity.found,
     )
     incident.timeline = _timeline(record, episode, within)
     return incident

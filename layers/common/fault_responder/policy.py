@@ -212,6 +212,10 @@ def _quiet_reason(
 ) -> str | None:
     if not quiet.applies(incident):
         return None
+    if incident.found:
+        # The workflow starts on the fault's event: a fault no event announced (the reconciliation sweep found it)
+        # has no workflow handling it. Should the event have arrived too, a page is the safer mistake.
+        return None
     mine = [n for n in notices if n.check_type == incident.check_type and _within(n, incident)]
     if any(n.kind == ECS_OWNS_RECOVERY for n in mine):
         return None

@@ -36,6 +36,9 @@ MAX_TEXT = 500
 """Reasons and other free text ECS sends are clipped to this many characters when they become facts."""
 MAX_ID = 200
 """Event ids, task ARNs and the like are clipped (with a digest) to this many characters."""
+RECONCILED_PREFIX = "reconcile:"
+"""The event id of facts the reconciliation sweep found in ECS's answers, with no event (fault_responder.reconcile)."""
+FOUND_BY_SWEEP = "found by the sweep: the event was missed"
 
 
 def clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
@@ -74,8 +77,17 @@ class HealthFact:
     def identity(self) -> tuple[str, datetime]:
         return self.status, self.at
 
+    @property
+    def reconciled(self) -> bool:
+        """Found by the reconciliation sweep in ECS's answer, not reported by an event."""
+        return is_reconciled(self.event_id)
+
     def newer_than(self, other: HealthFact) -> bool:
         return _report_order(self) > _report_order(other)
+
+
+def is_reconciled(event_id: str) -> bool:
+    return event_id.startswith(RECONCILED_PREFIX)
 
 
 def _report_order(fact: HealthFact) -> tuple[datetime, str, str]:
@@ -223,6 +235,8 @@ class KnownIncident:
     xid: int | None = None
     known_at: datetime | None = field(default=None, compare=False)
     """When the responder first made it known (wall clock): a fault reported late is news from then on."""
+    found: str | None = None
+    """FOUND_BY_SWEEP when the reconciliation sweep made it known (no event had): kept when the event arrives."""
 
 
 # --- The record ---------------------------------------------------------------------------------------
@@ -320,7 +334,9 @@ def merge_instance(known: InstanceRef, seen: InstanceRef, *, authoritative: bool
 def _add_health(facts: list[HealthFact], fact: HealthFact) -> list[HealthFact] | None:
     for index, existing in enumerate(facts):
         if existing.identity == fact.identity:
-            if not fact.newer_than(existing):
+            # The sweep only adds what no event reported; it never rewrites a report (its own copy of a transition
+            # would otherwise replace the event's and change what was already told).
+            if fact.reconciled or not fact.newer_than(existing):
                 return None
             updated = list(facts)
             updated[index] = fact

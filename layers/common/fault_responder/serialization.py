@@ -101,6 +101,7 @@ def _known_to_dict(known: KnownIncident) -> dict[str, Any]:
         "fault_class": known.fault_class,
         "xid": known.xid,
         "known_at": _ts(known.known_at),
+        "found": known.found,
     }
 
 
@@ -121,6 +122,7 @@ def _known_from_dict(data: dict[str, Any]) -> KnownIncident:
         fault_class=data.get("fault_class"),
         xid=int(data["xid"]) if data.get("xid") is not None else None,
         known_at=_dt(data.get("known_at")),
+        found=data.get("found"),
     )
 
 

@@ -129,11 +129,27 @@ class AlertService:
         if facts is None:
             self.count("EventsIgnored", "Kind", kind)
             return {"event_id": event.id, "kind": kind, "ignored": "nothing in this event to act on", "receivers": {}}
+        changed, outcomes = self._record(facts, seconds_left)
+        if not changed:
+            self.count("EventsIgnored", "Kind", kind)
+        return {
+            "event_id": event.id,
+            "kind": kind,
+            "ignored": None if changed else "already known",
+            "receivers": outcomes,
+        }
+
+    def observe(self, facts: EventFacts, *, seconds_left: float = 60.0) -> bool:
+        """Facts found with no event (the reconciliation sweep, fault_responder.reconcile), recorded and delivered
+        exactly as an event's: True if they were news. Raises DeliveryPendingError as handle does."""
+        changed, _ = self._record(facts, seconds_left)
+        return changed
+
+    def _record(self, facts: EventFacts, seconds_left: float) -> tuple[bool, dict[str, list[str]]]:
+        """An event's facts written, its groups joined, every receiver brought up to date."""
         owner = uuid.uuid4().hex
         until = self.epoch() + seconds_left
         record, held, changed = self._apply(facts, owner, until)
-        if not changed:
-            self.count("EventsIgnored", "Kind", kind)
         groups: list[GroupRecord] = []
         touched = _touched(facts, record)
         if changed or touched:
@@ -142,13 +158,7 @@ class AlertService:
             record, groups = self._group(record, touched)
         view = self.derive(record)
         self._count_drain(facts, view, changed)
-        outcomes = self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until)
-        return {
-            "event_id": event.id,
-            "kind": kind,
-            "ignored": None if changed else "already known",
-            "receivers": outcomes,
-        }
+        return changed, self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until)
 
     def reconcile(self, arn: str, *, seconds_left: float = 60.0) -> dict[str, Any]:
         """Bring an instance's receivers up to date with what its facts mean now, with no new event: a hold-down

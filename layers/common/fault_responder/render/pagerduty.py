@@ -104,6 +104,7 @@ def _incident_details(incident: Incident) -> dict[str, Any]:
         "opened_at": iso_utc(incident.opened_at),
         "last_status_change": iso_utc(incident.last_status_change) if incident.last_status_change else None,
         "opened_count": incident.opened_count,
+        "found": incident.found,
         "timeline": [_timeline_item(entry) for entry in incident.timeline[-TIMELINE_ENTRIES_IN_DETAILS:]],
     }
     return _without_none(_clipped(details))

@@ -22,6 +22,7 @@ from fault_responder.domain import (
     Severity,
     TimelineEntry,
 )
+from fault_responder.record import is_reconciled
 from fault_responder.timefmt import as_utc, format_duration
 
 MAX_BLOCKS = 50
@@ -251,12 +252,16 @@ def _step_line(entry: TimelineEntry) -> str:
 
 
 def _step_context(incident: Incident, entry: TimelineEntry) -> dict[str, Any]:
+    if is_reconciled(entry.event_id):
+        return _context(["Found by the reconciliation sweep in ECS's answer: no event reported it"])
     source = "CloudWatch event" if incident.instance.is_alarm else "ECS event"
     return _context([f"{source} `{escape_mrkdwn(entry.event_id)}`"])
 
 
 def _incident_context(incident: Incident, dashboard_url: str | None) -> dict[str, Any]:
     elements = [f"Incident `{escape_mrkdwn(incident.fingerprint)}`"]
+    if incident.found:
+        elements.append(f"*{escape_mrkdwn(incident.found.capitalize())}*")
     if incident.opened_count > 1:
         elements.append(f"Opened {incident.opened_count} times")
     if incident.flapping:
