@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +72,18 @@ def _moto_in_process_serves_one_request_at_a_time() -> Any:
     BotocoreStubber.__call__ = serialised  # type: ignore[method-assign]
     yield
     BotocoreStubber.__call__ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def checkout_lock() -> Iterator[None]:
+    """Held while a test builds into the checkout or runs its make targets (`make build-host`, `make demo`, the
+    documented commands, which check the checkout is left as they found it), so that the suite's parallel workers
+    (`make pytest`: pytest-xdist) never do two of those at once."""
+    path = ROOT / ".aws-sam" / "tests-checkout.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

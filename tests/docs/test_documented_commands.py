@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, checkout_lock
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 _MARKER = re.compile(r"^\s*<!-- doc-check: (?P<kind>[a-z-]+)(?: (?P<argument>\S+))? -->\s*$")
@@ -210,22 +210,24 @@ def _environment() -> dict[str, str]:
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
 def test_a_runnable_block_runs_as_written(block: Block) -> None:
-    # Given a bash block the documentation presents as runnable, and the checkout's state
-    before = _git_status()
+    with checkout_lock():
+        # Given a bash block the documentation presents as runnable, and the checkout's state
+        before = _git_status()
 
-    # When it runs from the repository root, as a reader would paste it
-    completed = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.body],
-        cwd=ROOT,
-        env=_environment(),
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT_SECONDS,
-        check=False,
-    )
+        # When it runs from the repository root, as a reader would paste it
+        completed = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block.body],
+            cwd=ROOT,
+            env=_environment(),
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT_SECONDS,
+            check=False,
+        )
+        after = _git_status()
 
     # Then it succeeds, and leaves the checkout as it found it
     assert completed.returncode == 0, (
         f"{block.id} exited {completed.returncode}:\n{block.body}\n{completed.stdout[-3000:]}{completed.stderr[-3000:]}"
     )
-    assert _git_status() == before, f"{block.id} changed the checkout"
+    assert after == before, f"{block.id} changed the checkout"

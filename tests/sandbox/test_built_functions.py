@@ -19,6 +19,7 @@ import pytest
 
 from sandbox.invoke import DEFAULT_BOTO3_DIR, PINNED_REQUIREMENTS, load_built_template
 from sandbox.lambda_runtime import ensure_runtime_boto3, find_runtime_interpreter, pinned_boto3
+from tests.conftest import checkout_lock
 from tests.sandbox.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.build
@@ -37,8 +38,15 @@ class Runtime:
     boto3_dir: Path
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _checkout() -> Iterator[None]:
+    # The build is this module's from its make to its last test (the suite's other workers wait for it).
+    with checkout_lock():
+        yield
+
+
 @pytest.fixture(scope="module")
-def runtime() -> Runtime:
+def runtime(_checkout: None) -> Runtime:
     # Given this machine's build, made the way `make test` makes it
     completed = subprocess.run(
         ["make", "build-host"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False

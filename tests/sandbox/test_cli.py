@@ -17,6 +17,7 @@ import pytest
 from sandbox.__main__ import main
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import find_runtime_interpreter
+from tests.conftest import checkout_lock
 from tests.sandbox.conftest import AWS_DOCS_EVENTS, FIXTURES, REPO_ROOT, TEMPLATE, TOY_STACK, toy_event
 
 XID46 = AWS_DOCS_EVENTS / "health-change-accelerated-compute-xid46.json"
@@ -261,18 +262,20 @@ def test_invoke_exits_non_zero_when_the_function_raises(toy_build: Path, tmp_pat
 def test_make_demo_replays_the_incident_as_the_readme_says() -> None:
     # Given the repository as cloned (the demo writes its report into it)
     report_path = REPO_ROOT / "reports" / "demo.json"
-    report_path.unlink(missing_ok=True)
 
-    # When README.md's first command runs
-    completed = subprocess.run(
-        shlex.split("make demo"), cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
+    # When README.md's first command runs (alone: the documented commands run it too, into the same report)
+    with checkout_lock():
+        report_path.unlink(missing_ok=True)
+        completed = subprocess.run(
+            shlex.split("make demo"), cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False
+        )
+        report = read_report(report_path) if completed.returncode == 0 else None
 
     # Then it replays the XID 79 incident, from IMPAIRED to the instance gone, and prints what on-call saw: the
     # Slack thread and the PagerDuty trigger and resolve; and it writes reports/demo.json
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert "What on-call saw" in completed.stdout
-    report = read_report(report_path)
+    assert report is not None
     files = sorted((REPO_ROOT / "events" / "incident-xid79").glob("*.json"))
     assert [Path(event["file"]).resolve() for event in report["events"]] == files
     [channel] = report["slack"].values()
