@@ -23,6 +23,8 @@ Lengths are counted in code points; Slack's own counting of some emoji may diffe
 from __future__ import annotations
 
 import copy
+import hashlib
+import hmac
 import json
 import re
 import threading
@@ -35,7 +37,7 @@ from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sandbox.errors import SandboxError
 
@@ -54,6 +56,10 @@ SANDBOX_ROUTING_KEY = "sandboxpagerdutyroutingkey000000"
 WEBHOOK_PATH = "/services/T0SANDBOX/B0SANDBOX/sandboxwebhooksecret"
 WEBHOOK_CHANNEL = "sandbox-webhook"
 """The channel the sandbox webhook posts to (a real webhook's channel is fixed by the app config)."""
+
+SLACK_SIGNING_SECRET = "sandbox-slack-signing-secret-0123456789"  # nosec B105  # the stand-in's own, loopback only
+RESPONSE_URL_PATH = "/actions/"
+"""Where the stand-in's button presses ask to be answered (a press's response_url): ephemeral replies land here."""
 
 # Slack timestamps are the posting time, unique per channel and increasing (at least 100 µs apart here).
 _TS_STEP_MICROS = 100
@@ -99,6 +105,7 @@ class StandIns:
         )
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
+        self._ephemeral: list[dict[str, Any]] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -201,6 +208,14 @@ class StandIns:
         with self._lock:
             return copy.deepcopy(self._pagerduty.changes)
 
+    def ephemeral_replies(self) -> list[dict[str, Any]]:
+        """Every reply sent to a press's response_url, in order: {"press": id, "text", "response_type"}."""
+        with self._lock:
+            return copy.deepcopy(self._ephemeral)
+
+    def response_url(self, press: str) -> str:
+        return f"{self.base_url}{RESPONSE_URL_PATH}{press}"
+
     def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
         """Answer one request and record it; the HTTP handler calls this for every request."""
         split = urlsplit(target)
@@ -235,6 +250,8 @@ class StandIns:
             return _slack_error("unknown_method")
         if path == WEBHOOK_PATH:
             return self._slack.webhook(raw)
+        if path.startswith(RESPONSE_URL_PATH):
+            return self._response_url(path.removeprefix(RESPONSE_URL_PATH), raw)
         if path.startswith("/services/"):
             return _Reply(HTTPStatus.NOT_FOUND, "no_service")
         if path == "/v2/enqueue":
@@ -242,6 +259,59 @@ class StandIns:
         if path == "/v2/change/enqueue":
             return self._pagerduty.change(raw)
         return _Reply(HTTPStatus.NOT_FOUND, "not_found")
+
+    def _response_url(self, press: str, raw: bytes) -> _Reply:
+        # A response_url takes a message payload as JSON (Slack answers 404 "no_text" and the like otherwise).
+        body = _parse_json(raw)
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str) or not body["text"]:
+            return _Reply(HTTPStatus.BAD_REQUEST, "no_text")
+        if body.get("response_type", "ephemeral") not in ("ephemeral", "in_channel"):
+            return _Reply(HTTPStatus.BAD_REQUEST, "invalid_response_type")
+        self._ephemeral.append(
+            {"press": press, "text": body["text"], "response_type": body.get("response_type", "ephemeral")}
+        )
+        return _Reply(HTTPStatus.OK, "ok")
+
+
+def signed_click(
+    *,
+    action_id: str,
+    value: str,
+    user_id: str,
+    response_url: str,
+    timestamp: int,
+    secret: str = SLACK_SIGNING_SECRET,
+    user_name: str | None = None,
+    channel_id: str = "C0SANDBOX1",
+    message_ts: str = "1700000000.000100",
+) -> tuple[dict[str, str], bytes]:
+    """A button press as Slack sends it: a form-encoded body whose `payload` field is the block_actions JSON,
+    signed (v0: hex HMAC-SHA256 of `v0:<timestamp>:<body>` with `secret`). Pass another secret to sign wrongly."""
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user_id, "username": user_name or user_id.lower(), "team_id": "T0SANDBOX"},
+        "api_app_id": "A0SANDBOX",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel_id},
+        "channel": {"id": channel_id, "name": "sandbox"},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "actions",
+                "value": value,
+                "action_ts": f"{timestamp}.000200",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    digest = hmac.new(secret.encode(), b"v0:%d:" % timestamp + body, hashlib.sha256).hexdigest()
+    headers = {
+        "content-type": "application/x-www-form-urlencoded",
+        "x-slack-request-timestamp": str(timestamp),
+        "x-slack-signature": f"v0={digest}",
+    }
+    return headers, body
 
 
 class _Server(ThreadingHTTPServer):
