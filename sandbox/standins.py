@@ -813,7 +813,7 @@ def _divider_errors(block: dict[str, Any], pointer: str) -> list[str]:
 
 
 def _elements_errors(most: int) -> _BlockCheck:
-    """Blocks we never send (actions, rich_text): checked for shape only."""
+    """Blocks we never send (rich_text): checked for shape only."""
 
     def check(block: dict[str, Any], pointer: str) -> list[str]:
         elements, problems = _items(block.get("elements"), f"{pointer}/elements", most)
@@ -825,6 +825,41 @@ def _elements_errors(most: int) -> _BlockCheck:
         return problems
 
     return check
+
+
+def _actions_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    """An actions block: up to 25 elements; buttons (the only element we send) checked as Slack checks them."""
+    errors = _unknown_keys(block, {"type", "elements", "block_id"}, pointer)
+    elements, problems = _items(block.get("elements"), f"{pointer}/elements", 25)
+    errors.extend(problems)
+    action_ids: set[str] = set()
+    for index, element in enumerate(elements):
+        element_pointer = f"{pointer}/elements/{index}"
+        if not isinstance(element, dict):
+            errors.append(f"must be an object [json-pointer:{element_pointer}]")
+        elif element.get("type") != "button":
+            continue  # selects, date pickers, ...: never sent, not checked
+        else:
+            errors.extend(_button_errors(element, element_pointer))
+            action_id = element.get("action_id")
+            if isinstance(action_id, str) and action_id in action_ids:
+                errors.append(f"duplicate action_id {action_id!r} [json-pointer:{element_pointer}/action_id]")
+            action_ids.add(str(action_id))
+    return errors
+
+
+def _button_errors(button: dict[str, Any], pointer: str) -> list[str]:
+    allowed = {"type", "text", "action_id", "url", "value", "style", "confirm", "accessibility_label"}
+    errors = _unknown_keys(button, allowed, pointer) + _text_errors(
+        button.get("text"), f"{pointer}/text", 75, plain_only=True
+    )
+    for key, limit in (("action_id", 255), ("value", 2000), ("url", 3000)):
+        value = button.get(key)
+        if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= limit):
+            errors.append(f"must be 1 to {limit} characters [json-pointer:{pointer}/{key}]")
+    if "style" in button and button["style"] not in ("primary", "danger"):
+        errors.append(f"must be one of primary, danger [json-pointer:{pointer}/style]")
+    return errors
 
 
 def _markdown_errors(block: dict[str, Any], pointer: str) -> list[str]:
@@ -840,7 +875,7 @@ _BLOCK_CHECKS: dict[str, _BlockCheck] = {
     "context": _context_errors,
     "divider": _divider_errors,
     "image": _image_block_errors,
-    "actions": _elements_errors(25),
+    "actions": _actions_errors,
     "rich_text": _elements_errors(100),
     "markdown": _markdown_errors,
 }

@@ -115,6 +115,13 @@ def verify_pagerduty_request(secrets: Sequence[str], headers: Mapping[str, str],
     raise Unauthorized("wrong signature")
 
 
+def approval_id(task_token: str) -> str:
+    """The opaque id of a resume approval, which its buttons carry: a digest of the task token, which cannot be
+    turned back into the token. The same token always gives the same id, so a notify step that runs twice stores
+    one approval and posts the same buttons."""
+    return hashlib.sha256(task_token.encode()).hexdigest()[:32]
+
+
 class ActionId(StrEnum):
     """The buttons we render. An action id we did not render is refused (BadRequest)."""
 

@@ -20,15 +20,13 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
+from fault_responder.interactive import approval_id
+
+__all__ = ["DynamoDBInteractionStore", "approval_id"]
+
 SK = "-"
 REPLAY_RETENTION_SECONDS = 10 * 60
 _CONDITION_FAILED = "ConditionalCheckFailedException"
-
-
-def approval_id(task_token: str) -> str:
-    """The opaque id of an approval: a digest of its task token, which cannot be turned back into the token. The
-    same token always gives the same id, so a notify step that runs twice stores one approval."""
-    return hashlib.sha256(task_token.encode()).hexdigest()[:32]
 
 
 class DynamoDBInteractionStore:
