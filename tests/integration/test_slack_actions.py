@@ -25,6 +25,7 @@ from moto import mock_aws
 
 from fault_responder import actions_bootstrap
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore, approval_id
+from fault_responder.adapters.slack_actions_io import ResponseUrlReplies
 from sandbox.standins import SLACK_SIGNING_SECRET, StandIns, signed_click
 from tests.conftest import ROOT
 from tests.integration.tables import create_incidents_table
@@ -275,3 +276,15 @@ def test_approve_by_an_approver_answers_the_workflow_once(deployed: Deployed) ->
     assert first_reply["text"].startswith("Approved by")
     assert "already answered or has timed out" in second_reply["text"]
     assert all(TOKEN not in r["text"] for r in deployed.standins.ephemeral_replies())
+
+
+def test_a_reply_slack_does_not_take_is_reported_not_raised() -> None:
+    # Given Slack answering the response_url with a 500
+    with StandIns(faults={"slack": [500]}) as standins:
+        replies = ResponseUrlReplies()
+        # When the function replies to a press whose work is done
+        delivered = replies.ephemeral(standins.response_url("press-1"), "Approved by ana")
+        # Then it says so (and the press is still answered 200 by SlackActions), and Slack has no reply
+        assert delivered is False
+        assert standins.ephemeral_replies() == []
+        assert [r["status"] for r in standins.requests] == [500]

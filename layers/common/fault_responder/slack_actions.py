@@ -52,7 +52,9 @@ class TaskAnswers(Protocol):
 class Replies(Protocol):
     """Ephemeral answers through the press's response_url (an adapter)."""
 
-    def ephemeral(self, response_url: str, text: str) -> None: ...
+    def ephemeral(self, response_url: str, text: str) -> bool:
+        """False when the reply did not arrive (a courtesy: the press's work is done either way)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +168,8 @@ class SlackActions:
     def _tell(self, click: Click, text: str) -> None:
         # Only to Slack's own response URLs: the payload is signed, but a reply never goes anywhere else.
         if click.response_url and click.response_url.startswith(self.response_url_prefix):
-            self.replies.ephemeral(click.response_url, text)
+            if not self.replies.ephemeral(click.response_url, text):
+                self.count("RepliesFailed", "Action", click.action.value)
 
 
 _VERBS = {

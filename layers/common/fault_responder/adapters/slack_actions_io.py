@@ -8,7 +8,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from fault_responder.adapters.http import Budget, HttpSession, RetryPolicy, send_json
+from fault_responder.adapters.http import Budget, DeliveryError, HttpSession, RetryPolicy, send_json
+from fault_responder.observability import logger
 
 _GONE = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 """Step Functions' answers for a token whose wait is over: the workflow moved on, there is nothing to answer."""
@@ -55,13 +56,20 @@ class ResponseUrlReplies:
         self._policy = RetryPolicy(max_attempts=1, connect_timeout=1.0, read_timeout=1.5)
         self._seconds = seconds
 
-    def ephemeral(self, response_url: str, text: str) -> None:
-        send_json(
-            self._session,
-            response_url,
-            {"response_type": "ephemeral", "replace_original": False, "text": text},
-            service="Slack",
-            policy=self._policy,
-            budget=Budget(self._seconds, margin=0.0),
-            idempotent=False,
-        )
+    def ephemeral(self, response_url: str, text: str) -> bool:
+        """False when Slack did not take the reply: the press's work is done and recorded either way, so a reply
+        that did not arrive is logged (without its URL, which is a credential for 30 minutes) and not retried."""
+        try:
+            send_json(
+                self._session,
+                response_url,
+                {"response_type": "ephemeral", "replace_original": False, "text": text},
+                service="Slack",
+                policy=self._policy,
+                budget=Budget(self._seconds, margin=0.0),
+                idempotent=False,
+            )
+        except DeliveryError as error:
+            logger.warning("ephemeral reply not delivered", extra={"reason": str(error)[:300]})
+            return False
+        return True
