@@ -167,9 +167,9 @@ class SlackActions:
 
     def _tell(self, click: Click, text: str) -> None:
         # Only to Slack's own response URLs: the payload is signed, but a reply never goes anywhere else.
-        if click.response_url and click.response_url.startswith(self.response_url_prefix):
-            if not self.replies.ephemeral(click.response_url, text):
-                self.count("RepliesFailed", "Action", click.action.value)
+        url = click.response_url
+        if url and url.startswith(self.response_url_prefix) and not self.replies.ephemeral(url, text):
+            self.count("RepliesFailed", "Action", click.action.value)
 
 
 _VERBS = {
