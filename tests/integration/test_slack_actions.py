@@ -15,17 +15,22 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import cache
 from types import ModuleType
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from fault_responder import actions_bootstrap
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore, approval_id
-from fault_responder.adapters.slack_actions_io import ResponseUrlReplies
+from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
+from fault_responder.interactive import Permissions
+from fault_responder.slack_actions import SlackActions
 from sandbox.standins import SLACK_SIGNING_SECRET, StandIns, signed_click
 from tests.conftest import ROOT
 from tests.integration.tables import create_incidents_table
@@ -288,3 +293,42 @@ def test_a_reply_slack_does_not_take_is_reported_not_raised() -> None:
         assert delivered is False
         assert standins.ephemeral_replies() == []
         assert [r["status"] for r in standins.requests] == [500]
+
+
+def test_an_answer_step_functions_did_not_take_puts_the_approval_back_for_the_next_press(deployed: Deployed) -> None:
+    # Given an approval, and Step Functions throttling the first SendTaskSuccess (botocore's Stubber)
+    ident = _a_waiting_approval(deployed)
+    throttled = boto3.client("stepfunctions", region_name="us-east-1")
+    stubber = Stubber(throttled)
+    stubber.add_client_error("send_task_success", "ThrottlingException", http_status_code=400)
+
+    def actions(client: Any) -> SlackActions:
+        return SlackActions(
+            signing_secret=lambda force: SLACK_SIGNING_SECRET,
+            replay_guard=deployed.store,
+            approvals=deployed.store,
+            tasks=StepFunctionsTaskAnswers(client),
+            replies=ResponseUrlReplies(),
+            permissions=Permissions.parse([APPROVER], []),
+            response_url_prefix=deployed.standins.base_url,
+            clock=lambda: datetime.now(UTC),
+        )
+
+    def signed() -> tuple[dict[str, str], bytes]:
+        return signed_click(
+            action_id="resume_approve",
+            value=ident,
+            user_id=APPROVER,
+            response_url=deployed.standins.response_url(str(uuid.uuid4())),
+            timestamp=int(time.time()),
+        )
+
+    # When an approver presses Approve and the answer fails
+    with stubber, pytest.raises(ClientError):
+        actions(throttled).handle(*signed())
+    # Then the approval is back, and the next press answers the workflow
+    assert actions(deployed.sfn).handle(*signed()).status == 200
+    assert deployed.store.take_approval(ident) is None
+    assert [r["text"].split(":")[0] for r in deployed.standins.ephemeral_replies()] == [
+        f"Approved by {APPROVER.lower()} ({APPROVER})"
+    ]

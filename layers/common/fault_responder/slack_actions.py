@@ -38,6 +38,8 @@ class ReplayGuard(Protocol):
 class Approvals(Protocol):
     def take_approval(self, ident: str) -> str | None: ...
 
+    def restore_approval(self, ident: str, task_token: str) -> None: ...
+
 
 class TaskAnswers(Protocol):
     """Step Functions' SendTaskSuccess / SendTaskFailure (an adapter)."""
@@ -153,12 +155,18 @@ class SlackActions:
             self._tell(click, "This approval request was already answered or has timed out: nothing was changed.")
             return Outcome(click.action.value, click.user_id, "gone")
         who = f"{click.user_name} ({click.user_id})"
-        if click.action is ActionId.APPROVE:
-            taken = self.tasks.approve(token, who)
-            done, result = f"Approved by {who}: the workflow resumes the job.", "approved"
-        else:
-            taken = self.tasks.reject(token, who)
-            done, result = f"Rejected by {who}: the job is left as it is.", "rejected"
+        try:
+            if click.action is ActionId.APPROVE:
+                taken = self.tasks.approve(token, who)
+                done, result = f"Approved by {who}: the workflow resumes the job.", "approved"
+            else:
+                taken = self.tasks.reject(token, who)
+                done, result = f"Rejected by {who}: the job is left as it is.", "rejected"
+        except Exception:
+            # Step Functions did not take the answer (throttled, unavailable): the approval goes back, so the next
+            # press can answer it, and the request fails, so Slack shows the person an error.
+            self.approvals.restore_approval(click.value, token)
+            raise
         if not taken:
             self._tell(click, "The workflow no longer waits for this answer (timed out or stopped): nothing changed.")
             return Outcome(click.action.value, click.user_id, "gone")

@@ -26,6 +26,7 @@ __all__ = ["DynamoDBInteractionStore", "approval_id"]
 
 SK = "-"
 REPLAY_RETENTION_SECONDS = 10 * 60
+RESTORE_SECONDS = 15 * 60
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
@@ -87,6 +88,25 @@ class DynamoDBInteractionStore:
         item = response.get("Attributes") or {}
         token = item.get("task_token", {}).get("S")
         return str(token) if token else None
+
+    def restore_approval(self, ident: str, task_token: str, seconds: int = RESTORE_SECONDS) -> None:
+        """Put back an approval taken by a press whose answer did not reach Step Functions, so it can be pressed
+        again. Its original end is not known here: a press after the workflow stopped waiting is told so by Step
+        Functions (TaskTimedOut), so a generous lifetime does no harm."""
+        try:
+            self._client.put_item(
+                TableName=self.table_name,
+                Item={
+                    "pk": {"S": f"APPROVAL#{ident}"},
+                    "sk": {"S": SK},
+                    "task_token": {"S": task_token},
+                    "expires_at": {"N": str(int(self._epoch()) + seconds)},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as error:
+            if _code(error) != _CONDITION_FAILED:
+                raise
 
 
 def _code(error: ClientError) -> str:
