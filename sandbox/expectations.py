@@ -47,6 +47,7 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "dlq": list(report.get("dlq", [])),
         "errors": list(report.get("errors", [])),
         "actions": list(report.get("actions", [])),
+        "ephemeral": list(report.get("ephemeral", [])),
         "cli": list(report.get("cli", [])),
     }
 

@@ -24,7 +24,7 @@ from sandbox.aws import AwsClients
 from sandbox.errors import SandboxError
 from sandbox.session import Sandbox
 from sandbox.stack import SqsEventSource, Stack, layer_on_path
-from sandbox.standins import WEBHOOK_CHANNEL
+from sandbox.standins import REDACTED, WEBHOOK_CHANNEL
 
 _serializer = TypeSerializer()
 
@@ -86,8 +86,15 @@ def table_items(aws: AwsClients, table_name: str) -> list[dict[str, Any]]:
     """Every item of a table, as plain JSON (numbers as int or float, sets as sorted lists)."""
     items: list[dict[str, Any]] = []
     for page in aws.dynamodb.get_paginator("scan").paginate(TableName=table_name):
-        items.extend({name: _plain(value) for name, value in item.items()} for item in page["Items"])
+        items.extend(
+            {name: REDACTED if name in _SECRET_ATTRIBUTES else _plain(value) for name, value in item.items()}
+            for item in page["Items"]
+        )
     return items
+
+
+_SECRET_ATTRIBUTES = frozenset({"task_token"})
+"""Attributes no report shows: an approval's task token answers the workflow for whoever holds it."""
 
 
 def _plain(attribute: Mapping[str, Any]) -> Any:
@@ -352,6 +359,7 @@ class ReportBuilder:
             "incidents": derived_incidents(sandbox, items),
             "table": items,
             "slack": standins.slack_channels(),
+            "ephemeral": standins.ephemeral_replies(),
             "pagerduty": standins.pagerduty_alerts(),
             "skipped_resources": [skipped.to_json() for skipped in stack.skipped],
             "warnings": self.warnings,

@@ -41,14 +41,13 @@ from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
-from botocore.exceptions import ClientError
-
 from sandbox import expectations
 from sandbox import scenario as model
 from sandbox.drill_emulation import drill_bridge
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
 from sandbox.eventbridge import BusDelivery, EventBus, SqsTargetDeliverer, StatesTargetDeliverer
+from sandbox.function_url import request_event
 from sandbox.lambda_runtime import patched_environ
 from sandbox.replay import load_event_file
 from sandbox.report import ReportBuilder, Timeline, collect_ecs
@@ -56,13 +55,11 @@ from sandbox.scenario import LoadedScenario
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import BatchOutcome, SqsEventSourceMapping
 from sandbox.stack import layer_on_path
-from sandbox.standins import Fault
+from sandbox.standins import SLACK_SIGNING_SECRET, Fault, signed_click
 from sandbox.stepfunctions import (
     ExecutionTracker,
     LambdaDispatch,
     SharedFunction,
-    TaskCommand,
-    find_task_commands,
     forget_warm_caches,
     quiet_interpreter,
     strings_in,
@@ -114,16 +111,22 @@ def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
 class _PendingAction:
     action: model.Action
     published_at: float | None = None
-    command: TaskCommand | None = None
-    outcome: str = "not performed: no command was published"
+    approval: str | None = None
+    """The approval id the pressed button carries (its value; never a task token)."""
+    user: str | None = None
+    outcome: str = "not performed: no approval request with buttons was posted"
+    status: int | None = None
     done: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "action": self.action.action,
+            "button": self.action.pressed,
+            "user": self.user,
+            "signed": self.action.signed,
             "after_seconds": self.action.after_seconds,
+            "status": self.status,
             "outcome": self.outcome,
-            "task_token": self.command.token if self.command else None,
         }
 
 
@@ -136,7 +139,8 @@ class _Run:
     context: contextlib.ExitStack
     report: ReportBuilder = field(default_factory=ReportBuilder)
     actions: list[_PendingAction] = field(default_factory=list)
-    used_commands: list[TaskCommand] = field(default_factory=list)
+    pressed: list[tuple[str, str, str | None]] = field(default_factory=list)
+    functions: dict[str, SharedFunction] = field(default_factory=dict)
     timed_out: list[str] = field(default_factory=list)
     cli_steps: list[dict[str, Any]] = field(default_factory=list)
     bus: EventBus | None = None
@@ -148,6 +152,7 @@ class _Run:
         self.timeline.header(sandbox)
         forget_warm_caches()
         functions = self._load_functions()
+        self.functions = functions
         dispatch = self.context.enter_context(
             LambdaDispatch({key: f for spec_id, f in functions.items() for key in _keys(sandbox, spec_id)})
         )
@@ -372,49 +377,73 @@ class _Run:
                 self.timeline.warning(warning)
 
     def _act(self) -> None:
-        """Each action runs the first command of its kind nobody ran yet, `after_seconds` after it appeared."""
+        """Each action presses its button on the first approval request its user did not press it on yet,
+        `after_seconds` after the buttons appeared in Slack: the Slack stand-in signs the press and sends it to the
+        function URL."""
         pending = [action for action in self.actions if not action.done]
         if not pending:
             return
-        published = self._published_commands()
+        posted = self._posted_approvals()
         now = time.monotonic()
         for action in pending:
-            wanted = "send-task-success" if action.action.action == "approve" else "send-task-failure"
-            if action.command is None:
-                action.command = next(
-                    (c for c in published if c.action == wanted and c not in self.used_commands), None
-                )
+            button, user = action.action.pressed, action.action.user
+            if action.approval is None:
+                action.approval = next((a for a in posted if (button, a, user) not in self.pressed), None)
                 action.published_at = now
-            if action.command is None or action.published_at is None:
+            if action.approval is None or action.published_at is None:
                 continue
             waited = now - action.published_at
             if waited < action.action.after_seconds:
                 continue
-            self.used_commands.append(action.command)
+            self.pressed.append((button, action.approval, user))
             action.done = True
-            try:
-                action.command.run(self.sandbox.aws)
-            except ClientError as exc:  # a token that already timed out, say: an outcome to report
-                action.outcome = f"`aws stepfunctions {wanted}` failed: {exc}"
-            else:
-                action.outcome = f"ran `aws stepfunctions {wanted}` {waited:.1f} s after it was published"
+            self._press(action, waited)
 
-    def _published_commands(self) -> list[TaskCommand]:
-        """send-task-success/failure commands in what people saw: Slack messages and PagerDuty events."""
-        standins = self.sandbox.standins
-        texts = [
-            text
-            for channel in standins.slack_channels().values()
-            for message in channel
-            for text in strings_in(message)
-        ]
-        texts += [
-            text
-            for request in standins.requests
-            if request["service"] == "pagerduty"
-            for text in strings_in(request["body"])
-        ]
-        return find_task_commands(texts)
+    def _press(self, action: _PendingAction, waited: float) -> None:
+        function = next(
+            (self.functions[spec.logical_id] for spec in self.sandbox.stack.functions.values() if spec.function_url),
+            None,
+        )
+        url = next((spec.function_url for spec in self.sandbox.stack.functions.values() if spec.function_url), None)
+        if function is None or url is None:
+            action.outcome = "not performed: the stack has no function URL to press buttons through"
+            return
+        approvers = self.sandbox.parameters.get("ResumeApprovers") or []
+        approvers = approvers.split(",") if isinstance(approvers, str) else list(approvers)
+        action.user = action.action.user or next((a for a in approvers if a), "U0NOBODY00")
+        secret = SLACK_SIGNING_SECRET if action.action.signed == "rightly" else "not-the-signing-secret"
+        headers, body = signed_click(
+            action_id=f"resume_{action.action.pressed}",
+            value=str(action.approval),
+            user_id=action.user,
+            response_url=self.sandbox.standins.response_url(uuid.uuid4().hex),
+            timestamp=int(time.time()),
+            secret=secret,
+        )
+        if action.action.signed == "not":
+            headers = {k: v for k, v in headers.items() if not k.startswith("x-slack-")}
+        invocation = function.invoke(request_event(url, headers, body))
+        result = invocation.result if isinstance(invocation.result, dict) else {}
+        action.status = result.get("statusCode")
+        label = action.action.pressed.capitalize()
+        action.outcome = (
+            f"pressed {label} as {action.user} ({action.action.signed} signed) {waited:.1f} s after it was posted: "
+            f"HTTP {action.status}" + (f" ({invocation.error.get('errorType')})" if invocation.error else "")
+        )
+
+    def _posted_approvals(self) -> list[str]:
+        """The approval ids on the Approve/Reject buttons in Slack, in the order they were posted."""
+        found: list[str] = []
+        for channel in self.sandbox.standins.slack_channels().values():
+            for message in channel:
+                for block in message.get("blocks") or []:
+                    if block.get("type") != "actions":
+                        continue
+                    for element in block.get("elements") or []:
+                        value = element.get("value")
+                        if element.get("action_id", "").startswith("resume_") and value and value not in found:
+                            found.append(value)
+        return found
 
     def _print_executions(self, tracker: ExecutionTracker, dispatch: LambdaDispatch, already: int) -> int:
         summaries = tracker.summaries(dispatch.invocations)
@@ -451,6 +480,7 @@ class _Run:
                 "ecs": ecs,
                 "pagerduty_changes": sandbox.standins.pagerduty_changes(),
                 "actions": [action.to_json() for action in self.actions],
+                "task_tokens": self._token_exposure(tracker),
                 "cli": self.cli_steps,
             }
         )
@@ -466,6 +496,18 @@ class _Run:
         self.timeline.on_call_view(report)
         self.timeline.expectations(results)
         return RunResult(report, passed)
+
+    def _token_exposure(self, tracker: ExecutionTracker) -> dict[str, int]:
+        """How many task tokens the executions issued, and how many of them appear anywhere people saw (a Slack
+        message, an ephemeral reply, a PagerDuty event): the second must be 0. Counts only: a token is no report's."""
+        standins = self.sandbox.standins
+        seen = [
+            *(text for channel in standins.slack_channels().values() for m in channel for text in strings_in(m)),
+            *(text for reply in standins.ephemeral_replies() for text in strings_in(reply)),
+            *(text for request in standins.requests for text in strings_in(request["body"])),
+        ]
+        tokens = tracker.task_tokens()
+        return {"issued": len(tokens), "exposed": sum(1 for t in tokens if any(t in text for text in seen))}
 
     def _finished_in_time(self) -> dict[str, Any]:
         """The expectation every scenario has: the runner did not have to stop an execution."""

@@ -288,11 +288,34 @@ class EcsSettings(_Model):
 
 
 class Action(_Model):
-    """Answer the workflow's approval request with the command it published (in Slack or PagerDuty)."""
+    """Press a button of the workflow's approval request in Slack: the Slack stand-in sends the signed press to
+    SlackActionsFunction's function URL. `approve` and `reject` are short for `click` with that button."""
 
-    action: Literal["approve", "reject"]
+    action: Literal["click", "approve", "reject"]
+    button: Literal["approve", "reject"] | None = None
+    """For `click`: which button (Approve or Reject)."""
+    user: str | None = Field(default=None, pattern=r"^[UW][A-Z0-9]{2,31}$")
+    """The Slack user id who presses; default the first of the ResumeApprovers parameter."""
+    signed: Literal["rightly", "wrongly", "not"] = "rightly"
+    """How the stand-in signs the press: with the signing secret, with another secret, or not at all."""
     after_seconds: float = Field(default=0, ge=0, le=3600)
-    """How long after the command was published."""
+    """How long after the buttons were posted."""
+
+    @model_validator(mode="after")
+    def _button_named_once(self) -> Action:
+        if self.action == "click" and self.button is None:
+            raise ValueError("a click names its button (approve or reject)")
+        if self.action != "click" and self.button not in (None, self.action):
+            raise ValueError(f"`{self.action}` presses {self.action}: drop `button` or use `click`")
+        return self
+
+    @property
+    def pressed(self) -> Literal["approve", "reject"]:
+        if self.action != "click":
+            return self.action
+        if self.button is None:
+            raise SandboxError("a click names its button")  # the validator says so already
+        return self.button
 
 
 # --- Expectations ----------------------------------------------------------------------------------
@@ -310,6 +333,7 @@ Collection = Literal[
     "dlq",
     "errors",
     "actions",
+    "ephemeral",
     "cli",
 ]
 COLLECTIONS: tuple[str, ...] = get_args(Collection)

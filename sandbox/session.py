@@ -30,7 +30,13 @@ from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
-from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
+from sandbox.standins import (
+    DEFAULT_SLACK_TOKEN,
+    RESPONSE_URL_PATH,
+    SANDBOX_ROUTING_KEY,
+    SLACK_SIGNING_SECRET,
+    StandIns,
+)
 from sandbox.statemachine import moto_settings_restored
 from sandbox.template import StackIdentity, Template, resolve_parameters
 
@@ -118,6 +124,8 @@ class Sandbox:
             "AWS_ENDPOINT_URL": self.moto_endpoint,
             "SLACK_API_URL": self.standins.slack_api_url,
             "PAGERDUTY_EVENTS_URL": self.standins.pagerduty_url,
+            # A press's response_url points at the Slack stand-in (sandbox/standins.py signed_click).
+            "SLACK_RESPONSE_URL_PREFIX": self.standins.base_url + RESPONSE_URL_PATH,
             # The sandbox creates no dashboard (a skipped resource): its Slack roots link to none.
             "DASHBOARD_URL": "",
         }
@@ -271,6 +279,7 @@ def _seed_notifier_secrets(parameters: Mapping[str, Any], aws: AwsClients, stand
         secrets[parameters["SlackSecretName"]] = {
             "bot_token": DEFAULT_SLACK_TOKEN,
             "webhook_urls": {SLACK_WEBHOOK_NAME: standins.slack_webhook_url},
+            "signing_secret": SLACK_SIGNING_SECRET,
         }
     if "PagerDutySecretName" in parameters:
         secrets[parameters["PagerDutySecretName"]] = {"routing_keys": {PAGERDUTY_SERVICE_NAME: SANDBOX_ROUTING_KEY}}

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 
 from sandbox.aws import AwsClients
 from sandbox.errors import SandboxError
+from sandbox.function_url import FunctionUrl
 from sandbox.statemachine import enable_interpreter, load_definition, substitute
 from sandbox.template import (
     ParameterValue,
@@ -89,6 +90,8 @@ class FunctionSpec:
     memory_size_mb: int
     environment: Mapping[str, str]
     sqs_sources: tuple[SqsEventSource, ...]
+    function_url: FunctionUrl | None = None
+    """Its function URL (`FunctionUrlConfig`), invoked in process (sandbox/function_url.py)."""
 
 
 @dataclass(frozen=True)
@@ -427,8 +430,16 @@ def _register_function(builder: StackBuilder, logical_id: str) -> DeployedResour
             for key, value in ((properties.get("Environment") or {}).get("Variables") or {}).items()
         },
         sqs_sources=_event_sources(builder, logical_id, properties.get("Events") or {}),
+        function_url=_function_url(builder, logical_id, properties.get("FunctionUrlConfig")),
     )
     return DeployedResource(logical_id, "AWS::Serverless::Function", name, {"Arn": arn}, properties)
+
+
+def _function_url(builder: StackBuilder, logical_id: str, config: Any) -> FunctionUrl | None:
+    if not isinstance(config, Mapping):
+        return None
+    url_id = builder.physical_name(f"{logical_id}Url", 32).lower().replace("_", "-")
+    return FunctionUrl(logical_id, url_id, builder.stack.identity.region, str(config.get("AuthType", "AWS_IAM")))
 
 
 def _environment_text(value: Any) -> str:

@@ -23,6 +23,8 @@ Lengths are counted in code points; Slack's own counting of some emoji may diffe
 from __future__ import annotations
 
 import copy
+import hashlib
+import hmac
 import json
 import re
 import threading
@@ -35,7 +37,7 @@ from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sandbox.errors import SandboxError
 
@@ -54,6 +56,10 @@ SANDBOX_ROUTING_KEY = "sandboxpagerdutyroutingkey000000"
 WEBHOOK_PATH = "/services/T0SANDBOX/B0SANDBOX/sandboxwebhooksecret"
 WEBHOOK_CHANNEL = "sandbox-webhook"
 """The channel the sandbox webhook posts to (a real webhook's channel is fixed by the app config)."""
+
+SLACK_SIGNING_SECRET = "sandbox-slack-signing-secret-0123456789"  # nosec B105  # the stand-in's own, loopback only
+RESPONSE_URL_PATH = "/actions/"
+"""Where the stand-in's button presses ask to be answered (a press's response_url): ephemeral replies land here."""
 
 # Slack timestamps are the posting time, unique per channel and increasing (at least 100 µs apart here).
 _TS_STEP_MICROS = 100
@@ -99,6 +105,7 @@ class StandIns:
         )
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
+        self._ephemeral: list[dict[str, Any]] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -201,6 +208,14 @@ class StandIns:
         with self._lock:
             return copy.deepcopy(self._pagerduty.changes)
 
+    def ephemeral_replies(self) -> list[dict[str, Any]]:
+        """Every reply sent to a press's response_url, in order: {"press": id, "text", "response_type"}."""
+        with self._lock:
+            return copy.deepcopy(self._ephemeral)
+
+    def response_url(self, press: str) -> str:
+        return f"{self.base_url}{RESPONSE_URL_PATH}{press}"
+
     def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
         """Answer one request and record it; the HTTP handler calls this for every request."""
         split = urlsplit(target)
@@ -235,6 +250,8 @@ class StandIns:
             return _slack_error("unknown_method")
         if path == WEBHOOK_PATH:
             return self._slack.webhook(raw)
+        if path.startswith(RESPONSE_URL_PATH):
+            return self._response_url(path.removeprefix(RESPONSE_URL_PATH), raw)
         if path.startswith("/services/"):
             return _Reply(HTTPStatus.NOT_FOUND, "no_service")
         if path == "/v2/enqueue":
@@ -242,6 +259,59 @@ class StandIns:
         if path == "/v2/change/enqueue":
             return self._pagerduty.change(raw)
         return _Reply(HTTPStatus.NOT_FOUND, "not_found")
+
+    def _response_url(self, press: str, raw: bytes) -> _Reply:
+        # A response_url takes a message payload as JSON (Slack answers 404 "no_text" and the like otherwise).
+        body = _parse_json(raw)
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str) or not body["text"]:
+            return _Reply(HTTPStatus.BAD_REQUEST, "no_text")
+        if body.get("response_type", "ephemeral") not in ("ephemeral", "in_channel"):
+            return _Reply(HTTPStatus.BAD_REQUEST, "invalid_response_type")
+        self._ephemeral.append(
+            {"press": press, "text": body["text"], "response_type": body.get("response_type", "ephemeral")}
+        )
+        return _Reply(HTTPStatus.OK, "ok")
+
+
+def signed_click(
+    *,
+    action_id: str,
+    value: str,
+    user_id: str,
+    response_url: str,
+    timestamp: int,
+    secret: str = SLACK_SIGNING_SECRET,
+    user_name: str | None = None,
+    channel_id: str = "C0SANDBOX1",
+    message_ts: str = "1700000000.000100",
+) -> tuple[dict[str, str], bytes]:
+    """A button press as Slack sends it: a form-encoded body whose `payload` field is the block_actions JSON,
+    signed (v0: hex HMAC-SHA256 of `v0:<timestamp>:<body>` with `secret`). Pass another secret to sign wrongly."""
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user_id, "username": user_name or user_id.lower(), "team_id": "T0SANDBOX"},
+        "api_app_id": "A0SANDBOX",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel_id},
+        "channel": {"id": channel_id, "name": "sandbox"},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "actions",
+                "value": value,
+                "action_ts": f"{timestamp}.000200",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    digest = hmac.new(secret.encode(), b"v0:%d:" % timestamp + body, hashlib.sha256).hexdigest()
+    headers = {
+        "content-type": "application/x-www-form-urlencoded",
+        "x-slack-request-timestamp": str(timestamp),
+        "x-slack-signature": f"v0={digest}",
+    }
+    return headers, body
 
 
 class _Server(ThreadingHTTPServer):
@@ -743,7 +813,7 @@ def _divider_errors(block: dict[str, Any], pointer: str) -> list[str]:
 
 
 def _elements_errors(most: int) -> _BlockCheck:
-    """Blocks we never send (actions, rich_text): checked for shape only."""
+    """Blocks we never send (rich_text): checked for shape only."""
 
     def check(block: dict[str, Any], pointer: str) -> list[str]:
         elements, problems = _items(block.get("elements"), f"{pointer}/elements", most)
@@ -755,6 +825,41 @@ def _elements_errors(most: int) -> _BlockCheck:
         return problems
 
     return check
+
+
+def _actions_errors(block: dict[str, Any], pointer: str) -> list[str]:
+    """An actions block: up to 25 elements; buttons (the only element we send) checked as Slack checks them."""
+    errors = _unknown_keys(block, {"type", "elements", "block_id"}, pointer)
+    elements, problems = _items(block.get("elements"), f"{pointer}/elements", 25)
+    errors.extend(problems)
+    action_ids: set[str] = set()
+    for index, element in enumerate(elements):
+        element_pointer = f"{pointer}/elements/{index}"
+        if not isinstance(element, dict):
+            errors.append(f"must be an object [json-pointer:{element_pointer}]")
+        elif element.get("type") != "button":
+            continue  # selects, date pickers, ...: never sent, not checked
+        else:
+            errors.extend(_button_errors(element, element_pointer))
+            action_id = element.get("action_id")
+            if isinstance(action_id, str) and action_id in action_ids:
+                errors.append(f"duplicate action_id {action_id!r} [json-pointer:{element_pointer}/action_id]")
+            action_ids.add(str(action_id))
+    return errors
+
+
+def _button_errors(button: dict[str, Any], pointer: str) -> list[str]:
+    allowed = {"type", "text", "action_id", "url", "value", "style", "confirm", "accessibility_label"}
+    errors = _unknown_keys(button, allowed, pointer) + _text_errors(
+        button.get("text"), f"{pointer}/text", 75, plain_only=True
+    )
+    for key, limit in (("action_id", 255), ("value", 2000), ("url", 3000)):
+        value = button.get(key)
+        if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= limit):
+            errors.append(f"must be 1 to {limit} characters [json-pointer:{pointer}/{key}]")
+    if "style" in button and button["style"] not in ("primary", "danger"):
+        errors.append(f"must be one of primary, danger [json-pointer:{pointer}/style]")
+    return errors
 
 
 def _markdown_errors(block: dict[str, Any], pointer: str) -> list[str]:
@@ -770,7 +875,7 @@ _BLOCK_CHECKS: dict[str, _BlockCheck] = {
     "context": _context_errors,
     "divider": _divider_errors,
     "image": _image_block_errors,
-    "actions": _elements_errors(25),
+    "actions": _actions_errors,
     "rich_text": _elements_errors(100),
     "markdown": _markdown_errors,
 }

@@ -16,11 +16,8 @@ waiting (Wait states, Retry back-off, task tokens), which moto spends in real ti
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
-import re
-import shlex
 import sys
 import threading
 import time
@@ -39,7 +36,11 @@ from sandbox.stack import RuleTarget
 
 # Layer modules that cache clients and settings built from a function's environment. In process,
 # functions share them, so they are reset whenever a function with another environment runs next.
-_RESET_HOOK_MODULES = ("fault_responder.bootstrap", "fault_responder.resume.bootstrap")
+_RESET_HOOK_MODULES = (
+    "fault_responder.bootstrap",
+    "fault_responder.resume.bootstrap",
+    "fault_responder.actions_bootstrap",
+)
 _POLL_SECONDS = 0.05
 
 
@@ -240,6 +241,38 @@ class ExecutionTracker:
             )
             for execution in self.executions
         ]
+
+    def task_tokens(self) -> list[str]:
+        """Every task token the executions handed a task: a `.waitForTaskToken` task's parameter named `task_token`,
+        `taskToken` or `token` (what `$$.Task.Token` is passed as)."""
+        sfn = self.aws.client("stepfunctions")
+        tokens: list[str] = []
+        for execution in self.executions:
+            for event in history(sfn, execution.arn):
+                details = event.get("taskScheduledEventDetails") or {}
+                if not str(details.get("resource", "")).endswith(".waitForTaskToken"):
+                    continue
+                try:
+                    parameters = json.loads(details.get("parameters") or "{}")
+                except ValueError:
+                    continue
+                tokens.extend(t for t in _values_of(parameters, _TOKEN_KEYS) if t not in tokens)
+        return tokens
+
+
+_TOKEN_KEYS = frozenset({"task_token", "taskToken", "token"})
+
+
+def _values_of(value: Any, keys: frozenset[str]) -> Iterator[str]:
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if name in keys and isinstance(item, str) and item:
+                yield item
+            else:
+                yield from _values_of(item, keys)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _values_of(item, keys)
 
 
 def history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
@@ -458,51 +491,7 @@ def _union(intervals: Iterable[tuple[datetime, datetime]]) -> float:
     return total
 
 
-# --- Task tokens the workflow published ------------------------------------------------------------
-
-_TASK_COMMAND = re.compile(r"aws stepfunctions (send-task-success|send-task-failure)\s[^\n`]*")
-
-
-@dataclass(frozen=True)
-class TaskCommand:
-    """An `aws stepfunctions send-task-success|failure` command a message told a human to run."""
-
-    action: str
-    token: str
-    output: str | None = None
-    error: str | None = None
-    cause: str | None = None
-
-    def run(self, aws: AwsClients) -> None:
-        sfn = aws.client("stepfunctions")
-        if self.action == "send-task-success":
-            sfn.send_task_success(taskToken=self.token, output=self.output or "{}")
-        else:
-            request = {"taskToken": self.token, "error": self.error, "cause": self.cause}
-            sfn.send_task_failure(**{key: value for key, value in request.items() if value is not None})
-
-
-def find_task_commands(texts: Iterable[str]) -> list[TaskCommand]:
-    """Every send-task-success/failure command in the texts, in order, parsed as a shell would."""
-    commands: list[TaskCommand] = []
-    for text in texts:
-        for match in _TASK_COMMAND.finditer(text):
-            command = _parse_command(match.group(0))
-            if command is not None and command not in commands:
-                commands.append(command)
-    return commands
-
-
-def _parse_command(line: str) -> TaskCommand | None:
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        return None
-    options = {flag[2:]: value for flag, value in itertools.pairwise(words[3:]) if flag.startswith("--")}
-    token = options.get("task-token")
-    if not token:
-        return None
-    return TaskCommand(words[2], token, options.get("task-output"), options.get("error"), options.get("cause"))
+# --- What people saw -------------------------------------------------------------------------------
 
 
 def strings_in(value: Any) -> Iterator[str]:

@@ -174,6 +174,9 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
         ("ReconcileRole", "AWS::IAM::Role"),
         ("ReconcileLogsPolicy", "AWS::IAM::Policy"),
         ("ReconcileLogGroup", "AWS::Logs::LogGroup"),
+        ("SlackActionsRole", "AWS::IAM::Role"),
+        ("SlackActionsLogsPolicy", "AWS::IAM::Policy"),
+        ("SlackActionsLogGroup", "AWS::Logs::LogGroup"),
         # Schedules do not fire by themselves in the sandbox: a scenario step runs the sweep or the reconciliation.
         ("SweepFunction.Events.EveryMinute", "Schedule event"),
         ("ReconcileFunction.Events.Schedule", "Schedule event"),

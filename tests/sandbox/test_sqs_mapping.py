@@ -18,6 +18,7 @@ from sandbox.eventbridge import EventBus
 from sandbox.replay import EventFile, replay
 from sandbox.report import Timeline
 from sandbox.session import Sandbox
+from sandbox.standins import SLACK_SIGNING_SECRET
 from sandbox.template import Template
 from tests.sandbox.conftest import toy_event
 
@@ -80,6 +81,7 @@ def test_notifier_secrets_are_seeded_under_the_template_names(toy_sandbox: Sandb
     assert slack == {
         "bot_token": "xoxb-sandbox-token",
         "webhook_urls": {"gpu-alerts": toy_sandbox.standins.slack_webhook_url},
+        "signing_secret": SLACK_SIGNING_SECRET,
     }
     assert [len(key) for key in pagerduty["routing_keys"].values()] == [32]
 

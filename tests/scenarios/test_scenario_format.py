@@ -14,7 +14,7 @@ from sandbox.errors import SandboxError
 from sandbox.expectations import check, field_matches, matches, pagerduty_requests, slack_messages, values_at
 from sandbox.scenario import Expectation, load_scenario
 from sandbox.statemachine import substitute
-from sandbox.stepfunctions import WorkflowInvocation, find_task_commands, summarize_execution
+from sandbox.stepfunctions import WorkflowInvocation, summarize_execution
 from sandbox.template import StackIdentity
 from sandbox.world import SeededInstance, World, deep_merge, point_at
 from tests.scenarios.conftest import REPO_ROOT, TOY_RESUME
@@ -340,22 +340,6 @@ def test_pagerduty_requests_tell_alerts_from_change_events() -> None:
         ("alert", "trigger", "critical", "s"),
         ("change", "change", None, "c"),
     ]
-
-
-# --- Task commands ---------------------------------------------------------------------------------
-
-
-def test_published_approval_commands_are_parsed_as_a_shell_would() -> None:
-    text = (
-        "*Approve:*\n"
-        "```aws stepfunctions send-task-success --task-token 'tok-1' --task-output '{\"approved\": true}'```\n"
-        "*Reject:*\n```aws stepfunctions send-task-failure --task-token 'tok-1' --error Rejected --cause 'why not'```"
-    )
-
-    success, failure = find_task_commands([text, text])
-
-    assert (success.action, success.token, success.output) == ("send-task-success", "tok-1", '{"approved": true}')
-    assert (failure.action, failure.error, failure.cause) == ("send-task-failure", "Rejected", "why not")
 
 
 # --- Execution summaries ---------------------------------------------------------------------------

@@ -265,7 +265,7 @@ def test_a_repeated_event_waits_for_the_first_executions(tmp_path: Path) -> None
 # --- Actions and the timeout -----------------------------------------------------------------------
 
 
-def test_approve_runs_the_published_command_after_the_delay(tmp_path: Path) -> None:
+def test_approve_presses_the_posted_button_through_the_function_url_after_the_delay(tmp_path: Path) -> None:
     path = toy_scenario(
         tmp_path,
         {
@@ -281,8 +281,9 @@ def test_approve_runs_the_published_command_after_the_delay(tmp_path: Path) -> N
 
     assert result.passed, "\n".join(failed(result))
     [action] = result.report["actions"]
-    assert action["outcome"].startswith("ran `aws stepfunctions send-task-success`")
-    assert "after it was published" in action["outcome"]
+    assert action["status"] == 200
+    assert action["outcome"].startswith("pressed Approve as") and "after it was posted" in action["outcome"]
+    assert result.report["task_tokens"] == {"issued": 1, "exposed": 0}
     [execution] = result.report["executions"]
     assert execution["task_token_wait_seconds"] >= 0.5
 

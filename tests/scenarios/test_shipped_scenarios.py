@@ -52,3 +52,8 @@ def test_shipped_scenario_holds(path: Path) -> None:
         assert result.report["executions"], "the scenario started no execution"
     assert all(execution["status"] != "RUNNING" for execution in result.report["executions"])
     assert not result.report["warnings"]
+    # No task token in any Slack message, ephemeral reply or PagerDuty event (counted over everything the stand-ins
+    # received); the approve scenarios do issue tokens, so the count is over something.
+    assert result.report["task_tokens"]["exposed"] == 0
+    if scenario.parameters.get("ResumeMode") == "approve":
+        assert result.report["task_tokens"]["issued"] >= 1

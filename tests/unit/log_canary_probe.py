@@ -51,6 +51,9 @@ WEBHOOK_PATH = "/services/TCANARY0WH/BCANARY0WH/c4naryW3bh00kPathQ91x7Zk"
 WEBHOOK_URL = f"https://hooks.slack.com{WEBHOOK_PATH}"
 ROUTING_KEY = "CANARYR0UTINGKEY0123456789ABCDEF"
 SESSION_TOKEN = "CANARYsessionTOKEN/aB3+xY9=Zq7/Lm2+Wd5=="
+SIGNING_SECRET = "c4narySigningS3cret8e1f0a7d2b9c4e6f"
+TASK_TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAcanaryTaskT0ken4f1b9e2d7c3a8"
+TABLE = "incidents"
 
 # What must never be logged, by name (the webhook's secret is its path, so the path is the canary).
 CANARIES = {
@@ -58,7 +61,11 @@ CANARIES = {
     "slack webhook path": WEBHOOK_PATH,
     "pagerduty routing key": ROUTING_KEY,
     "aws session token": SESSION_TOKEN,
+    "slack signing secret": SIGNING_SECRET,
 }
+OWN_CANARIES = {"step functions task token": TASK_TOKEN}
+"""What our own code handles and must never log; no library logs it either, so only the filtered runs (which press
+the buttons through SlackActions) look for it."""
 MODES = ("unfiltered", "filters-first", "logging-first")
 assert len(ROUTING_KEY) == 32
 
@@ -118,6 +125,52 @@ def _traced_post(
         subsegment.put_http_meta("status", response.status)
 
 
+def _press_approve_and_a_forgery() -> list[int]:
+    """SlackActions as SlackActionsFunction wires it (secret, replay guard, approvals, task answers): an approval
+    stored, an approver's signed press of Approve (SendTaskSuccess with the token), then a forged press."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from fault_responder.actions_bootstrap import SigningSecret, _fetch_json_secret  # noqa: PLC0415
+    from fault_responder.adapters.interaction_store import DynamoDBInteractionStore  # noqa: PLC0415
+    from fault_responder.adapters.slack_actions_io import StepFunctionsTaskAnswers  # noqa: PLC0415
+    from fault_responder.interactive import Permissions  # noqa: PLC0415
+    from fault_responder.observability import count, logger  # noqa: PLC0415
+    from fault_responder.slack_actions import SlackActions  # noqa: PLC0415
+    from sandbox.standins import signed_click  # noqa: PLC0415
+
+    store = DynamoDBInteractionStore(TABLE)
+    ident = store.put_approval(TASK_TOKEN, 300, "execution")
+    actions = SlackActions(
+        signing_secret=SigningSecret(SLACK_SECRET, _fetch_json_secret),
+        replay_guard=store,
+        approvals=store,
+        tasks=StepFunctionsTaskAnswers(),
+        replies=_NoReplies(),
+        permissions=Permissions.parse(["U0APPROVER"], []),
+        clock=lambda: datetime.now(UTC),
+        count=count,
+        log=lambda message, extra: logger.info(message, extra=extra),
+    )
+    statuses = []
+    for secret in (SIGNING_SECRET, "not-the-signing-secret"):
+        headers, body = signed_click(
+            action_id="resume_approve",
+            value=ident,
+            user_id="U0APPROVER",
+            response_url="https://hooks.slack.com/actions/T0/1/x",
+            timestamp=int(datetime.now(UTC).timestamp()),
+            secret=secret,
+        )
+        statuses.append(actions.handle(headers, body).status)
+    return statuses
+
+
+class _NoReplies:
+    def ephemeral(self, response_url: str, text: str) -> bool:
+        """The probe has no Slack to answer: the press's work, and its logs, are what it is about."""
+        return True
+
+
 def main(mode: str) -> int:
     if mode not in MODES:
         print(f"mode must be one of {', '.join(MODES)}", file=sys.stderr)
@@ -131,7 +184,16 @@ def main(mode: str) -> int:
     with mock_aws():
         secrets = boto3.client("secretsmanager")
         secrets.create_secret(
-            Name=SLACK_SECRET, SecretString=json.dumps({"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}})
+            Name=SLACK_SECRET,
+            SecretString=json.dumps(
+                {"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}, "signing_secret": SIGNING_SECRET}
+            ),
+        )
+        boto3.client("dynamodb").create_table(
+            TableName=TABLE,
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk")],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            BillingMode="PAY_PER_REQUEST",
         )
         secrets.create_secret(Name=PAGERDUTY_SECRET, SecretString=json.dumps({"routing_keys": {"gpu": ROUTING_KEY}}))
 
@@ -151,11 +213,15 @@ def main(mode: str) -> int:
         xray_recorder.begin_segment("log-canary-probe")
         slack = parameters.get_secret(SLACK_SECRET, transform="json")
         pagerduty = parameters.get_secret(PAGERDUTY_SECRET, transform="json")
-        if slack != {"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}} or pagerduty != {
-            "routing_keys": {"gpu": ROUTING_KEY}
-        }:
+        stored = {"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}, "signing_secret": SIGNING_SECRET}
+        if slack != stored or pagerduty != {"routing_keys": {"gpu": ROUTING_KEY}}:
             print("probe: the secrets did not read back as stored")
             return 3
+        # The unfiltered run imports nothing of fault_responder (its import installs the filters).
+        answers = [200, 401] if mode == "unfiltered" else _press_approve_and_a_forgery()
+        if answers != [200, 401]:
+            print(f"probe: the presses were answered {answers}, not [200, 401]")
+            return 5
 
     with loopback_server() as server, urllib3.PoolManager() as pool:
         origin = f"http://127.0.0.1:{server.server_address[1]}"

@@ -49,7 +49,8 @@ def forms(secret: str) -> set[str]:
 
 def leaked(output: str) -> dict[str, set[str]]:
     """Each canary found in `output`, with the forms it was found in."""
-    found = {name: {form for form in forms(secret) if form in output} for name, secret in probe.CANARIES.items()}
+    canaries = {**probe.CANARIES, **probe.OWN_CANARIES}
+    found = {name: {form for form in forms(secret) if form in output} for name, secret in canaries.items()}
     return {name: hits for name, hits in found.items() if hits}
 
 
@@ -82,6 +83,8 @@ def test_no_canary_reaches_the_logs_with_every_logger_at_debug(mode: str) -> Non
     output = run.stdout + run.stderr
     assert "botocore.hooks DEBUG" in output and "urllib3.connectionpool DEBUG" in output
     assert f'"POST {logsafety.REDACTED_PATH} HTTP/1.1" 200' in output
+    # (and the buttons were pressed: a refused forgery and an approval, which put and took the task token)
+    assert "request refused" in output and "press handled" in output
     assert leaked(output) == {}
 
 

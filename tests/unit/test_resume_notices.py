@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from fault_responder.checkpoints import SkippedFolder, SkipReason
 from fault_responder.domain import Severity
+from fault_responder.interactive import approval_id
 from fault_responder.resume.budget import Ledger, plan_job
 from fault_responder.resume.config import Mode, ResumeConfig
 from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo, Quarantine
@@ -101,18 +103,15 @@ def test_a_give_up_pages_critical_with_the_evidence() -> None:
     assert "Attempts since the last progress: #1 from step 200: failed." in notice.text
 
 
-def test_the_approval_request_gives_both_commands_with_the_token_shell_quoted() -> None:
+def test_the_approval_request_carries_an_opaque_id_and_never_the_token() -> None:
+    token = "AAAtask-token-bbb"
     notice = build_notice(
-        request(NoticeKind.APPROVAL_REQUEST, job=a_job(mode=Mode.APPROVE), plan=resumable_plan(), task_token="AAA'bbb"),
+        request(NoticeKind.APPROVAL_REQUEST, job=a_job(mode=Mode.APPROVE), plan=resumable_plan(), task_token=token),
         NOW,
     )
-    approve, reject = notice.commands
-    assert approve == (
-        "Approve",
-        "aws stepfunctions send-task-success --task-token 'AAA'\\''bbb' --task-output '{\"approved\": true}'",
-    )
-    assert reject[1].startswith("aws stepfunctions send-task-failure --task-token 'AAA'\\''bbb' --error Rejected")
-    assert "within 1h 00m" in notice.text and notice.pagerduty is None
+    assert notice.approval_id == approval_id(token) and len(notice.approval_id) == 32
+    assert token not in notice.model_dump_json()
+    assert "within 1h 00m" in notice.text and "buttons below" in notice.text and notice.pagerduty is None
 
 
 def test_a_mass_fault_pages_once_per_fault_not_per_job() -> None:
@@ -190,12 +189,14 @@ def approval_notice():
     )
 
 
-def test_slack_messages_are_valid_block_kit_and_keep_the_commands_whole() -> None:
+def test_slack_messages_are_valid_block_kit_with_approve_and_reject_buttons_and_no_token() -> None:
     notice = approval_notice()
     for message in (render_resume_reply(notice, a_fault()), render_resume_standalone(notice, a_fault())):
         assert block_errors(message.blocks) == []
-        code = [block["text"]["text"] for block in message.blocks if "```" in block.get("text", {}).get("text", "")]
-        assert len(code) == 2 and all("T" * 2048 in text for text in code)
+        (actions,) = [block for block in message.blocks if block["type"] == "actions"]
+        buttons = {element["action_id"]: element["value"] for element in actions["elements"]}
+        assert buttons == {"resume_approve": notice.approval_id, "resume_reject": notice.approval_id}
+        assert "T" * 64 not in json.dumps([message.text, message.blocks])
 
 
 def test_untrusted_text_cannot_form_slack_links_or_mentions() -> None:

@@ -326,3 +326,32 @@ def test_every_statement_on_every_resource_is_preceded_by_a_comment_saying_why()
             if lines[i].lstrip().startswith("- ") and len(lines[i]) - len(lines[i].lstrip()) == indent - 2
         )
         assert lines[start - 1].strip().startswith("#"), f"template.yaml:{start + 1} has no comment above it"
+
+
+# --- Acting from Slack -----------------------------------------------------------------------------
+
+
+def test_only_the_slack_actions_function_answers_tasks_and_only_the_resume_workflows() -> None:
+    resolver = stack(**RESUME)
+
+    for action in ("states:SendTaskSuccess", "states:SendTaskFailure"):
+        [statement] = granting(resolver, action)
+        assert statement["Resource"] == "ref:ResumeTrainingStateMachine"
+        assert granting(resolver, action, "SlackActionsRole") == [statement]
+
+
+def test_without_the_resume_workflow_no_task_may_be_answered() -> None:
+    resolver = stack()
+
+    assert granting(resolver, "states:SendTaskSuccess") == []
+    assert granting(resolver, "states:SendTaskFailure") == []
+
+
+def test_the_slack_actions_function_puts_and_deletes_in_the_incidents_table_and_reads_only_the_slack_secret() -> None:
+    resolver = stack(**RESUME)
+
+    assert table_actions(resolver, "SlackActionsRole") == {
+        "IncidentsTable": {"dynamodb:PutItem", "dynamodb:DeleteItem"}
+    }
+    [secrets] = granting(resolver, "secretsmanager:GetSecretValue", "SlackActionsRole")
+    assert secrets["Resource"] == f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-fault-responder/slack-??????"

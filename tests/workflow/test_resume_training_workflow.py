@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 
+from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
 from fault_responder.models.events import parse_ecs_event
 from fault_responder.resume.budget import AttemptOutcome, LedgerAttempt
 from fault_responder.resume.fault import fault_from_event
@@ -311,16 +311,20 @@ def test_dry_run_decides_and_reports_but_changes_nothing(make_world) -> None:
     assert world.changes()[-1]["summary"].startswith("Dry run: would resume llm-7b")
 
 
-def test_approve_mode_resumes_once_approved_with_the_posted_command(make_world) -> None:
+def test_approve_mode_resumes_once_approved_with_the_posted_button(make_world) -> None:
     # Given the stack in approve mode
     world = make_world(ResumeMode="approve").build()
     _resumable(world)
     event = world.fault_event(world.hosts[0])
     world.alert_pipeline(event)
 
-    # When the workflow asks, and someone runs the approve command from the thread
+    # When the workflow asks with buttons, and the token their approval id names (kept in the incidents table, as
+    # SlackActionsFunction takes it on a press) answers it
     execution = world.start(event)
-    token = _approval_token(world)
+    ident = _approval_id(world)
+    token = DynamoDBInteractionStore(world.deploy.environment["INCIDENTS_TABLE"], world.dynamodb).take_approval(ident)
+    assert token is not None
+    assert token not in json.dumps(world.standins.slack_channels())
     boto3.client("stepfunctions", region_name=REGION).send_task_success(
         taskToken=token, output=json.dumps({"approved": True})
     )
@@ -450,13 +454,15 @@ def _resume_page(world: World, job_id: str) -> dict[str, Any]:
     return page
 
 
-def _approval_token(world: World, timeout: float = 20.0) -> str:
+def _approval_id(world: World, timeout: float = 20.0) -> str:
+    """The approval id on the Approve button of the request in the thread."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for message in world.standins.slack_channels().get("gpu-alerts", []):
-            match = re.search(r"--task-token '([^']+)' --task-output", json.dumps(message["blocks"]))
-            if match:
-                return match.group(1)
+            for block in message["blocks"]:
+                for element in block.get("elements", []) if block["type"] == "actions" else []:
+                    if element.get("action_id") == "resume_approve":
+                        return str(element["value"])
         time.sleep(0.05)
     raise AssertionError("no approval request was posted")
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
+from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
 from fault_responder.envtypes import Names
@@ -188,6 +189,7 @@ def resume_steps() -> ResumeSteps:
         notifier=_notifier,
         config=current.config(),
         incident_wait_retries=current.incident_wait_retries,
+        approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
     )
 
 

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from fault_responder.checkpoints import Checkpoint
 from fault_responder.domain import Severity
+from fault_responder.interactive import approval_id
 from fault_responder.resume.budget import GiveUpReason, Plan
 from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import Fault, Guards, Quarantine
@@ -55,8 +56,9 @@ class Notice(_Payload):
     pagerduty: PagerDutyAction | None
     severity: Severity
     job_id: str | None = None
-    commands: tuple[tuple[str, str], ...] = ()
-    """(label, shell command) pairs shown as code blocks: how to approve or reject."""
+    approval_id: str | None = None
+    """An approval request's opaque id, carried by its Approve and Reject buttons; the task token itself stays in
+    the incidents table (docs/slack-actions.md), never in a message."""
     details: dict[str, Any] = Field(default_factory=dict)
     """The evidence, for PagerDuty custom_details and the Slack fields."""
 
@@ -113,7 +115,7 @@ def build_notice(request: NoticeRequest, now: datetime) -> Notice:
         pagerduty=pagerduty,
         severity=severity,
         job_id=job.job_id if job else None,
-        commands=_approval_commands(request) if request.kind == NoticeKind.APPROVAL_REQUEST else (),
+        approval_id=_approval_id(request) if request.kind == NoticeKind.APPROVAL_REQUEST else None,
         details=evidence(request, now),
     )
 
@@ -216,8 +218,8 @@ def _approval_request(r: NoticeRequest, now: datetime) -> _Built:
     text = (
         f"Job {job.job_id} ran on {r.fault.host} ({r.fault.label}). On approval GPU Fault Responder stops its "
         f"{job.task_count} task(s) and restarts them {_from_where(plan)}{_lost(plan.checkpoint, now)} as "
-        f"attempt {plan.in_budget} of {plan.max_attempts}. Approve or reject within {deadline} with one of the "
-        f"commands below; without an answer it pages.{_skipped_text(plan)}"
+        f"attempt {plan.in_budget} of {plan.max_attempts}. Approve or reject within {deadline} with the "
+        f"buttons below; without an answer it pages.{_skipped_text(plan)}"
     )
     return title, text, None, Severity.WARNING
 
@@ -356,18 +358,10 @@ def _job_plan(r: NoticeRequest) -> tuple[Job, Plan]:
     return _job(r), r.plan
 
 
-def _approval_commands(r: NoticeRequest) -> tuple[tuple[str, str], ...]:
+def _approval_id(r: NoticeRequest) -> str:
     if not r.task_token:
         raise ValueError("an approval request needs the task token")
-    token = _shell_quote(r.task_token)
-    return (
-        ("Approve", f"aws stepfunctions send-task-success --task-token {token} --task-output '{{\"approved\": true}}'"),
-        ("Reject", f"aws stepfunctions send-task-failure --task-token {token} --error Rejected --cause 'why'"),
-    )
-
-
-def _shell_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
+    return approval_id(r.task_token)
 
 
 def _from_where(plan: Plan) -> str:

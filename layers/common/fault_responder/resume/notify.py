@@ -23,6 +23,7 @@ from fault_responder.adapters.http import DeliveryError
 from fault_responder.delivery import Channels
 from fault_responder.domain import Incident
 from fault_responder.fleet import fingerprint as fleet_fingerprint
+from fault_responder.interactive import ActionId
 from fault_responder.policy import QUIET_REASON_PREFIX, Policy
 from fault_responder.record import NoticeFact
 from fault_responder.render.slack import (
@@ -292,8 +293,8 @@ def route_context(fault: Fault, incident: Incident | None) -> RouteContext:
 
 
 def render_resume_reply(notice: Notice, fault: Fault) -> SlackMessage:
-    """A reply in the incident's thread: the notice, its commands as code blocks, and what it is about."""
-    blocks = [_section(_headline(notice)), *_command_blocks(notice), _context(notice, fault)]
+    """A reply in the incident's thread: the notice, its buttons (an approval request's), and what it is about."""
+    blocks = [_section(_headline(notice)), *_approval_buttons(notice), _context(notice, fault)]
     return SlackMessage(text=_clip(escape_mrkdwn(notice.title), MAX_SECTION_TEXT), blocks=blocks)
 
 
@@ -310,7 +311,7 @@ def render_resume_standalone(notice: Notice, fault: Fault, *, dashboard_url: str
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
         _section(_body(notice)),
         _section(where),
-        *_command_blocks(notice),
+        *_approval_buttons(notice),
         root_context([_context_text(notice, fault)], dashboard_url),
     ]
     fallback = f"Training auto-resume · {notice.title} · {fault.host} ({fault.cluster_name})"
@@ -365,11 +366,30 @@ def _body(notice: Notice) -> str:
     return escape_mrkdwn(notice.text)
 
 
-def _command_blocks(notice: Notice) -> list[dict[str, Any]]:
-    # Each command whole in its own block: a clipped command would be worse than none.
+def _approval_buttons(notice: Notice) -> list[dict[str, Any]]:
+    # The buttons carry the approval's opaque id; SlackActionsFunction finds the task token by it (never in Slack).
+    if not notice.approval_id:
+        return []
     return [
-        _section(f"*{escape_mrkdwn(label)}:*\n```{escape_mrkdwn(command)}```") for label, command in notice.commands
+        {
+            "type": "actions",
+            "block_id": "resume_approval",
+            "elements": [
+                _button("Approve", ActionId.APPROVE, notice.approval_id, "primary"),
+                _button("Reject", ActionId.REJECT, notice.approval_id, "danger"),
+            ],
+        }
     ]
+
+
+def _button(label: str, action: ActionId, value: str, style: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "action_id": action.value,
+        "text": {"type": "plain_text", "text": label},
+        "value": value,
+        "style": style,
+    }
 
 
 def _context(notice: Notice, fault: Fault) -> dict[str, Any]:

@@ -144,6 +144,10 @@ class Notifier(Protocol):
     def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered: ...
 
 
+class ApprovalKeeper(Protocol):
+    def put_approval(self, task_token: str, timeout_seconds: int, execution: str) -> str: ...
+
+
 @dataclass
 class ResumeSteps:
     ecs: EcsPort
@@ -158,6 +162,8 @@ class ResumeSteps:
     """Retries of a Notify state after which a notice goes out standalone (the ASL retries IncidentNotReady
     6 times, 2 s apart and doubling, so by default the Lambda never gives up before the ASL does)."""
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    approvals: ApprovalKeeper | None = None
+    """Where an approval request's task token is kept (never in a message); needed in approve mode only."""
 
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
@@ -324,6 +330,12 @@ class ResumeSteps:
 
     def notify(self, request: NoticeRequest, retry_count: int) -> dict[str, Any]:
         notice = build_notice(request, self.clock())
+        if notice.approval_id is not None and request.task_token:
+            # Kept before the buttons are posted, so that no button ever points at nothing; as long as the workflow
+            # waits for it, then DynamoDB's TTL removes it.
+            if self.approvals is None:
+                raise RuntimeError("an approval request needs somewhere to keep its task token")
+            self.approvals.put_approval(request.task_token, request.config.approval_timeout_seconds, request.execution)
         delivered = self.notifier().deliver(
             notice, request.fault, allow_standalone=retry_count >= self.incident_wait_retries
         )

@@ -1,0 +1,105 @@
+"""Wiring for SlackActionsFunction: environment -> settings -> SlackActions with its adapters. Built once per
+container. Kept apart from fault_responder.bootstrap so the AlertRouter's cold start imports none of it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities import parameters
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
+from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
+from fault_responder.envtypes import Names
+from fault_responder.interactive import Permissions
+from fault_responder.observability import count, logger
+from fault_responder.slack_actions import RESPONSE_URL_PREFIX, SlackActions
+
+SECRET_CACHE_SECONDS = 300
+MIN_FORCED_REFRESH_SECONDS = 60.0
+"""A wrong signature re-reads the secret (it may have been rotated), at most this often: forged requests cannot
+turn into a flood of Secrets Manager calls."""
+
+
+class ActionsSettings(BaseModel):
+    """SlackActionsFunction's environment, validated once at cold start."""
+
+    model_config = ConfigDict(frozen=True)
+    incidents_table: str = Field(alias="INCIDENTS_TABLE", min_length=1)
+    slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
+    resume_approvers: Names = Field(alias="RESUME_APPROVERS", default=())
+    incident_resolvers: Names = Field(alias="INCIDENT_RESOLVERS", default=())
+    response_url_prefix: str = Field(alias="SLACK_RESPONSE_URL_PREFIX", default=RESPONSE_URL_PREFIX, min_length=8)
+    """Replies go only to response URLs under this prefix (the sandbox points it at its stand-in)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ActionsSettings:
+        try:
+            return cls.model_validate(dict(env))
+        except ValidationError as error:
+            fields = sorted({str(e["loc"][0]) for e in error.errors()})
+            raise RuntimeError(f"SlackActions environment is incomplete or invalid: {fields}") from None
+
+
+class _SlackSigningSecret(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    signing_secret: SecretStr
+
+
+class SigningSecret:
+    """The `signing_secret` field of the Slack secret, cached (Powertools parameters), re-read on demand at most
+    once a minute."""
+
+    def __init__(
+        self, name: str, fetch: Callable[[str, bool], Any], monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._name = name
+        self._fetch = fetch
+        self._monotonic = monotonic
+        self._forced_at: float | None = None
+
+    def __call__(self, force: bool) -> str:
+        if force:
+            now = self._monotonic()
+            if self._forced_at is not None and now - self._forced_at < MIN_FORCED_REFRESH_SECONDS:
+                force = False
+            else:
+                self._forced_at = now
+        try:
+            secret = _SlackSigningSecret.model_validate(self._fetch(self._name, force))
+        except ValidationError:
+            raise RuntimeError("the Slack secret has no signing_secret field (docs/slack-actions.md)") from None
+        return secret.signing_secret.get_secret_value()
+
+
+def _fetch_json_secret(name: str, force: bool) -> Any:
+    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
+
+
+@cache
+def slack_actions() -> SlackActions:
+    current = ActionsSettings.from_env(os.environ)
+    store = DynamoDBInteractionStore(current.incidents_table)
+    return SlackActions(
+        signing_secret=SigningSecret(current.slack_secret_name, _fetch_json_secret),
+        replay_guard=store,
+        approvals=store,
+        tasks=StepFunctionsTaskAnswers(),
+        replies=ResponseUrlReplies(),
+        permissions=Permissions.parse(current.resume_approvers, current.incident_resolvers),
+        response_url_prefix=current.response_url_prefix,
+        clock=lambda: datetime.now(UTC),
+        count=count,
+        log=lambda message, extra: logger.info(message, extra=extra),
+    )
+
+
+def reset() -> None:
+    """Forget the wiring and cached secrets (tests and the sandbox call this)."""
+    slack_actions.cache_clear()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]

@@ -1,0 +1,75 @@
+"""The interactivity endpoint's I/O: Step Functions' task answers and Slack's response_url."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from fault_responder.adapters.http import Budget, DeliveryError, HttpSession, RetryPolicy, send_json
+from fault_responder.observability import logger
+
+_GONE = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
+"""Step Functions' answers for a token whose wait is over: the workflow moved on, there is nothing to answer."""
+
+
+class StepFunctionsTaskAnswers:
+    """SendTaskSuccess / SendTaskFailure for a resume waiting on a person (the RequestApproval state)."""
+
+    def __init__(self, client: Any | None = None) -> None:
+        self._client = client or boto3.client("stepfunctions")
+
+    def approve(self, task_token: str, by: str) -> bool:
+        """True when the workflow took the answer; False when its wait was already over."""
+        return self._send(
+            lambda: self._client.send_task_success(
+                taskToken=task_token, output=json.dumps({"approved": True, "by": by[:200]})
+            )
+        )
+
+    def reject(self, task_token: str, by: str) -> bool:
+        return self._send(
+            lambda: self._client.send_task_failure(
+                taskToken=task_token, error="Rejected", cause=f"rejected in Slack by {by}"[:256]
+            )
+        )
+
+    @staticmethod
+    def _send(call: Any) -> bool:
+        try:
+            call()
+        except ClientError as error:
+            if str(error.response.get("Error", {}).get("Code", "")) in _GONE:
+                return False
+            raise
+        return True
+
+
+class ResponseUrlReplies:
+    """Ephemeral messages (only the presser sees them) through the press's response_url."""
+
+    def __init__(self, session: HttpSession | None = None, seconds: float = 2.0) -> None:
+        self._session = session or HttpSession()
+        # One quick attempt: the reply is a courtesy; the action it reports is already done and recorded.
+        self._policy = RetryPolicy(max_attempts=1, connect_timeout=1.0, read_timeout=1.5)
+        self._seconds = seconds
+
+    def ephemeral(self, response_url: str, text: str) -> bool:
+        """False when Slack did not take the reply: the press's work is done and recorded either way, so a reply
+        that did not arrive is logged (without its URL, which is a credential for 30 minutes) and not retried."""
+        try:
+            send_json(
+                self._session,
+                response_url,
+                {"response_type": "ephemeral", "replace_original": False, "text": text},
+                service="Slack",
+                policy=self._policy,
+                budget=Budget(self._seconds, margin=0.0),
+                idempotent=False,
+            )
+        except DeliveryError as error:
+            logger.warning("ephemeral reply not delivered", extra={"reason": str(error)[:300]})
+            return False
+        return True

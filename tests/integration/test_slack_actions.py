@@ -1,0 +1,334 @@
+"""SlackActionsFunction (functions/slack_actions/app.py) as Lambda runs it behind its function URL: real signed
+button presses (the Slack stand-in's `signed_click`), the signing secret read from Secrets Manager, the replay guard
+and approvals in the incidents table (moto, as the template defines it), ephemeral replies over real HTTP to the
+stand-in's response_url.
+
+Given / When / Then: a refused request answers 401 and changes nothing (no item written but the replay guard's for
+a request that was signed rightly, no Step Functions answer, no reply in Slack)."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from fault_responder import actions_bootstrap
+from fault_responder.adapters.interaction_store import DynamoDBInteractionStore, approval_id
+from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
+from fault_responder.interactive import Permissions
+from fault_responder.slack_actions import SlackActions
+from sandbox.standins import SLACK_SIGNING_SECRET, StandIns, signed_click
+from tests.conftest import ROOT
+from tests.integration.tables import create_incidents_table
+
+TABLE = "incidents"
+SECRET_NAME = "gpu-fault-responder/slack"
+APPROVER = "U0APPROVER"
+RESOLVER = "U0RESOLVER"
+STRANGER = "U0STRANGER"
+TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAf-sandbox-task-token-" + "x" * 40  # nosec B105  # a made-up task token
+
+
+@cache
+def _app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("slack_actions_app", ROOT / "functions/slack_actions/app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Context:
+    function_name = "SlackActionsFunction"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:SlackActionsFunction"
+    memory_limit_in_mb = 256
+    log_group_name = "/aws/lambda/SlackActionsFunction"
+    log_stream_name = "test"
+
+    def __init__(self) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 10_000
+
+
+def function_url_event(headers: dict[str, str], body: bytes, *, base64_body: bool = True) -> dict[str, Any]:
+    """A function URL request (payload format 2.0) as Lambda delivers it."""
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/",
+        "rawQueryString": "",
+        "headers": {**headers, "host": "abc.lambda-url.us-east-1.on.aws", "user-agent": "Slackbot 1.0"},
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "abc",
+            "domainName": "abc.lambda-url.us-east-1.on.aws",
+            "http": {"method": "POST", "path": "/", "protocol": "HTTP/1.1", "sourceIp": "198.51.100.1"},
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "01/Dec/2026:01:00:00 +0000",
+            "timeEpoch": int(time.time() * 1000),
+        },
+        "body": base64.b64encode(body).decode() if base64_body else body.decode(),
+        "isBase64Encoded": base64_body,
+    }
+
+
+class Deployed:
+    def __init__(self, dynamodb: Any, sfn: Any, standins: StandIns) -> None:
+        self.dynamodb = dynamodb
+        self.sfn = sfn
+        self.standins = standins
+        self.store = DynamoDBInteractionStore(TABLE, dynamodb)
+
+    def press(
+        self,
+        action_id: str,
+        value: str,
+        user: str = APPROVER,
+        *,
+        age_seconds: int = 0,
+        secret: str = SLACK_SIGNING_SECRET,
+        drop: tuple[str, ...] = (),
+    ) -> tuple[dict[str, Any], dict[str, str], bytes]:
+        headers, body = signed_click(
+            action_id=action_id,
+            value=value,
+            user_id=user,
+            response_url=self.standins.response_url(str(uuid.uuid4())),
+            timestamp=int(time.time()) - age_seconds,
+            secret=secret,
+        )
+        headers = {name: v for name, v in headers.items() if name not in drop}
+        return self.send(headers, body), headers, body
+
+    def send(self, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        answer: dict[str, Any] = _app().lambda_handler(function_url_event(headers, body), _Context())
+        return answer
+
+    def items(self) -> list[dict[str, Any]]:
+        return self.dynamodb.scan(TableName=TABLE)["Items"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("INCIDENTS_TABLE", TABLE)
+    monkeypatch.setenv("SLACK_SECRET_NAME", SECRET_NAME)
+    monkeypatch.setenv("RESUME_APPROVERS", APPROVER)
+    monkeypatch.setenv("INCIDENT_RESOLVERS", f"{RESOLVER},{APPROVER}")
+    with mock_aws(), StandIns() as standins:
+        monkeypatch.setenv("SLACK_RESPONSE_URL_PREFIX", standins.base_url + "/actions/")
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        create_incidents_table(dynamodb, TABLE)
+        boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+            Name=SECRET_NAME,
+            SecretString=json.dumps({"bot_token": "xoxb-sandbox-token", "signing_secret": SLACK_SIGNING_SECRET}),
+        )
+        actions_bootstrap.reset()
+        yield Deployed(dynamodb, boto3.client("stepfunctions", region_name="us-east-1"), standins)
+        actions_bootstrap.reset()
+
+
+def _a_waiting_approval(deployed: Deployed) -> str:
+    return deployed.store.put_approval(TOKEN, 300, "arn:aws:states:us-east-1:123456789012:execution:resume:x")
+
+
+# --- Refused: 401, nothing changes ------------------------------------------------------------------------------
+
+
+def test_an_unsigned_request_is_refused_and_changes_nothing(deployed: Deployed) -> None:
+    # Given an approval waiting for a person
+    ident = _a_waiting_approval(deployed)
+    before = deployed.items()
+    # When an approver's press arrives without Slack's signature headers
+    answer, _, _ = deployed.press("resume_approve", ident, drop=("x-slack-signature", "x-slack-request-timestamp"))
+    # Then it is refused, the approval still waits, and nobody is told anything
+    assert answer["statusCode"] == 401
+    assert deployed.items() == before
+    assert deployed.standins.ephemeral_replies() == []
+
+
+def test_a_wrongly_signed_request_is_refused_and_changes_nothing(deployed: Deployed) -> None:
+    ident = _a_waiting_approval(deployed)
+    before = deployed.items()
+    answer, _, _ = deployed.press("resume_approve", ident, secret="not-the-signing-secret")
+    assert answer["statusCode"] == 401
+    assert deployed.items() == before
+    assert deployed.standins.ephemeral_replies() == []
+
+
+def test_a_request_signed_six_minutes_ago_is_refused_and_changes_nothing(deployed: Deployed) -> None:
+    ident = _a_waiting_approval(deployed)
+    before = deployed.items()
+    # Signed rightly, but with a timestamp six minutes old (a recorded request sent again later)
+    answer, _, _ = deployed.press("resume_approve", ident, age_seconds=6 * 60)
+    assert answer["statusCode"] == 401
+    assert deployed.items() == before
+    assert deployed.standins.ephemeral_replies() == []
+
+
+def test_a_replayed_request_is_refused_and_changes_nothing(deployed: Deployed) -> None:
+    # Given a press of Reject that was acted on (the approval is gone)
+    ident = _a_waiting_approval(deployed)
+    first, headers, body = deployed.press("resume_reject", ident)
+    assert first["statusCode"] == 200
+    assert deployed.store.take_approval(ident) is None
+    # and a new approval waiting under the same id (a replay must not reach it either)
+    deployed.store.put_approval(TOKEN, 300, "execution")
+    before = deployed.items()
+    replies = deployed.standins.ephemeral_replies()
+    # When the very same signed request arrives again, within its five minutes
+    again = deployed.send(headers, body)
+    # Then it is refused and the approval still waits
+    assert again["statusCode"] == 401
+    assert deployed.items() == before
+    assert deployed.standins.ephemeral_replies() == replies
+
+
+def test_a_request_signed_with_a_rotated_secret_is_accepted_without_a_cold_start(deployed: Deployed) -> None:
+    # Given the function has read the signing secret once
+    ident = _a_waiting_approval(deployed)
+    assert deployed.press("incident_acknowledge", "fp", user=STRANGER)[0]["statusCode"] == 200
+    # When the secret is rotated in Secrets Manager and Slack signs with the new one
+    boto3.client("secretsmanager", region_name="us-east-1").put_secret_value(
+        SecretId=SECRET_NAME, SecretString=json.dumps({"signing_secret": "rotated-signing-secret"})
+    )
+    answer, _, _ = deployed.press("resume_approve", ident, secret="rotated-signing-secret")
+    # Then the press is accepted (the secret was read again on the mismatch)
+    assert answer["statusCode"] == 200
+    assert deployed.store.take_approval(ident) is None
+
+
+# --- Malformed: 400, nothing changes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"payload=%7Bnot+json", b"nothing=here", b"payload=" + b"%7B%22type%22%3A%22view_submission%22%7D", b"\xff\xfe"],
+    ids=["not-json", "no-payload", "not-block-actions", "not-utf8"],
+)
+def test_a_rightly_signed_but_malformed_body_is_a_bad_request(deployed: Deployed, body: bytes) -> None:
+    import hashlib  # noqa: PLC0415
+    import hmac  # noqa: PLC0415
+
+    timestamp = str(int(time.time()))
+    signature = (
+        "v0=" + hmac.new(SLACK_SIGNING_SECRET.encode(), f"v0:{timestamp}:".encode() + body, hashlib.sha256).hexdigest()
+    )
+    answer = deployed.send({"x-slack-request-timestamp": timestamp, "x-slack-signature": signature}, body)
+    assert answer["statusCode"] == 400
+    assert [i for i in deployed.items() if not i["pk"]["S"].startswith("REPLAY#")] == []
+
+
+def test_an_unknown_action_id_is_a_bad_request(deployed: Deployed) -> None:
+    ident = _a_waiting_approval(deployed)
+    answer, _, _ = deployed.press("resume_approve_everything", ident)
+    assert answer["statusCode"] == 400
+    assert deployed.store.take_approval(ident) == TOKEN
+
+
+def test_a_huge_body_is_refused_before_it_is_read(deployed: Deployed) -> None:
+    answer = deployed.send(
+        {"x-slack-request-timestamp": str(int(time.time())), "x-slack-signature": "v0=00"}, b"a" * 200_000
+    )
+    assert answer["statusCode"] == 401
+    assert deployed.items() == []
+
+
+# --- Who may act ------------------------------------------------------------------------------------------------
+
+
+def test_approve_by_someone_not_allowed_changes_nothing_and_says_why(deployed: Deployed) -> None:
+    ident = _a_waiting_approval(deployed)
+    answer, _, _ = deployed.press("resume_approve", ident, user=STRANGER)
+    assert answer["statusCode"] == 200
+    (reply,) = deployed.standins.ephemeral_replies()
+    assert reply["response_type"] == "ephemeral"
+    assert "not allowed to approve" in reply["text"]
+    # the token is still there, untouched, for an approver
+    assert deployed.store.take_approval(ident) == TOKEN
+
+
+def test_approve_by_an_approver_answers_the_workflow_once(deployed: Deployed) -> None:
+    ident = _a_waiting_approval(deployed)
+    assert ident == approval_id(TOKEN) and TOKEN not in ident
+    answer, _, _ = deployed.press("resume_approve", ident)
+    assert answer["statusCode"] == 200
+    # the approval was taken (so a second press, or Reject, finds nothing to answer)
+    assert deployed.store.take_approval(ident) is None
+    second, _, _ = deployed.press("resume_reject", ident)
+    assert second["statusCode"] == 200
+    first_reply, second_reply = deployed.standins.ephemeral_replies()
+    assert first_reply["text"].startswith("Approved by")
+    assert "already answered or has timed out" in second_reply["text"]
+    assert all(TOKEN not in r["text"] for r in deployed.standins.ephemeral_replies())
+
+
+def test_a_reply_slack_does_not_take_is_reported_not_raised() -> None:
+    # Given Slack answering the response_url with a 500
+    with StandIns(faults={"slack": [500]}) as standins:
+        replies = ResponseUrlReplies()
+        # When the function replies to a press whose work is done
+        delivered = replies.ephemeral(standins.response_url("press-1"), "Approved by ana")
+        # Then it says so (and the press is still answered 200 by SlackActions), and Slack has no reply
+        assert delivered is False
+        assert standins.ephemeral_replies() == []
+        assert [r["status"] for r in standins.requests] == [500]
+
+
+def test_an_answer_step_functions_did_not_take_puts_the_approval_back_for_the_next_press(deployed: Deployed) -> None:
+    # Given an approval, and Step Functions throttling the first SendTaskSuccess (botocore's Stubber)
+    ident = _a_waiting_approval(deployed)
+    throttled = boto3.client("stepfunctions", region_name="us-east-1")
+    stubber = Stubber(throttled)
+    stubber.add_client_error("send_task_success", "ThrottlingException", http_status_code=400)
+
+    def actions(client: Any) -> SlackActions:
+        return SlackActions(
+            signing_secret=lambda force: SLACK_SIGNING_SECRET,
+            replay_guard=deployed.store,
+            approvals=deployed.store,
+            tasks=StepFunctionsTaskAnswers(client),
+            replies=ResponseUrlReplies(),
+            permissions=Permissions.parse([APPROVER], []),
+            response_url_prefix=deployed.standins.base_url,
+            clock=lambda: datetime.now(UTC),
+        )
+
+    def signed() -> tuple[dict[str, str], bytes]:
+        return signed_click(
+            action_id="resume_approve",
+            value=ident,
+            user_id=APPROVER,
+            response_url=deployed.standins.response_url(str(uuid.uuid4())),
+            timestamp=int(time.time()),
+        )
+
+    # When an approver presses Approve and the answer fails
+    with stubber, pytest.raises(ClientError):
+        actions(throttled).handle(*signed())
+    # Then the approval is back, and the next press answers the workflow
+    assert actions(deployed.sfn).handle(*signed()).status == 200
+    assert deployed.store.take_approval(ident) is None
+    assert [r["text"].split(":")[0] for r in deployed.standins.ephemeral_replies()] == [
+        f"Approved by {APPROVER.lower()} ({APPROVER})"
+    ]
