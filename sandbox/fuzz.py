@@ -3,7 +3,7 @@
 Every sample event in events/ is a seed. Each fuzzed envelope is a seed with one to three mutations: a key
 dropped, a value of another type, text that is huge, not UTF-8-encodable, or a timestamp without a zone,
 nesting thousands deep, an array repeated, an id removed or made enormous, a body that is not JSON at all.
-They go to the AlertRouterFunction loaded in process (its handler, Powertools' batch processor, the real
+They go to the AlertRouterFunction loaded in process (its handler, its batch loop, the real
 adapters) in SQS batches, against moto and the Slack and PagerDuty stand-ins, which answer normally.
 
 Each envelope ends one of three ways: processed; rejected (dead-lettered at once with a reason); or crashed

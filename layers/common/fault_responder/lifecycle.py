@@ -66,15 +66,17 @@ from fault_responder.record import (
     bounded_id,
     clip,
 )
-from fault_responder.routing import RouteContext, RouteDecision, alert_context, incident_context
 from fault_responder.runbooks import runbook_for
 from fault_responder.timefmt import iso_utc
 
 if TYPE_CHECKING:
-    # A policy is handed in by the alert pipeline; deriving needs only its `apply`, so the resume functions that
-    # derive incidents do not import silences and their time intervals.
+    # Imported for their types only: the models of an alarm event; a policy, handed in by the alert pipeline (so
+    # the resume functions that derive incidents do not import silences and their time intervals); and routing,
+    # imported where derive routes (so the resume functions that only fingerprint a fault do not build the
+    # routing file's models).
     from fault_responder.models.alarms import AlarmStateChangeEvent
     from fault_responder.policy import Policy
+    from fault_responder.routing import RouteContext, RouteDecision
 
 MAX_TIMELINE = 100
 MAX_DEDUP_KEY = 255
@@ -84,7 +86,7 @@ MAX_ARN = 1024
 LEFT_CLUSTER = "INACTIVE"
 _DRAIN_PHASES = ("DRAINING", "DEREGISTERING")
 
-Route = Callable[[RouteContext], RouteDecision]
+Route = Callable[["RouteContext"], "RouteDecision"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -554,6 +556,8 @@ def _route(incident: Incident, identity: KnownIncident, route: Route) -> None:
     and is no longer routed to (a late event showed the critical report belonged to an earlier incident) is
     brought up to date by delivery: its page resolved, its Slack root kept current. Its runbook is the default
     for what it is now, unless a matched route gives its own."""
+    from fault_responder.routing import incident_context  # noqa: PLC0415
+
     decision = route(incident_context(incident))
     identity.route = ",".join(decision.routes) or None
     identity.receivers = list(decision.receivers)
@@ -717,6 +721,8 @@ def _alerts(
                 superseded_by=owner,
             )
         )
+    from fault_responder.routing import alert_context  # noqa: PLC0415
+
     decisions = [(alert, route(alert_context(alert))) for alert in alerts]
     routed = [
         replace(alert, receivers=decision.receivers, runbook=runbook_for(alert.fault_class, override=decision.runbook))
