@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY
+from tests.conftest import checkout_lock
 from tests.sandbox.conftest import REPO_ROOT
 
 BANNER = "Slack and PagerDuty stand-ins listening on"
@@ -94,12 +95,14 @@ def post(url: str, body: dict[str, Any], token: str | None = None) -> dict[str, 
 
 @pytest.fixture
 def make_standins() -> Iterator[tuple[Server, int]]:
-    port = free_port()
-    server = Server(["make", "standins", f"STANDINS_PORT={port}"])
-    try:
-        yield server, port
-    finally:
-        server.stop()
+    # A make target of the checkout: it takes its turn with the others (tests/conftest.py: checkout_lock).
+    with checkout_lock():
+        port = free_port()
+        server = Server(["make", "standins", f"STANDINS_PORT={port}"])
+        try:
+            yield server, port
+        finally:
+            server.stop()
 
 
 def test_make_standins_answers_slack_and_pagerduty_and_prints_each_request(make_standins: tuple[Server, int]) -> None:
