@@ -229,3 +229,33 @@ class Permissions:
             if not _SLACK_ID.match(user):
                 raise ValueError(f"not a Slack user id: {user[:40]!r}")
         return cls(approvers=frozenset(approvers), resolvers=frozenset(resolvers))
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentButton:
+    """What an incident root's buttons carry (their `value`, as compact JSON): the instance record, the incident, and
+    the labels a silence from the button matches (`cluster`, `instance`). Slack signs the payload that carries it
+    back, and only the app's own messages send presses to its URL, so the value is what the responder rendered."""
+
+    record: str
+    incident: str
+    cluster: str
+    instance: str
+
+    def value(self) -> str:
+        return json.dumps(
+            {"r": self.record, "i": self.incident, "c": self.cluster, "n": self.instance}, separators=(",", ":")
+        )
+
+    @classmethod
+    def parse(cls, value: str) -> IncidentButton:
+        try:
+            data = json.loads(value)
+        except json.JSONDecodeError:
+            raise BadRequest("malformed incident button value") from None
+        if not isinstance(data, dict) or set(data) != {"r", "i", "c", "n"}:
+            raise BadRequest("malformed incident button value")
+        parts = [data["r"], data["i"], data["c"], data["n"]]
+        if not all(isinstance(part, str) and 0 < len(part) <= 1100 for part in parts):
+            raise BadRequest("malformed incident button value")
+        return cls(record=parts[0], incident=parts[1], cluster=parts[2], instance=parts[3])
