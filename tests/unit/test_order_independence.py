@@ -15,6 +15,7 @@ about facts of the same instance.
 
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,10 +63,21 @@ def run(events: list[dict[str, Any]], lifecycles: list[Lifecycle]) -> tuple[Outc
     roots = world.roots()
     outcome = Outcome(
         incidents={arn: sorted(_summary(i) for i in found) for arn, found in derived.items()},
-        roots={_identity(by_id[i]): (m.text, repr(m.blocks)) for i, m in roots.items() if i in by_id},
+        roots={_identity(by_id[i]): (m.text, repr(_as_seen(m.blocks))) for i, m in roots.items() if i in by_id},
         open_alerts=world.open_alerts(),
     )
     return outcome, world, {"derived": derived, "by_id": by_id, "facts": facts}
+
+
+def _as_seen(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks as people see them: a button's value names the incident by its id, which depends on what was
+    learned first (and which nobody sees); everything else is compared as sent."""
+    seen = copy.deepcopy(blocks)
+    for block in seen:
+        for element in block.get("elements") or []:
+            if isinstance(element, dict) and element.get("type") == "button":
+                element["value"] = "<incident>"
+    return seen
 
 
 def _fact_keys(record: InstanceRecord) -> set[str]:

@@ -22,6 +22,7 @@ from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.delivery import Courier
 from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.envtypes import Names
+from fault_responder.incident_actions import BadAction
 from fault_responder.models.events import UnsupportedEventError
 from fault_responder.observability import count, logger
 from fault_responder.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
@@ -109,6 +110,7 @@ class AlertRouter:
             count=count,
             policy=policy_for(routing, settings, self.silences.silencer, router.muted_receivers),
             grouping=routing.grouping,
+            on_silence=self.silences.refresh,
         )
         self._sqs = boto3.client("sqs")
         self._ends_at = time.monotonic() + LAMBDA_MAX_SECONDS
@@ -171,7 +173,7 @@ class AlertRouter:
                 # No idempotency record first: facts are idempotent and deliveries leased, so a copy of an event
                 # finds its facts known and its pages sent (or being sent by the lease holder) and does nothing.
                 result = self._handle(raw)
-            except (ValidationError, UnsupportedEventError) as error:
+            except (ValidationError, UnsupportedEventError, BadAction) as error:
                 self._dead_letter(body, message_id, event_id, f"malformed: {_describe(error)}", receive_count)
                 return None
             except Exception as error:

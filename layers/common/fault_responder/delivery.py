@@ -28,7 +28,12 @@ from fault_responder.adapters.slack import SlackPostRef
 from fault_responder.domain import Alert, EntryKind, Incident, TimelineEntry
 from fault_responder.record import Delivery, Pending
 from fault_responder.render.fleet import render_fleet_root, render_fleet_steps, render_fleet_trigger
-from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
+from fault_responder.render.pagerduty import (
+    render_acknowledge,
+    render_alert_trigger,
+    render_resolve,
+    render_trigger,
+)
 from fault_responder.render.slack import (
     SlackMessage,
     render_alert,
@@ -81,6 +86,8 @@ class StepKind(StrEnum):
     """Webhook mode: one self-contained message per timeline step (webhooks cannot thread or edit)."""
     TRIGGER = "trigger"
     RESOLVE = "resolve"
+    ACKNOWLEDGE = "acknowledge"
+    """PagerDuty: someone acknowledged the incident from Slack."""
     POST_NOTICE = "post_notice"
     UPDATE_NOTICE = "update_notice"
     TRIGGER_NOTICE = "trigger_notice"
@@ -136,6 +143,7 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
     the check is open and pages here, showing that incident; resolved when none is."""
     resolves: list[Step] = []
     triggers: list[Step] = []
+    acks: list[Step] = []
     by_check: dict[str, list[Incident]] = {}
     for incident in incidents:
         by_check.setdefault(incident.fingerprint, []).append(incident)
@@ -148,6 +156,8 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
             if sent.alert == "trigger":
                 resolves.append(Step(StepKind.RESOLVE, subject, incident=sent.incident))
             continue
+        if sent.alert == "trigger" and sent.incident == current.id and acknowledge_due(current, sent):
+            acks.append(Step(StepKind.ACKNOWLEDGE, subject, incident=current.id))
         if name in current.muted:
             continue  # nothing new for this receiver now; an alert it already has stays open until resolved
         merged = paged is not None and paged.merged_into == current.id
@@ -175,8 +185,16 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
                 resolves.append(Step(StepKind.RESOLVE_NOTICE, alert.key))
         elif sent.alert is None and name in alert.receivers and name not in alert.muted:
             triggers.append(Step(StepKind.TRIGGER_NOTICE, alert.key))
-    # Resolves first: a new alert on the same dedup key opens only once the old one is closed.
-    return resolves + triggers
+    # Resolves first: a new alert on the same dedup key opens only once the old one is closed; an acknowledge only
+    # for the alert as triggered.
+    return resolves + triggers + acks
+
+
+def acknowledge_due(incident: Incident, sent: Delivery) -> bool:
+    """Whether PagerDuty is still to hear of the incident's acknowledgement: one made from Slack (PagerDuty's own
+    needs no echo), not sent yet for this alert."""
+    acknowledged = incident.acknowledged
+    return acknowledged is not None and acknowledged.via == "slack" and incident.acknowledge_key != sent.acked
 
 
 def pagerduty_subject(fingerprint: str) -> str:
@@ -451,7 +469,7 @@ class Courier:
         events = self.channels.pagerduty()
         if step.kind == StepKind.RESOLVE:
             events.send(render_resolve(step.subject.removeprefix("pd:"), key))
-            return replace(sent, alert="resolve", incident=None)
+            return replace(sent, alert="resolve", incident=None, acked=None)
         if step.kind == StepKind.TRIGGER:
             incident = _incident(view, step.incident or "")
             events.send(trigger_event(incident, key))
@@ -462,7 +480,12 @@ class Courier:
                 incident=incident.id,
                 last_at=self.clock(),
                 severity=incident.classification.severity.value,
+                acked=sent.acked if sent.incident == incident.id else None,
             )
+        if step.kind == StepKind.ACKNOWLEDGE:
+            incident = _incident(view, step.incident or "")
+            events.send(render_acknowledge(step.subject.removeprefix("pd:"), key))
+            return replace(sent, acked=incident.acknowledge_key)
         alert = _alert(view, step.subject)
         if step.kind == StepKind.RESOLVE_NOTICE:
             events.send(render_resolve(alert_dedup_key(alert), key))

@@ -175,6 +175,8 @@ class EntryKind(StrEnum):
     """The check is OK again."""
     NOTICE = "notice"
     """What the training auto-resume workflow did (it posts its own thread replies)."""
+    ACTION = "action"
+    """What a person did: acknowledged, resolved, reassigned or silenced it (from Slack or in PagerDuty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,17 @@ class FleetSummary:
         return tuple(member for member in self.members if member.is_open)
 
 
+@dataclass(frozen=True, slots=True)
+class PersonAction:
+    """Who did something to an incident, when, and where (slack or pagerduty)."""
+
+    by: str
+    """Untrusted text (a Slack display name, a PagerDuty user's name): escaped by the renderers."""
+    at: datetime
+    via: str
+    note: str | None = None
+
+
 @dataclass(slots=True)
 class SlackThread:
     receiver: str
@@ -289,6 +302,14 @@ class Incident:
     muted: dict[str, str] = field(default_factory=dict)
     """Receiver -> why it hears nothing new of this incident now (a silence, a maintenance window, an
     inhibition, the fleet incident, the resume workflow handling it). Updates in place and resolves still go."""
+    acknowledged: PersonAction | None = None
+    """Who said "on it" (Slack's Acknowledge, or PagerDuty's), unless it was taken back since."""
+    acknowledge_key: str | None = None
+    """The action that acknowledged it: PagerDuty is told of a Slack acknowledgement once per action."""
+    assigned: PersonAction | None = None
+    """PagerDuty's last reassignment (`note` names the assignees)."""
+    resolved_by: PersonAction | None = None
+    """Closed by a person (Slack's Resolve, or PagerDuty's) while the fault was still open."""
 
     @property
     def flapping(self) -> bool:

@@ -40,6 +40,7 @@ from fault_responder.domain import (
     FaultClass,
     Incident,
     InstanceRef,
+    PersonAction,
     Severity,
     SlackThread,
     TimelineEntry,
@@ -446,7 +447,57 @@ def _incident(
         found=identity.found,
     )
     incident.timeline = _timeline(record, episode, within)
+    _apply_actions(incident, record)
     return incident
+
+
+_VIA = {"slack": "from Slack", "pagerduty": "in PagerDuty"}
+
+
+def _apply_actions(incident: Incident, record: InstanceRecord) -> None:
+    """What people did to the incident, in time order. An action counts only while the incident was open when it was
+    taken: a PagerDuty resolve that echoes the responder's own (the fault had ended) tells nobody anything.
+
+    Resolve closes the incident at that moment (a manual resolve): what ECS reports later about the same fault goes
+    into its thread, and the check's next fault, after it is OK again, is a new incident. Acknowledge says who is
+    on it, until PagerDuty's acknowledgement times out or is taken back (unacknowledge)."""
+    actions = sorted((a for a in record.actions if a.incident == incident.id), key=lambda a: (a.at, a.key))
+    if not actions:
+        return
+    entries: list[TimelineEntry] = []
+    for action in actions:
+        if incident.closed_at is not None and action.at >= incident.closed_at:
+            continue
+        person = PersonAction(action.by, action.at, action.via, action.note)
+        where = _VIA.get(action.via, action.via)
+        text: str | None = None
+        if action.kind == "resolve":
+            incident.status, incident.phase = "CLOSED", "RESOLVED"
+            incident.closed_at = max(action.at, incident.opened_at)
+            incident.close_reason = f"resolved by {action.by} {where}"
+            incident.resolved_by, incident.resolves_at = person, None
+            text = f"Resolved by {action.by} {where}: a manual resolve"
+        elif action.kind == "acknowledge":
+            if incident.acknowledged is None or incident.acknowledged.by != action.by:
+                text = f"Acknowledged by {action.by} {where}"
+            incident.acknowledged, incident.acknowledge_key = person, action.key
+        elif action.kind == "unacknowledge" and incident.acknowledged is not None:
+            incident.acknowledged, incident.acknowledge_key = None, None
+            text = f"No longer acknowledged {where}" + (f" ({action.by})" if action.by else "")
+        elif action.kind == "reassign":
+            incident.assigned = person
+            text = f"Reassigned {where}" + (f" {action.note}" if action.note else "") + f" by {action.by}"
+        elif action.kind == "silence":
+            text = f"Silenced by {action.by} {where}" + (f" {action.note}" if action.note else "")
+        if text is not None:
+            key = f"action:{action.key}"
+            phase = {"resolve": "RESOLVED"}.get(action.kind, action.kind.upper())
+            entries.append(TimelineEntry(key, action.at, key, phase, text, EntryKind.ACTION))
+    if entries:
+        timeline = sorted([*incident.timeline, *entries], key=lambda e: (e.at, _KIND_ORDER[e.kind], e.key))
+        incident.timeline = (
+            timeline if len(timeline) <= MAX_TIMELINE else [timeline[0], *timeline[-(MAX_TIMELINE - 1) :]]
+        )
 
 
 def _phase(episode: _Episode, statuses: list[StatusFact]) -> str:
@@ -509,7 +560,8 @@ _KIND_ORDER = {
     EntryKind.INSTANCE: 2,
     EntryKind.TASK: 3,
     EntryKind.NOTICE: 4,
-    EntryKind.RECOVERED: 5,
+    EntryKind.ACTION: 5,
+    EntryKind.RECOVERED: 6,
 }
 
 

@@ -28,6 +28,7 @@ MAX_HEALTH_FACTS = 50
 MAX_STATUS_FACTS = 20
 MAX_TASK_FACTS = 50
 MAX_NOTICE_FACTS = 50
+MAX_ACTION_FACTS = 50
 MAX_INCIDENTS_PER_CHECK = 10
 MAX_CHECK_TYPES = 8
 """A hostile or broken event can name any number of check types; beyond this many, the rest share one."""
@@ -155,6 +156,23 @@ class NoticeFact:
     """What the workflow did (resumed, give_up, ...): a resumed job keeps the incident quiet."""
 
 
+@dataclass(frozen=True, slots=True)
+class ActionFact:
+    """Someone acted on one of the instance's incidents: from Slack's buttons or in PagerDuty
+    (fault_responder.incident_actions). Its key is the action's own id, so a copy adds nothing."""
+
+    key: str
+    incident: str
+    """The incident's id (fingerprint@anchor): an action belongs to that incident alone."""
+    kind: str
+    """acknowledge, unacknowledge, resolve, reassign or silence (incident_actions.ActionKind)."""
+    via: str
+    """slack or pagerduty."""
+    by: str
+    at: datetime
+    note: str | None = None
+
+
 # --- What was delivered, and who delivers -----------------------------------------------------------
 
 
@@ -195,6 +213,8 @@ class Delivery:
     wait for the next batch."""
     severity: str | None = None
     """PagerDuty: the severity of the last trigger (a fleet incident's page goes out again at once if it rises)."""
+    acked: str | None = None
+    """PagerDuty: the action (its key) whose acknowledge was last sent for the open alert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +271,7 @@ class InstanceRecord:
     tasks: list[TaskStopFact] = field(default_factory=list)
     quarantine: QuarantineFact | None = None
     notices: list[NoticeFact] = field(default_factory=list)
+    actions: list[ActionFact] = field(default_factory=list)
     incidents: dict[str, list[KnownIncident]] = field(default_factory=dict)
     deliveries: dict[tuple[str, str], Delivery] = field(default_factory=dict)
     leases: dict[str, Lease] = field(default_factory=dict)
@@ -287,7 +308,44 @@ class InstanceRecord:
             if tasks is not None:
                 self.tasks = tasks
                 changed = True
+        if facts.action is not None:
+            changed = self.add_action(facts.action) or changed
         return changed
+
+    def add_action(self, reported: ReportedAction) -> bool:
+        """Add a person's action to the incident it names (or whose PagerDuty alert has its dedup key); False when
+        it was added before, or names no incident of this record (then it is told to nobody)."""
+        incident = reported.incident if self.knows(reported.incident) else self.paged_incident(reported.dedup_key)
+        if incident is None:
+            return False
+        fact = ActionFact(reported.key, incident, reported.kind, reported.via, reported.by, reported.at, reported.note)
+        actions = _add_unique(self.actions, fact, _action_identity, _action_order, MAX_ACTION_FACTS)
+        if actions is None:
+            return False
+        self.actions = actions
+        return True
+
+    def knows(self, incident_id: str | None) -> bool:
+        return incident_id is not None and any(
+            identity.id == incident_id for known in self.incidents.values() for identity in known
+        )
+
+    def paged_incident(self, dedup_key: str | None) -> str | None:
+        """The incident a PagerDuty alert with this dedup key was last triggered for; else the latest incident whose
+        alert key it is (an alert this record's receivers never sent is still its incident's)."""
+        if dedup_key is None:
+            return None
+        for (_, subject), delivery in sorted(self.deliveries.items()):
+            if subject == f"pd:{dedup_key}" and delivery.incident is not None and self.knows(delivery.incident):
+                return delivery.incident
+        candidates = [
+            identity
+            for known in self.incidents.values()
+            for identity in known
+            if identity.id.rsplit("@", 1)[0] == dedup_key
+        ]
+        latest = max(candidates, key=lambda identity: (identity.status == "OPEN", identity.anchor), default=None)
+        return latest.id if latest is not None else None
 
     def add_quarantine(self, fact: QuarantineFact) -> bool:
         if self.quarantine is not None and self.quarantine.at >= fact.at:
@@ -304,14 +362,29 @@ class InstanceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportedAction:
+    """An action as its envelope names its incident: by id (Slack's buttons) or by dedup key (PagerDuty)."""
+
+    key: str
+    kind: str
+    via: str
+    by: str
+    at: datetime
+    incident: str | None = None
+    dedup_key: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EventFacts:
-    """What one ECS event says about one container instance."""
+    """What one ECS event (or one person's action on an incident) says about one container instance."""
 
     event_id: str
     instance: InstanceRef
     health: tuple[HealthFact, ...] = ()
     status: StatusFact | None = None
     task: TaskStopFact | None = None
+    action: ReportedAction | None = None
 
 
 def merge_instance(known: InstanceRef, seen: InstanceRef, *, authoritative: bool) -> InstanceRef:
@@ -382,13 +455,26 @@ def _notice_order(fact: NoticeFact) -> Any:
     return (fact.at, fact.key)
 
 
+def _action_identity(fact: ActionFact) -> object:
+    return fact.key
+
+
+def _action_order(fact: ActionFact) -> Any:
+    return (fact.at, fact.key)
+
+
 def compact(record: InstanceRecord) -> None:
     """Make the record smaller, oldest first: halve the longest list of facts.
 
     Only reached when a record would not fit in a DynamoDB item, which the bounds above prevent for anything
     ECS sends; it keeps a hostile stream of events from making an instance's record unwritable.
     """
-    sizes = {"tasks": len(record.tasks), "notices": len(record.notices), "statuses": len(record.statuses)}
+    sizes = {
+        "tasks": len(record.tasks),
+        "notices": len(record.notices),
+        "statuses": len(record.statuses),
+        "actions": len(record.actions),
+    }
     sizes.update({f"health:{check}": len(facts) for check, facts in record.health.items()})
     name, size = max(sizes.items(), key=lambda item: item[1])
     if size <= 1:

@@ -12,6 +12,7 @@ from typing import Any
 
 from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
 from fault_responder.record import (
+    ActionFact,
     Delivery,
     HealthFact,
     InstanceRecord,
@@ -171,7 +172,7 @@ def member_from_dict(data: dict[str, Any]) -> FleetMember:
 
 
 def has_instance_facts(record: InstanceRecord) -> bool:
-    return bool(record.statuses or record.tasks or record.quarantine or record.notices)
+    return bool(record.statuses or record.tasks or record.quarantine or record.notices or record.actions)
 
 
 def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
@@ -205,6 +206,18 @@ def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
                 "kind": f.kind,
             }
             for f in record.notices
+        ],
+        "actions": [
+            {
+                "key": f.key,
+                "incident": f.incident,
+                "kind": f.kind,
+                "via": f.via,
+                "by": f.by,
+                "at": _ts(f.at),
+                "note": f.note,
+            }
+            for f in record.actions
         ],
     }
 
@@ -246,6 +259,18 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
         )
         for f in data.get("notices") or []
     ]
+    record.actions = [
+        ActionFact(
+            key=f["key"],
+            incident=f["incident"],
+            kind=f["kind"],
+            via=f["via"],
+            by=f["by"],
+            at=_req(f["at"]),
+            note=f.get("note"),
+        )
+        for f in data.get("actions") or []
+    ]
 
 
 # --- Deliveries and leases ------------------------------------------------------------------------------
@@ -264,6 +289,7 @@ def delivery_to_dict(delivery: Delivery) -> dict[str, Any]:
         "incident": delivery.incident,
         "last_at": _ts(delivery.last_at),
         "severity": delivery.severity,
+        "acked": delivery.acked,
     }
 
 
@@ -280,6 +306,7 @@ def delivery_from_dict(data: dict[str, Any]) -> Delivery:
         incident=data.get("incident"),
         last_at=_dt(data.get("last_at")),
         severity=data.get("severity"),
+        acked=data.get("acked"),
     )
 
 

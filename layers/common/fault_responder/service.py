@@ -48,6 +48,7 @@ from fault_responder.fleet import (
     latest_incidents,
     member_of,
 )
+from fault_responder.incident_actions import ActionKind, IncidentAction, is_action, parse_action
 from fault_responder.lifecycle import InstanceView, derive, facts_from_event
 from fault_responder.models.events import (
     EcsEvent,
@@ -57,7 +58,7 @@ from fault_responder.models.events import (
     parse_ecs_event,
 )
 from fault_responder.policy import Policy
-from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease
+from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease, ReportedAction
 from fault_responder.routing import Grouping, Receiver, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
 
@@ -106,6 +107,7 @@ class AlertService:
         workers: int = 8,
         policy: Policy | None = None,
         grouping: Grouping | None = None,
+        on_silence: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -117,11 +119,14 @@ class AlertService:
         self.epoch = epoch
         self.policy = policy
         self.grouping = grouping if grouping is not None and grouping.enabled else None
+        self.on_silence = on_silence
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver")
 
     def handle(self, raw: dict[str, Any], *, seconds_left: float = 60.0) -> dict[str, Any]:
         """Process one EventBridge envelope. Raises on malformed input (pydantic ValidationError,
-        UnsupportedEventError) and DeliveryPendingError when a receiver could not be brought up to date."""
+        UnsupportedEventError, BadAction) and DeliveryPendingError when a receiver could not be brought up to date."""
+        if is_action(raw):
+            return self.act(parse_action(raw), seconds_left=seconds_left)
         event = parse_ecs_event(raw)
         kind = _kind(event)
         self.count("EventsReceived", "Kind", kind)
@@ -138,6 +143,38 @@ class AlertService:
             "ignored": None if changed else "already known",
             "receivers": outcomes,
         }
+
+    def act(self, action: IncidentAction, *, seconds_left: float = 60.0) -> dict[str, Any]:
+        """A person's action on an incident (fault_responder.incident_actions), recorded on the incident's record as a
+        fact and delivered like an event's: PagerDuty's acknowledge or resolve, the root, the thread."""
+        self.count("EventsReceived", "Kind", "incident_action")
+        arn = action.record
+        if arn is None and action.dedup_key is not None:
+            arn = self.store.page_record(action.dedup_key)
+        record = self.store.load(arn) if arn is not None else None
+        result: dict[str, Any] = {"event_id": action.key, "kind": "incident_action", "receivers": {}}
+        if record is None:
+            # An alert the responder never sent (another integration on the same PagerDuty service), or a record
+            # that has aged out: there is nothing to update.
+            self.count("EventsIgnored", "Kind", "incident_action")
+            return {**result, "ignored": "no incident of the responder has this id or dedup key"}
+        if action.kind is ActionKind.SILENCE and self.on_silence is not None:
+            self.on_silence()  # the silence was just made: read the silences again before deriving
+        reported = ReportedAction(
+            key=action.key,
+            kind=action.kind.value,
+            via=action.via.value,
+            by=action.by,
+            at=action.at,
+            incident=action.incident,
+            dedup_key=action.dedup_key,
+            note=action.note,
+        )
+        changed, outcomes = self._record(EventFacts(action.key, record.instance, action=reported), seconds_left)
+        if not changed:
+            self.count("EventsIgnored", "Kind", "incident_action")
+        self.count("IncidentActions", "Action", f"{action.via.value}:{action.kind.value}")
+        return {**result, "ignored": None if changed else "already known", "receivers": outcomes}
 
     def observe(self, facts: EventFacts, *, seconds_left: float = 60.0) -> bool:
         """Facts found with no event (the reconciliation sweep, fault_responder.reconcile), recorded and delivered
@@ -492,6 +529,9 @@ class AlertService:
             raise
         self.store.record_delivery(arn, lease, after)
         local.deliveries[(name, step.subject)] = after
+        if step.kind is StepKind.TRIGGER and before.incident != after.incident and isinstance(local, InstanceRecord):
+            # PagerDuty's webhooks name only the dedup key: remember whose alert it is (once per incident).
+            self.store.remember_page(step.subject.removeprefix("pd:"), arn)
 
     # --- Metrics ------------------------------------------------------------------------------------------
 
@@ -520,11 +560,18 @@ class _Target:
 
 
 def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
-    """The checks whose incidents an event may have changed: its own, or all of them when the instance left."""
+    """The checks whose incidents an event may have changed: its own, or all of them when the instance left (or a
+    person acted on one of them)."""
     checks = {record.check_key(fact.check_type) for fact in facts.health}
+    if facts.action is not None:
+        checks |= {check for check, known in record.incidents.items() if any(k.id in _acted(record) for k in known)}
     if facts.status is not None and facts.status.status == "INACTIVE":
         checks |= set(record.incidents)
     return checks
+
+
+def _acted(record: InstanceRecord) -> set[str]:
+    return {action.incident for action in record.actions}
 
 
 def incident_transitions(

@@ -12,20 +12,25 @@ Only then is anything changed. Typed in and out; the I/O is behind the protocols
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from fault_responder.incident_actions import ActionKind, IncidentAction, Via
 from fault_responder.interactive import (
     ActionId,
     BadRequest,
     Click,
+    IncidentButton,
     Permissions,
     Unauthorized,
     parse_click,
     verify_slack_request,
 )
+from fault_responder.matchers import Matcher, MatcherError, Op
+from fault_responder.silences import MAX_AUTHOR, MAX_COMMENT, Silence, SilenceError, new_silence
 
 RESPONSE_URL_PREFIX = "https://hooks.slack.com/"
 """Where Slack's response_urls point (https://hooks.slack.com/actions/...)."""
@@ -49,6 +54,18 @@ class TaskAnswers(Protocol):
         ...
 
     def reject(self, task_token: str, by: str) -> bool: ...
+
+
+class ActionSink(Protocol):
+    """The alert queue (an adapter): the router records the action on the incident and delivers what follows."""
+
+    def send(self, action: IncidentAction) -> None: ...
+
+
+class SilenceWriter(Protocol):
+    """The silences (adapters.silence_store): Silence 1 h / 4 h adds one."""
+
+    def add(self, silence: Silence) -> Silence: ...
 
 
 class Replies(Protocol):
@@ -87,6 +104,8 @@ class SlackActions:
         tasks: TaskAnswers,
         replies: Replies,
         permissions: Permissions,
+        actions: ActionSink | None = None,
+        silences: SilenceWriter | None = None,
         response_url_prefix: str = RESPONSE_URL_PREFIX,
         clock: Callable[[], datetime],
         count: Callable[[str, str, str], None] = lambda name, dimension, value: None,
@@ -98,6 +117,8 @@ class SlackActions:
         self.tasks = tasks
         self.replies = replies
         self.permissions = permissions
+        self.actions = actions
+        self.silences = silences
         self.response_url_prefix = response_url_prefix
         self.clock = clock
         self.count = count
@@ -123,7 +144,15 @@ class SlackActions:
             self.log("press not allowed", {"action": click.action.value, "user": click.user_id})
             self._tell(click, f"You are not allowed to {_VERBS[click.action]}: ask the stack's owners to add you.")
             return Answer(200)
-        outcome = self._act(click)
+        try:
+            outcome = self._act(click, signature)
+        except BadRequest as bad:
+            self.count("RefusedRequests", "Reason", "bad request")
+            self.log("request refused", {"reason": bad.reason})
+            return Answer(400, bad.reason)
+        except (SilenceError, MatcherError) as refused:
+            self._tell(click, f"No silence was made: {refused}")
+            outcome = Outcome(click.action.value, click.user_id, "refused")
         self.count("ActionsTaken", "Action", f"{click.action.value}:{outcome.result}")
         self.log("press handled", {"action": outcome.action, "user": outcome.user, "result": outcome.result})
         return Answer(200)
@@ -142,12 +171,75 @@ class SlackActions:
                 raise
             return verify_slack_request(fresh, headers, body, self.clock())
 
-    def _act(self, click: Click) -> Outcome:
+    def _act(self, click: Click, signature: str) -> Outcome:
         if click.action in (ActionId.APPROVE, ActionId.REJECT):
             return self._answer_approval(click)
-        # The incident buttons (acknowledge, resolve, silence) are not rendered yet: a forged press of one is told so.
-        self._tell(click, "That button does nothing yet: nothing was changed.")
-        return Outcome(click.action.value, click.user_id, "unsupported")
+        return self._on_incident(click, signature)
+
+    def _on_incident(self, click: Click, signature: str) -> Outcome:
+        """Acknowledge and Resolve go to the router (through the alert queue), which records them on the incident and
+        tells PagerDuty and Slack; a silence is made here first, so it holds from this moment."""
+        if self.actions is None:
+            self._tell(click, "Incident buttons are not set up on this stack: nothing was changed.")
+            return Outcome(click.action.value, click.user_id, "unsupported")
+        button = IncidentButton.parse(click.value)
+        now = self.clock()
+        # One id per press: the digest of its signature (a press is signed once; a copy was refused already).
+        key = f"slack:{hashlib.sha256(signature.encode()).hexdigest()[:32]}"
+        who = f"{click.user_name} ({click.user_id})"
+        note: str | None = None
+        if click.action in _SILENCES:
+            if self.silences is None:
+                self._tell(click, "Silences are not set up on this stack: nothing was changed.")
+                return Outcome(click.action.value, click.user_id, "unsupported")
+            hours = _SILENCES[click.action]
+            silence = self._silence(self.silences, button, who, hours, now)
+            note = f"for {hours} h, until {silence.ends_at.strftime('%H:%M UTC')} (silence {silence.id})"
+            kind, done = (
+                ActionKind.SILENCE,
+                (
+                    f"Silenced `{button.instance}` for {hours} h (silence {silence.id}, until "
+                    f"{silence.ends_at.strftime('%H:%M UTC')}): its incidents and notices notify nobody until then. "
+                    f"End it sooner with `python -m fault_responder.cli silence expire {silence.id}`."
+                ),
+            )
+        elif click.action is ActionId.ACKNOWLEDGE:
+            kind, done = (
+                ActionKind.ACKNOWLEDGE,
+                "Acknowledged: PagerDuty and the incident's message follow in a moment.",
+            )
+        else:
+            kind, done = (
+                ActionKind.RESOLVE,
+                "Resolving: PagerDuty's alert and the incident's message follow in a moment.",
+            )
+        action = IncidentAction(
+            key=key,
+            kind=kind,
+            via=Via.SLACK,
+            by=who,
+            at=now,
+            record=button.record,
+            incident=button.incident,
+            note=note,
+        )
+        self.actions.send(action)
+        self._tell(click, done)
+        return Outcome(click.action.value, click.user_id, kind.value)
+
+    @staticmethod
+    def _silence(silences: SilenceWriter, button: IncidentButton, who: str, hours: int, now: datetime) -> Silence:
+        matchers = [Matcher("instance", Op.EQUAL, button.instance)]
+        if button.cluster:
+            matchers.insert(0, Matcher("cluster", Op.EQUAL, button.cluster))
+        silence = new_silence(
+            matchers,
+            ends_at=now + timedelta(hours=hours),
+            created_by=f"{who} via Slack"[:MAX_AUTHOR],
+            comment=f"Silence {hours} h pressed on incident {button.incident}"[:MAX_COMMENT],
+            now=now,
+        )
+        return silences.add(silence)
 
     def _answer_approval(self, click: Click) -> Outcome:
         token = self.approvals.take_approval(click.value)
@@ -179,6 +271,8 @@ class SlackActions:
         if url and url.startswith(self.response_url_prefix) and not self.replies.ephemeral(url, text):
             self.count("RepliesFailed", "Action", click.action.value)
 
+
+_SILENCES = {ActionId.SILENCE_1H: 1, ActionId.SILENCE_4H: 4}
 
 _VERBS = {
     ActionId.ACKNOWLEDGE: "acknowledge incidents",

@@ -103,6 +103,14 @@ class InstanceStore(Protocol):
 
     def mark_delivered(self, key: str) -> None: ...
 
+    def remember_page(self, dedup_key: str, arn: str) -> None:
+        """Note which record a PagerDuty alert (by dedup key) belongs to: PagerDuty's webhooks name only the key."""
+        ...
+
+    def page_record(self, dedup_key: str) -> str | None:
+        """The record a PagerDuty alert belongs to (remember_page), or None."""
+        ...
+
     def load_group(self, arn: str) -> GroupRecord | None: ...
 
     def put_member(
@@ -129,6 +137,7 @@ class MemoryInstanceStore:
         self._records: dict[str, InstanceRecord] = {}
         self._groups: dict[str, GroupRecord] = {}
         self._delivered: set[str] = set()
+        self._pages: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def load(self, arn: str) -> InstanceRecord | None:
@@ -236,6 +245,14 @@ class MemoryInstanceStore:
 
     def mark_delivered(self, key: str) -> None:
         self._delivered.add(key)
+
+    def remember_page(self, dedup_key: str, arn: str) -> None:
+        with self._lock:
+            self._pages[dedup_key] = arn
+
+    def page_record(self, dedup_key: str) -> str | None:
+        with self._lock:
+            return self._pages.get(dedup_key)
 
     def load_group(self, arn: str) -> GroupRecord | None:
         with self._lock:

@@ -59,6 +59,8 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 DELIVERY_TTL = timedelta(days=14)
 OPEN_RECORD_TTL = timedelta(days=90)
+PAGE_TTL = timedelta(days=90)
+"""How long a PagerDuty alert's dedup key leads back to its record: as long as an open record is kept."""
 SK = "RECORD"
 MAX_ITEM_BYTES = 380_000
 """Below DynamoDB's 400 KB with room for attribute names and the few parts written separately."""
@@ -380,6 +382,29 @@ class DynamoDBInstanceStore:
             "expires_at": int(time.time() + DELIVERY_TTL.total_seconds()),
         }
         self._client.put_item(TableName=self.table_name, Item=_typed(item))
+
+    def remember_page(self, dedup_key: str, arn: str) -> None:
+        # UpdateItem, not PutItem: the router's role writes the table with UpdateItem only.
+        self._client.update_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"PAGE#{dedup_key}"}, "sk": {"S": "PAGE"}},
+            UpdateExpression="SET #arn = :arn, expires_at = :ttl",
+            ExpressionAttributeNames={"#arn": "arn"},
+            ExpressionAttributeValues={
+                ":arn": {"S": arn},
+                ":ttl": {"N": str(int(time.time() + PAGE_TTL.total_seconds()))},
+            },
+        )
+
+    def page_record(self, dedup_key: str) -> str | None:
+        response = self._client.get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"PAGE#{dedup_key}"}, "sk": {"S": "PAGE"}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item") or {}
+        value = item.get("arn", {}).get("S")
+        return value if isinstance(value, str) else None
 
 
 class _VersionMoved(Exception):

@@ -53,6 +53,11 @@ def render_resolve(dedup_key: str, routing_key: str) -> dict[str, Any]:
     return {"routing_key": routing_key, "event_action": "resolve", "dedup_key": _checked_dedup_key(dedup_key)}
 
 
+def render_acknowledge(dedup_key: str, routing_key: str) -> dict[str, Any]:
+    """Acknowledge an open alert (someone is on it: Slack's Acknowledge); PagerDuty needs only the key pair."""
+    return {"routing_key": routing_key, "event_action": "acknowledge", "dedup_key": _checked_dedup_key(dedup_key)}
+
+
 def render_alert_trigger(alert: Alert, routing_key: str, dedup_key: str) -> dict[str, Any]:
     """A trigger for a standalone alert; the caller picks the dedup key (usually from the event id)."""
     instance = alert.instance

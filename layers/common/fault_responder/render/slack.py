@@ -16,12 +16,15 @@ from typing import Any
 from fault_responder.domain import (
     Alert,
     DrainAttribution,
+    EntryKind,
     Incident,
     InstanceRef,
+    PersonAction,
     Runbook,
     Severity,
     TimelineEntry,
 )
+from fault_responder.interactive import ActionId, IncidentButton
 from fault_responder.record import is_reconciled
 from fault_responder.timefmt import as_utc, format_duration
 
@@ -32,6 +35,7 @@ MAX_FIELD_TEXT = 2000
 MAX_FIELDS_PER_SECTION = 10
 MAX_CONTEXT_ELEMENTS = 10
 MAX_FALLBACK_TEXT = 40_000
+MAX_BUTTON_VALUE = 2000
 ELLIPSIS = "…"
 
 SEVERITY_EMOJI: dict[Severity, str] = {
@@ -78,6 +82,7 @@ def render_incident_root(incident: Incident, *, dashboard_url: str | None = None
     recent = [entry for entry in incident.timeline if entry.muted is None][-_RECENT_STEPS:]
     if recent:
         blocks.append(_section("\n".join(["*Latest*", *(_step_line(entry) for entry in recent)])))
+    blocks.extend(incident_buttons(incident))
     blocks.append(_incident_context(incident, dashboard_url))
     return SlackMessage(text=_clip(_incident_fallback(incident), MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
@@ -183,7 +188,69 @@ def _incident_fields(incident: Incident) -> list[tuple[str, str]]:
         fields.append(("Reason", escape_mrkdwn(classification.reason)))
     if incident.drain is not None:
         fields.append(("Drain", escape_mrkdwn(incident.drain.label)))
+    if incident.acknowledged is not None and incident.is_open:
+        fields.append(("Acknowledged", _person(incident.acknowledged)))
+    if incident.assigned is not None and incident.is_open:
+        fields.append(("Assigned", escape_mrkdwn(incident.assigned.note or "—") + " " + _where(incident.assigned)))
     return fields
+
+
+def _person(action: PersonAction) -> str:
+    return f"by {escape_mrkdwn(action.by)} {_where(action)}, {_slack_time(action.at)}"
+
+
+def _where(action: PersonAction) -> str:
+    return "from Slack" if action.via == "slack" else "in PagerDuty"
+
+
+def incident_buttons(incident: Incident) -> list[dict[str, Any]]:
+    """An open incident's buttons (SlackActionsFunction answers them, docs/slack-actions.md): Acknowledge until
+    someone has, Resolve (with a confirmation: it closes the incident for everyone), Silence 1 h and 4 h. Each
+    carries the record and the incident (interactive.IncidentButton)."""
+    if not incident.is_open:
+        return []
+    instance = incident.instance
+    value = IncidentButton(
+        record=instance.container_instance_arn,
+        incident=incident.id,
+        cluster=instance.cluster_name,
+        instance=instance.container_instance_id,
+    ).value()
+    if len(value) > MAX_BUTTON_VALUE:
+        return []  # an absurdly long ARN: no buttons rather than a message Slack refuses
+    elements = []
+    if incident.acknowledged is None:
+        elements.append(_button("Acknowledge", ActionId.ACKNOWLEDGE, value, style="primary"))
+    resolve = _button("Resolve", ActionId.RESOLVE, value)
+    resolve["confirm"] = {
+        "title": {"type": "plain_text", "text": "Resolve this incident?"},
+        "text": {
+            "type": "plain_text",
+            "text": "It closes for everyone, and its PagerDuty alert is resolved. The next fault opens a new one.",
+        },
+        "confirm": {"type": "plain_text", "text": "Resolve"},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+    }
+    elements.extend(
+        [
+            resolve,
+            _button("Silence 1 h", ActionId.SILENCE_1H, value),
+            _button("Silence 4 h", ActionId.SILENCE_4H, value),
+        ]
+    )
+    return [{"type": "actions", "block_id": "incident_actions", "elements": elements}]
+
+
+def _button(label: str, action: ActionId, value: str, *, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action.value,
+        "text": {"type": "plain_text", "text": label},
+        "value": value,
+    }
+    if style is not None:
+        button["style"] = style
+    return button
 
 
 def _alert_fields(alert: Alert) -> list[tuple[str, str]]:
@@ -254,6 +321,9 @@ def _step_line(entry: TimelineEntry) -> str:
 def _step_context(incident: Incident, entry: TimelineEntry) -> dict[str, Any]:
     if is_reconciled(entry.event_id):
         return _context(["Found by the reconciliation sweep in ECS's answer: no event reported it"])
+    if entry.kind == EntryKind.ACTION:
+        source = "a PagerDuty webhook" if entry.event_id.startswith("action:pagerduty:") else "a Slack button"
+        return _context([f"Done by a person, through {source}"])
     source = "CloudWatch event" if incident.instance.is_alarm else "ECS event"
     return _context([f"{source} `{escape_mrkdwn(entry.event_id)}`"])
 
