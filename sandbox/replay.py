@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.errors import SandboxError
 from fault_responder.incident_actions import is_action
+from sandbox.errors import SandboxError
 from sandbox.eventbridge import EventBus, send_to_queue_arn
 from sandbox.lambda_runtime import InProcessFunction
 from sandbox.report import ReportBuilder, Timeline
@@ -70,8 +70,9 @@ def replay(
                     # itself, past EventBridge (no rule matches its source).
                     arn = alert_queue_arn(sandbox)
                     send_to_queue_arn(sandbox.aws, arn, json.dumps(event))
-                    direct = {
-                        "rule": "(none: its endpoint sends it)",
+                    rule = "(none: its endpoint sends it)"
+                    direct: dict[str, Any] = {
+                        "rule": rule,
                         "target_id": ACTIONS_QUEUE,
                         "type": "sqs",
                         "arn": arn,
@@ -79,8 +80,8 @@ def replay(
                         "error": None,
                         "dead_lettered": False,
                     }
-                    report.add_event(event_file.path, event, [direct["rule"]], [direct])
-                    timeline.event(event, [direct["rule"]], [direct])
+                    report.add_event(event_file.path, event, [rule], [direct])
+                    timeline.event(event, [rule], [direct])
                     continue
                 delivery = bus.put_event(event)
                 targets = [target.to_json() for target in delivery.targets]

@@ -107,6 +107,7 @@ def test_resolve_from_slack_resolves_pagerduty_and_the_root_as_a_manual_resolve_
 ) -> None:
     report = run([xid46], [slack_action(ActionKind.RESOLVE, "r1")])
     trigger, resolve = pagerduty_bodies(report)
+    assert trigger["event_action"] == "trigger"
     assert resolve == {"routing_key": "***", "event_action": "resolve", "dedup_key": DEDUP_KEY}
     [root] = incident_roots(report)
     assert root["text"].startswith("RESOLVED")
