@@ -23,6 +23,7 @@ from fault_responder.record import (
     InstanceRecord,
     KnownIncident,
     Lease,
+    ReportedAction,
     StatusFact,
     TaskStopFact,
 )
@@ -237,3 +238,33 @@ def test_forgotten_deliveries_are_removed_with_the_write(store: DynamoDBInstance
 
     after = store.load(ARN)
     assert after is not None and after.deliveries == {}
+
+
+# --- People's actions and PagerDuty's dedup keys ------------------------------------------------------------
+
+
+def test_actions_on_an_incident_read_back_the_same_and_close_the_fast_path(store: DynamoDBInstanceStore) -> None:
+    incident = "gpu/abc123/ACCELERATED_COMPUTE@x"
+    record = record_with(impaired())
+    record.incidents["ACCELERATED_COMPUTE"] = [KnownIncident(incident, "ACCELERATED_COMPUTE", AT)]
+    pressed = ReportedAction("slack:abc", "acknowledge", "slack", "Jane (U0JANEDOE1)", AT, incident=incident)
+    assert record.add(EventFacts("slack:abc", INSTANCE, action=pressed))
+    store.commit(record)
+
+    loaded = store.load(ARN)
+
+    assert loaded is not None and loaded.actions == record.actions
+    with pytest.raises(ConcurrentUpdateError):
+        store.commit_checks(record_with(impaired("DAEMON", 1)), ["DAEMON"])
+
+
+def test_a_pagerduty_dedup_key_leads_back_to_its_record(store: DynamoDBInstanceStore, dynamodb: Any) -> None:
+    assert store.page_record("gpu/abc123/ACCELERATED_COMPUTE") is None
+    store.remember_page("gpu/abc123/ACCELERATED_COMPUTE", ARN)
+    store.remember_page("gpu/abc123/ACCELERATED_COMPUTE", ARN)  # once per incident; twice is harmless
+
+    assert store.page_record("gpu/abc123/ACCELERATED_COMPUTE") == ARN
+    item = dynamodb.get_item(
+        TableName=TABLE, Key={"pk": {"S": "PAGE#gpu/abc123/ACCELERATED_COMPUTE"}, "sk": {"S": "PAGE"}}
+    )
+    assert int(item["Item"]["expires_at"]["N"]) > time.time() + 80 * 86400  # kept as long as an open record
