@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 SLACK_VERSION = "v0"
@@ -206,29 +206,52 @@ def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+class GroupMembers(Protocol):
+    """Slack user groups' members (an adapter: usergroups.users.list, cached)."""
+
+    def members(self, group: str) -> frozenset[str]:
+        """The group's user ids; empty when it cannot be read (no one is let in on a group that cannot be read)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Permissions:
-    """Who may press which button. Approving and rejecting a resume, and resolving, are limited to the listed
-    Slack user ids; acknowledging and silencing are open to anyone in the channel (what an on-call engineer who
-    reads the channel needs to say "on it" or stop the noise; both are undone by the next page or the silence's
-    end, and both are recorded with the person's name)."""
+    """Who may press which button: Slack user ids (`U…`, `W…`) and user groups (`S…`: their members, read from Slack).
+    Approving and rejecting a resume, and resolving, are limited to the listed people; acknowledging and silencing
+    are open to anyone in the channel (what an on-call engineer who reads the channel needs to say "on it" or stop
+    the noise; both are undone by the next page or the silence's end, and both are recorded with the person's
+    name)."""
 
     approvers: frozenset[str] = frozenset()
     resolvers: frozenset[str] = frozenset()
 
-    def allows(self, click: Click) -> bool:
+    def allows(self, click: Click, groups: GroupMembers | None = None) -> bool:
         if click.action in (ActionId.APPROVE, ActionId.REJECT):
-            return click.user_id in self.approvers
-        if click.action is ActionId.RESOLVE:
-            return click.user_id in self.resolvers
-        return True
+            allowed = self.approvers
+        elif click.action is ActionId.RESOLVE:
+            allowed = self.resolvers
+        else:
+            return True
+        if click.user_id in allowed:
+            return True
+        if groups is None:
+            return False
+        return any(click.user_id in groups.members(group) for group in sorted(allowed) if is_user_group(group))
+
+    @property
+    def groups(self) -> frozenset[str]:
+        return frozenset(entry for entry in self.approvers | self.resolvers if is_user_group(entry))
 
     @classmethod
     def parse(cls, approvers: Sequence[str], resolvers: Sequence[str]) -> Permissions:
-        for user in (*approvers, *resolvers):
-            if not _SLACK_ID.match(user):
-                raise ValueError(f"not a Slack user id: {user[:40]!r}")
+        for entry in (*approvers, *resolvers):
+            if not _SLACK_ID.match(entry) or entry[0] not in "UWS":
+                raise ValueError(f"not a Slack user id (U…, W…) or user group id (S…): {entry[:40]!r}")
         return cls(approvers=frozenset(approvers), resolvers=frozenset(resolvers))
+
+
+def is_user_group(entry: str) -> bool:
+    return entry.startswith("S")
 
 
 @dataclass(frozen=True, slots=True)

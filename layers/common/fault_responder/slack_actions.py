@@ -23,6 +23,7 @@ from fault_responder.interactive import (
     ActionId,
     BadRequest,
     Click,
+    GroupMembers,
     IncidentButton,
     Permissions,
     Unauthorized,
@@ -106,6 +107,7 @@ class SlackActions:
         permissions: Permissions,
         actions: ActionSink | None = None,
         silences: SilenceWriter | None = None,
+        groups: GroupMembers | None = None,
         response_url_prefix: str = RESPONSE_URL_PREFIX,
         clock: Callable[[], datetime],
         count: Callable[[str, str, str], None] = lambda name, dimension, value: None,
@@ -119,6 +121,7 @@ class SlackActions:
         self.permissions = permissions
         self.actions = actions
         self.silences = silences
+        self.groups = groups
         self.response_url_prefix = response_url_prefix
         self.clock = clock
         self.count = count
@@ -139,7 +142,7 @@ class SlackActions:
             self.count("RefusedRequests", "Reason", "bad request")
             self.log("request refused", {"reason": bad.reason})
             return Answer(400, bad.reason)
-        if not self.permissions.allows(click):
+        if not self.permissions.allows(click, self.groups):
             self.count("NotAllowed", "Action", click.action.value)
             self.log("press not allowed", {"action": click.action.value, "user": click.user_id})
             self._tell(click, f"You are not allowed to {_VERBS[click.action]}: ask the stack's owners to add you.")

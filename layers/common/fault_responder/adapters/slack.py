@@ -167,6 +167,12 @@ class SlackWebApi:
                 raise
             log.warning("cannot list channels to resolve a channel name (%s)", error.reason)
 
+    def usergroup_members(self, group: str) -> list[str]:
+        """The user ids of a user group (usergroups.users.list; scope usergroups:read)."""
+        answer = self._call("usergroups.users.list", {"usergroup": group}, form=True)
+        users = answer.get("users")
+        return [user for user in users if isinstance(user, str)] if isinstance(users, list) else []
+
     def _call(
         self, method: str, body: dict[str, Any], *, idempotent: bool = True, form: bool = False
     ) -> dict[str, Any]:

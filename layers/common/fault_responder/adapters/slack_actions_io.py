@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
 
 from fault_responder.adapters.http import Budget, DeliveryError, HttpSession, RetryPolicy, send_json
+from fault_responder.adapters.slack import SlackWebApi
 from fault_responder.observability import logger
 
 _GONE = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
@@ -73,3 +77,52 @@ class ResponseUrlReplies:
             logger.warning("ephemeral reply not delivered", extra={"reason": str(error)[:300]})
             return False
         return True
+
+
+GROUP_CACHE_SECONDS = 300.0
+"""A user group's members are read again after this long: someone added to the on-call group can press within five
+minutes, and a burst of presses costs one call (usergroups.users.list is rate limited at about 20 a minute)."""
+
+
+class SlackUserGroups:
+    """interactive.GroupMembers from Slack (usergroups.users.list with the bot token), each group cached."""
+
+    def __init__(
+        self,
+        token: Callable[[], str],
+        base_url: str,
+        *,
+        session: HttpSession | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        cache_seconds: float = GROUP_CACHE_SECONDS,
+    ) -> None:
+        self._token = token
+        self._base_url = base_url
+        self._session = session or HttpSession()
+        self._clock = clock
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[frozenset[str], float]] = {}
+        self._lock = threading.Lock()
+
+    def members(self, group: str) -> frozenset[str]:
+        now = self._clock()
+        with self._lock:
+            cached = self._cache.get(group)
+        if cached is not None and now - cached[1] < self._cache_seconds:
+            return cached[0]
+        try:
+            api = SlackWebApi(
+                self._token(),
+                self._base_url,
+                self._session,
+                RetryPolicy(max_attempts=2, connect_timeout=1.0, read_timeout=1.0),
+                budget=Budget(2.0, margin=0.0),
+            )
+            members = frozenset(api.usergroup_members(group))
+        except DeliveryError as error:
+            # Fail closed: no one is let in on a group that cannot be read; the last answer, if any, still counts.
+            logger.warning("cannot read a Slack user group", extra={"group": group, "reason": error.reason[:200]})
+            return cached[0] if cached is not None else frozenset()
+        with self._lock:
+            self._cache[group] = (members, now)
+        return members
