@@ -49,6 +49,9 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "actions": list(report.get("actions", [])),
         "ephemeral": list(report.get("ephemeral", [])),
         "cli": list(report.get("cli", [])),
+        "clicks": list(report.get("clicks", [])),
+        "webhooks": list(report.get("webhooks", [])),
+        "alerts": pagerduty_alerts(report.get("pagerduty", [])),
     }
 
 
@@ -125,6 +128,23 @@ def pagerduty_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, 
             }
         )
     return items
+
+
+def pagerduty_alerts(alerts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One item per PagerDuty alert at the end: dedup_key, status (triggered, acknowledged, resolved), summary,
+    severity, assignees, and `actions`: what happened to it, in order (the Events API's trigger, acknowledge and
+    resolve; acknowledged, unacknowledged, resolved and reassigned when someone did it in PagerDuty)."""
+    return [
+        {
+            "dedup_key": alert.get("dedup_key"),
+            "status": alert.get("status"),
+            "summary": alert.get("summary"),
+            "severity": alert.get("severity"),
+            "assignees": list(alert.get("assignees") or []),
+            "actions": [entry.get("action") for entry in alert.get("log") or []],
+        }
+        for alert in alerts
+    ]
 
 
 # --- Checking --------------------------------------------------------------------------------------

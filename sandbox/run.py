@@ -23,6 +23,10 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
 - pagerduty_changes: the change events PagerDuty accepted; actions: [{action, after_seconds, outcome, ...}]
 - cli: [{step, args, exit_code, expect_exit, passed, stdout, stderr}], one per `cli` step (python -m
   fault_responder.cli run in process against the stack's IncidentsTable)
+- clicks: [{step, button, user, signed, instance, status, message_ts, outcome}], one per `click` step (a press of an
+  incident root's button through SlackActionsFunction's function URL)
+- webhooks: [{step, webhook, by, agent, signed, assignee, event_id, dedup_key, status, outcome}], one per
+  `pagerduty` step (a v3 webhook through PagerDutyWebhookFunction's function URL)
 - expectations: [{name, select, passed, selected, problems}]
 """
 
@@ -47,7 +51,7 @@ from sandbox.drill_emulation import drill_bridge
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
 from sandbox.eventbridge import BusDelivery, EventBus, SqsTargetDeliverer, StatesTargetDeliverer
-from sandbox.function_url import request_event
+from sandbox.function_url import FunctionUrl, request_event
 from sandbox.lambda_runtime import patched_environ
 from sandbox.replay import load_event_file
 from sandbox.report import ReportBuilder, Timeline, collect_ecs
@@ -55,7 +59,7 @@ from sandbox.scenario import LoadedScenario
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import BatchOutcome, SqsEventSourceMapping
 from sandbox.stack import layer_on_path
-from sandbox.standins import SLACK_SIGNING_SECRET, Fault, signed_click
+from sandbox.standins import PAGERDUTY_WEBHOOK_SECRET, SLACK_SIGNING_SECRET, Fault, signed_click
 from sandbox.stepfunctions import (
     ExecutionTracker,
     LambdaDispatch,
@@ -68,6 +72,10 @@ from sandbox.template import load_template
 from sandbox.world import INCIDENTS_TABLE, World, deep_merge, point_at, seed_world
 
 SWEEP_FUNCTION = "SweepFunction"
+SLACK_ACTIONS_FUNCTION = "SlackActionsFunction"
+"""Where button presses go (its function URL)."""
+PAGERDUTY_WEBHOOK_FUNCTION = "PagerDutyWebhookFunction"
+"""Where PagerDuty's webhooks go (its function URL)."""
 RECONCILE_FUNCTION = "ReconcileFunction"
 
 CLI_USER = "sandbox"
@@ -143,6 +151,8 @@ class _Run:
     functions: dict[str, SharedFunction] = field(default_factory=dict)
     timed_out: list[str] = field(default_factory=list)
     cli_steps: list[dict[str, Any]] = field(default_factory=list)
+    clicks: list[dict[str, Any]] = field(default_factory=list)
+    webhooks: list[dict[str, Any]] = field(default_factory=list)
     bus: EventBus | None = None
     mappings: list[SqsEventSourceMapping] = field(default_factory=list)
 
@@ -186,6 +196,10 @@ class _Run:
                     self._scheduled(number, functions, SWEEP_FUNCTION, "the sweep")
                 elif step.reconcile:
                     self._scheduled(number, functions, RECONCILE_FUNCTION, "the reconciliation sweep")
+                elif step.click is not None:
+                    self._click(number, step.click, world)
+                elif step.pagerduty is not None:
+                    self._webhook(number, step.pagerduty)
                 else:
                     self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
@@ -400,13 +414,9 @@ class _Run:
             self._press(action, waited)
 
     def _press(self, action: _PendingAction, waited: float) -> None:
-        function = next(
-            (self.functions[spec.logical_id] for spec in self.sandbox.stack.functions.values() if spec.function_url),
-            None,
-        )
-        url = next((spec.function_url for spec in self.sandbox.stack.functions.values() if spec.function_url), None)
+        function, url = self._function_url(SLACK_ACTIONS_FUNCTION)
         if function is None or url is None:
-            action.outcome = "not performed: the stack has no function URL to press buttons through"
+            action.outcome = f"not performed: the stack has no {SLACK_ACTIONS_FUNCTION} with a function URL"
             return
         approvers = self.sandbox.parameters.get("ResumeApprovers") or []
         approvers = approvers.split(",") if isinstance(approvers, str) else list(approvers)
@@ -430,6 +440,110 @@ class _Run:
             f"pressed {label} as {action.user} ({action.action.signed} signed) {waited:.1f} s after it was posted: "
             f"HTTP {action.status}" + (f" ({invocation.error.get('errorType')})" if invocation.error else "")
         )
+
+    def _function_url(self, logical_id: str) -> tuple[SharedFunction | None, FunctionUrl | None]:
+        spec = self.sandbox.stack.functions.get(logical_id)
+        if spec is None or spec.function_url is None:
+            return None, None
+        return self.functions.get(logical_id), spec.function_url
+
+    def _click(self, number: int, click: model.ClickStep, world: World) -> None:
+        """A person presses an incident root's button: the newest root carrying it (of `click.instance`'s incident,
+        when named), signed as the step says, through SlackActionsFunction's function URL."""
+        action_id = f"incident_{click.button}"
+        self.timeline.step(number, f"click {click.button} as {click.user} ({click.signed} signed)")
+        entry: dict[str, Any] = {
+            "step": number,
+            "button": click.button,
+            "user": click.user,
+            "signed": click.signed,
+            "instance": click.instance,
+            "status": None,
+        }
+        function, url = self._function_url(SLACK_ACTIONS_FUNCTION)
+        found = self._incident_button(action_id, click.instance, world)
+        if function is None or url is None:
+            entry["outcome"] = f"not performed: the stack has no {SLACK_ACTIONS_FUNCTION} with a function URL"
+        elif found is None:
+            where = f"{click.instance}'s incident" if click.instance else "an incident root"
+            entry["outcome"] = f"not performed: no {action_id} button on {where} in Slack"
+        else:
+            channel_id, message_ts, value = found
+            secret = SLACK_SIGNING_SECRET if click.signed == "rightly" else "not-the-signing-secret"
+            headers, body = signed_click(
+                action_id=action_id,
+                value=value,
+                user_id=click.user,
+                response_url=self.sandbox.standins.response_url(uuid.uuid4().hex),
+                timestamp=int(time.time()),
+                secret=secret,
+                channel_id=channel_id,
+                message_ts=message_ts,
+            )
+            if click.signed == "not":
+                headers = {k: v for k, v in headers.items() if not k.startswith("x-slack-")}
+            invocation = function.invoke(request_event(url, headers, body))
+            result = invocation.result if isinstance(invocation.result, dict) else {}
+            entry["status"] = result.get("statusCode")
+            entry["message_ts"] = message_ts
+            entry["outcome"] = f"pressed {click.button} on the root {message_ts}: HTTP {entry['status']}" + (
+                f" ({invocation.error.get('errorType')})" if invocation.error else ""
+            )
+        self.clicks.append(entry)
+        self.timeline.action({"action": "click", **entry})
+
+    def _incident_button(self, action_id: str, instance: str | None, world: World) -> tuple[str, str, str] | None:
+        """(channel id, root ts, value) of the newest root with the button, of `instance`'s incident when named."""
+        wanted = world.instance(instance).container_instance_arn.rsplit("/", 1)[-1] if instance else None
+        with layer_on_path(self.sandbox.stack):
+            from fault_responder.interactive import BadRequest, IncidentButton  # noqa: PLC0415 - the stack's layer
+
+            for channel_id, ts, value in self.sandbox.standins.buttons(action_id):
+                try:
+                    button = IncidentButton.parse(value)
+                except BadRequest:
+                    continue
+                if wanted is None or button.instance == wanted:
+                    return channel_id, ts, value
+        return None
+
+    def _webhook(self, number: int, step: model.PagerDutyStep) -> None:
+        """Someone acts on the newest alert in PagerDuty: the stand-in changes it and its v3 webhook goes, signed as
+        the step says, through PagerDutyWebhookFunction's function URL."""
+        self.timeline.step(number, f"PagerDuty webhook incident.{step.webhook} by {step.by} ({step.signed} signed)")
+        entry: dict[str, Any] = {
+            "step": number,
+            "webhook": step.webhook,
+            "by": step.by,
+            "agent": step.agent,
+            "signed": step.signed,
+            "assignee": step.assignee,
+            "event_id": None,
+            "dedup_key": None,
+            "status": None,
+        }
+        function, url = self._function_url(PAGERDUTY_WEBHOOK_FUNCTION)
+        if function is None or url is None:
+            entry["outcome"] = f"not performed: the stack has no {PAGERDUTY_WEBHOOK_FUNCTION} with a function URL"
+        else:
+            secret = {"rightly": PAGERDUTY_WEBHOOK_SECRET, "wrongly": "not-the-webhook-secret", "not": None}
+            sent = self.sandbox.standins.pagerduty_webhook(
+                step.webhook, by=step.by, agent=step.agent, assignee=step.assignee, secret=secret[step.signed]
+            )
+            if sent is None:
+                entry["outcome"] = "not performed: PagerDuty has no alert to act on"
+            else:
+                headers, body, event = sent
+                invocation = function.invoke(request_event(url, headers, body))
+                result = invocation.result if isinstance(invocation.result, dict) else {}
+                entry.update(
+                    event_id=event["id"], dedup_key=event["data"]["incident_key"], status=result.get("statusCode")
+                )
+                entry["outcome"] = f"sent incident.{step.webhook} for {entry['dedup_key']}: HTTP {entry['status']}" + (
+                    f" ({invocation.error.get('errorType')})" if invocation.error else ""
+                )
+        self.webhooks.append(entry)
+        self.timeline.action({"action": "pagerduty webhook", **entry})
 
     def _posted_approvals(self) -> list[str]:
         """The approval ids on the Approve/Reject buttons in Slack, in the order they were posted."""
@@ -482,6 +596,8 @@ class _Run:
                 "actions": [action.to_json() for action in self.actions],
                 "task_tokens": self._token_exposure(tracker),
                 "cli": self.cli_steps,
+                "clicks": self.clicks,
+                "webhooks": self.webhooks,
             }
         )
         results = [

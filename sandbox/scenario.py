@@ -191,8 +191,50 @@ CLI_TARGET_OPTIONS = ("--stack", "--table", "--region", "--endpoint-url")
 """Chosen by the runner for a `cli` step: the deployed stack's IncidentsTable, in the sandbox's moto."""
 
 
+Signed = Literal["rightly", "wrongly", "not"]
+"""How a stand-in signs what it sends: with the secret the sandbox put in the stack's secret, with another secret,
+or not at all (no signature headers)."""
+SlackUser = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,31}$")]
+
+
+class ClickStep(_Model):
+    """`click:` a person presses an incident root's button in Slack: the Slack stand-in signs the press and sends it
+    to SlackActionsFunction's function URL."""
+
+    button: Literal["acknowledge", "resolve", "silence_1h", "silence_4h"]
+    user: SlackUser
+    """The Slack user id who presses."""
+    signed: Signed = "rightly"
+    instance: Name | None = None
+    """The root of this instance's incident (default: the newest root with the button)."""
+
+
+class PagerDutyStep(_Model):
+    """`pagerduty:` someone acts on the newest alert in PagerDuty: the PagerDuty stand-in changes the alert and sends
+    the v3 webhook to PagerDutyWebhookFunction's function URL."""
+
+    webhook: Literal["acknowledged", "unacknowledged", "resolved", "reassigned"]
+    by: str = Field(default="Jane Doe", min_length=1, max_length=100)
+    """Who did it (the webhook's agent summary)."""
+    agent: Literal["user", "service"] = "user"
+    """A person (`user_reference`) or a service (`service_reference`: what the responder's own Events API calls
+    come back as)."""
+    signed: Signed = "rightly"
+    assignee: str | None = Field(default=None, min_length=1, max_length=100)
+    """For `reassigned`: who it now goes to (required there, refused elsewhere)."""
+
+    @model_validator(mode="after")
+    def _assignee_for_reassigned_only(self) -> PagerDutyStep:
+        if self.webhook == "reassigned" and self.assignee is None:
+            raise ValueError("a reassigned webhook names its assignee")
+        if self.webhook != "reassigned" and self.assignee is not None:
+            raise ValueError("assignee is for reassigned webhooks")
+        return self
+
+
 class EventStep(_Model):
-    """One step: an event (from a file or inline, adjusted, delivered once or more), or a CLI command."""
+    """One step: an event (from a file or inline, adjusted, delivered once or more), a CLI command, a scheduled
+    function, a press of a button in Slack, or a PagerDuty webhook."""
 
     file: str | None = None
     event: dict[str, Any] | None = None
@@ -202,6 +244,10 @@ class EventStep(_Model):
     """`sweep: true`: run the stack's SweepFunction once, as its one-minute schedule would."""
     reconcile: bool | None = None
     """`reconcile: true`: run the stack's ReconcileFunction once, as its schedule would."""
+    click: ClickStep | None = None
+    """A press of an incident root's button in Slack (SlackActionsFunction's function URL)."""
+    pagerduty: PagerDutyStep | None = None
+    """A PagerDuty v3 webhook about the newest alert (PagerDutyWebhookFunction's function URL)."""
     expect_exit: int | None = Field(default=None, ge=0, le=255)
     """A `cli` step's expected exit status (default 0); any other fails the scenario."""
     instance: str | None = None
@@ -226,9 +272,15 @@ class EventStep(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> EventStep:
-        sources = (self.file, self.event, self.cli, self.sweep, self.reconcile)
+        sources = (self.file, self.event, self.cli, self.sweep, self.reconcile, self.click, self.pagerduty)
         if sum(source is not None for source in sources) != 1:
-            raise ValueError("give exactly one of file, event, cli, sweep or reconcile")
+            raise ValueError("give exactly one of file, event, cli, sweep, reconcile, click or pagerduty")
+        for name, sent in (("click", self.click), ("pagerduty", self.pagerduty)):
+            if sent is None:
+                continue
+            if self.instance is not None or self.overrides or self.concurrently != 1 or self.expect_exit is not None:
+                raise ValueError(f"a {name} step takes no instance, overrides, concurrently or expect_exit")
+            return self
         for name, scheduled in (("sweep", self.sweep), ("reconcile", self.reconcile)):
             if scheduled is None:
                 continue
@@ -335,6 +387,9 @@ Collection = Literal[
     "actions",
     "ephemeral",
     "cli",
+    "clicks",
+    "webhooks",
+    "alerts",
 ]
 COLLECTIONS: tuple[str, ...] = get_args(Collection)
 

@@ -32,6 +32,7 @@ from sandbox.lambda_runtime import lambda_environment, patched_environ
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
 from sandbox.standins import (
     DEFAULT_SLACK_TOKEN,
+    PAGERDUTY_WEBHOOK_SECRET,
     RESPONSE_URL_PATH,
     SANDBOX_ROUTING_KEY,
     SLACK_SIGNING_SECRET,
@@ -282,6 +283,9 @@ def _seed_notifier_secrets(parameters: Mapping[str, Any], aws: AwsClients, stand
             "signing_secret": SLACK_SIGNING_SECRET,
         }
     if "PagerDutySecretName" in parameters:
-        secrets[parameters["PagerDutySecretName"]] = {"routing_keys": {PAGERDUTY_SERVICE_NAME: SANDBOX_ROUTING_KEY}}
+        secrets[parameters["PagerDutySecretName"]] = {
+            "routing_keys": {PAGERDUTY_SERVICE_NAME: SANDBOX_ROUTING_KEY},
+            "webhook_secrets": [PAGERDUTY_WEBHOOK_SECRET],
+        }
     for name, value in secrets.items():
         aws.secretsmanager.create_secret(Name=name, SecretString=json.dumps(value))

@@ -9,6 +9,10 @@ crossed the wire and what on-call would see.
 PagerDuty Change Events (`/v2/change/enqueue`, informational: they never open an alert) are validated and
 recorded apart from the alerts.
 
+The other direction, what these services send to the stack: `signed_click` (a button press as Slack signs it) and
+`StandIns.pagerduty_webhook` (a v3 webhook about the newest alert, as PagerDuty signs it, after changing the alert
+as a person would have in PagerDuty). The sandbox hands both to the function URL in process.
+
 Slack messages keep the metadata they were posted with; conversations.history, conversations.replies and
 conversations.list answer from the workspace's state (with `include_all_metadata`), so a client can look for a
 message whose post timed out. Faults are injected per service: an HTTP status, Slack's `ok_false`, or a delay
@@ -33,7 +37,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -58,6 +62,11 @@ WEBHOOK_CHANNEL = "sandbox-webhook"
 """The channel the sandbox webhook posts to (a real webhook's channel is fixed by the app config)."""
 
 SLACK_SIGNING_SECRET = "sandbox-slack-signing-secret-0123456789"  # nosec B105  # the stand-in's own, loopback only
+PAGERDUTY_WEBHOOK_SECRET = "sandbox-pagerduty-webhook-secret-0123456789"  # nosec B105  # the stand-in's own
+"""What the PagerDuty stand-in signs its v3 webhooks with (the sandbox puts it in the PagerDuty secret's
+`webhook_secrets`)."""
+WEBHOOK_KINDS = ("acknowledged", "unacknowledged", "resolved", "reassigned")
+"""The v3 webhook events the PagerDuty stand-in sends (`incident.<kind>`)."""
 RESPONSE_URL_PATH = "/actions/"
 """Where the stand-in's button presses ask to be answered (a press's response_url): ephemeral replies land here."""
 
@@ -215,6 +224,46 @@ class StandIns:
 
     def response_url(self, press: str) -> str:
         return f"{self.base_url}{RESPONSE_URL_PATH}{press}"
+
+    def buttons(self, action_id: str) -> list[tuple[str, str, str]]:
+        """(channel id, message ts, value) of every root message (not a thread reply) whose actions blocks carry a
+        button with `action_id`, newest first: what a person could press."""
+        with self._lock:
+            return self._slack.buttons(action_id)
+
+    def pagerduty_webhook(
+        self,
+        kind: str,
+        *,
+        by: str,
+        agent: str = "user",
+        assignee: str | None = None,
+        secret: str | None = PAGERDUTY_WEBHOOK_SECRET,
+        occurred_at: datetime | None = None,
+    ) -> tuple[dict[str, str], bytes, dict[str, Any]] | None:
+        """A person (agent `user`) or a service (`service`) acted on the newest alert in PagerDuty: the alert
+        changes as it would (acknowledged, back to triggered, resolved, reassigned), and the v3 webhook PagerDuty
+        then sends is returned as (headers, body, the event), signed with `secret` (`v1=` HMAC-SHA256 of the body;
+        None: unsigned). None when no alert was opened."""
+        if kind not in WEBHOOK_KINDS:
+            raise ValueError(f"a webhook is one of {', '.join(WEBHOOK_KINDS)}")
+        if agent not in ("user", "service"):
+            raise ValueError("a webhook's agent is user or service")
+        with self._lock:
+            event = self._pagerduty.webhook_event(kind, by, agent, assignee, occurred_at or datetime.now(UTC))
+        if event is None:
+            return None
+        body = json.dumps({"event": event}).encode()
+        headers = {
+            "content-type": "application/json; charset=utf-8",
+            "user-agent": "PagerDuty-Webhook/V3.0",
+            "x-webhook-id": str(event["id"]),
+            "x-webhook-subscription": "PSANDBOXWH",
+        }
+        if secret is not None:
+            digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+            headers["x-pagerduty-signature"] = f"v1={digest}"
+        return headers, body, event
 
     def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
         """Answer one request and record it; the HTTP handler calls this for every request."""
@@ -580,6 +629,21 @@ class _SlackWorkspace:
     def channels(self) -> dict[str, list[dict[str, Any]]]:
         return {self._names[channel_id]: copy.deepcopy(messages) for channel_id, messages in self._messages.items()}
 
+    def buttons(self, action_id: str) -> list[tuple[str, str, str]]:
+        found = []
+        for channel_id, messages in self._messages.items():
+            for message in messages:
+                if message["thread_ts"]:
+                    continue
+                for block in message["blocks"]:
+                    if not isinstance(block, dict) or block.get("type") != "actions":
+                        continue
+                    for element in block.get("elements") or []:
+                        value = element.get("value") if isinstance(element, dict) else None
+                        if element.get("action_id") == action_id and isinstance(value, str) and value:
+                            found.append((channel_id, message["ts"], value))
+        return sorted(found, key=lambda button: _ts_key(button[1]), reverse=True)
+
     def _post(self, channel_id: str, body: dict[str, Any]) -> _Reply:
         thread_ts = body.get("thread_ts")
         if thread_ts is not None:
@@ -646,6 +710,11 @@ class _SlackWorkspace:
         channel_id = name if _CHANNEL_ID.fullmatch(name) else f"C0SANDBOX{len(self._ids) + 1}"
         self._ids[name], self._names[channel_id] = channel_id, name
         return channel_id
+
+
+def _ts_key(ts: str) -> tuple[int, int]:
+    seconds, _, micros = ts.partition(".")
+    return int(seconds), int(micros or 0)
 
 
 def _as_sent(message: dict[str, Any], *, metadata: bool = False) -> dict[str, Any]:
@@ -928,6 +997,84 @@ class _PagerDutyEvents:
             }
         )
         return _Reply(HTTPStatus.ACCEPTED, {"status": "success", "message": "Change event processed"}, effect="change")
+
+    def webhook_event(
+        self, kind: str, by: str, agent: str, assignee: str | None, occurred_at: datetime
+    ) -> dict[str, Any] | None:
+        """The newest alert changed by `by` in PagerDuty, and the v3 webhook event that says so."""
+        if not self.alerts:
+            return None
+        alert = self.alerts[-1]
+        number = len(self.alerts)
+        incident_id = f"Q0SANDBOX{number:05d}"
+        if kind == "acknowledged":
+            alert["status"] = "acknowledged"
+        elif kind == "unacknowledged":
+            alert["status"] = "triggered"
+        elif kind == "resolved":
+            alert["status"] = "resolved"
+            for key, open_alert in list(self._open.items()):
+                if open_alert is alert:
+                    del self._open[key]
+        assignees = [assignee or by]
+        if kind == "reassigned":
+            alert["assignees"] = assignees
+        alert["log"].append({"action": kind, "by": by, "agent": agent, "in": "pagerduty"})
+        agent_type = "user_reference" if agent == "user" else "service_reference"
+        agent_id = "PSANDBOXUSR" if agent == "user" else "PSANDBOXSVC"
+        return {
+            "id": "01" + uuid.uuid4().hex.upper()[:24],
+            "event_type": f"incident.{kind}",
+            "resource_type": "incident",
+            "occurred_at": occurred_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "agent": {
+                "html_url": f"https://sandbox.pagerduty.com/{'users' if agent == 'user' else 'services'}/{agent_id}",
+                "id": agent_id,
+                "self": f"https://api.pagerduty.com/{'users' if agent == 'user' else 'services'}/{agent_id}",
+                "summary": by,
+                "type": agent_type,
+            },
+            "client": None,
+            "data": {
+                "id": incident_id,
+                "type": "incident",
+                "self": f"https://api.pagerduty.com/incidents/{incident_id}",
+                "html_url": f"https://sandbox.pagerduty.com/incidents/{incident_id}",
+                "number": number,
+                "status": alert["status"],
+                "incident_key": alert["dedup_key"],
+                "title": alert.get("summary") or "",
+                "urgency": "high",
+                "conflicted": False,
+                "priority": None,
+                "resolve_reason": None,
+                "service": {
+                    "html_url": "https://sandbox.pagerduty.com/services/PSANDBOXSVC",
+                    "id": "PSANDBOXSVC",
+                    "self": "https://api.pagerduty.com/services/PSANDBOXSVC",
+                    "summary": "gpu-oncall",
+                    "type": "service_reference",
+                },
+                "assignees": [
+                    {
+                        "html_url": "https://sandbox.pagerduty.com/users/PSANDBOXASG",
+                        "id": "PSANDBOXASG",
+                        "self": "https://api.pagerduty.com/users/PSANDBOXASG",
+                        "summary": name,
+                        "type": "user_reference",
+                    }
+                    for name in (alert.get("assignees") or assignees)
+                ],
+                "escalation_policy": {
+                    "html_url": "https://sandbox.pagerduty.com/escalation_policies/PSANDBOXEP",
+                    "id": "PSANDBOXEP",
+                    "self": "https://api.pagerduty.com/escalation_policies/PSANDBOXEP",
+                    "summary": "GPU on-call",
+                    "type": "escalation_policy_reference",
+                },
+                "teams": [],
+            },
+        }
 
     def _apply(self, action: str, routing_key: str, dedup_key: str, event: dict[str, Any]) -> str:
         key = (routing_key, dedup_key)

@@ -40,6 +40,7 @@ _RESET_HOOK_MODULES = (
     "fault_responder.bootstrap",
     "fault_responder.resume.bootstrap",
     "fault_responder.actions_bootstrap",
+    "fault_responder.webhook_bootstrap",
 )
 _POLL_SECONDS = 0.05
 

@@ -177,6 +177,9 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
         ("SlackActionsRole", "AWS::IAM::Role"),
         ("SlackActionsLogsPolicy", "AWS::IAM::Policy"),
         ("SlackActionsLogGroup", "AWS::Logs::LogGroup"),
+        ("PagerDutyWebhookRole", "AWS::IAM::Role"),
+        ("PagerDutyWebhookLogsPolicy", "AWS::IAM::Policy"),
+        ("PagerDutyWebhookLogGroup", "AWS::Logs::LogGroup"),
         # Schedules do not fire by themselves in the sandbox: a scenario step runs the sweep or the reconciliation.
         ("SweepFunction.Events.EveryMinute", "Schedule event"),
         ("ReconcileFunction.Events.Schedule", "Schedule event"),

@@ -47,7 +47,9 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_an_event_step_needs_exactly_one_source(tmp_path: Path) -> None:
     path = _scenario_file(tmp_path, "events: [{file: x.json, event: {id: x}}]\n")
 
-    with pytest.raises(SandboxError, match="give exactly one of file, event, cli, sweep or reconcile"):
+    with pytest.raises(
+        SandboxError, match="give exactly one of file, event, cli, sweep, reconcile, click or pagerduty"
+    ):
         load_scenario(path)
 
 
@@ -67,7 +69,10 @@ def test_a_cli_step_loads_its_arguments_as_text(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("step", "says"),
     [
-        ("{cli: [silence, list], file: x.json}", "give exactly one of file, event, cli, sweep or reconcile"),
+        (
+            "{cli: [silence, list], file: x.json}",
+            "give exactly one of file, event, cli, sweep, reconcile, click or pagerduty",
+        ),
         ("{cli: []}", "cli needs the command's arguments"),
         ("{cli: [silence, list, --table, t]}", r"names no target \(--table\)"),
         ("{cli: [silence, list, --endpoint-url=http://x, --region, r]}", "--endpoint-url=http://x, --region"),
@@ -428,7 +433,10 @@ def test_an_execution_summary_separates_waiting_from_working() -> None:
     [
         ("{reconcile: false}", "a reconcile step is `reconcile: true`"),
         ("{reconcile: true, instance: gpu-a}", "a reconcile step takes no instance"),
-        ("{reconcile: true, sweep: true}", "give exactly one of file, event, cli, sweep or reconcile"),
+        (
+            "{reconcile: true, sweep: true}",
+            "give exactly one of file, event, cli, sweep, reconcile, click or pagerduty",
+        ),
     ],
 )
 def test_a_reconcile_step_is_only_reconcile_true(tmp_path: Path, step: str, says: str) -> None:

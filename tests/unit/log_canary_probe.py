@@ -52,6 +52,7 @@ WEBHOOK_URL = f"https://hooks.slack.com{WEBHOOK_PATH}"
 ROUTING_KEY = "CANARYR0UTINGKEY0123456789ABCDEF"
 SESSION_TOKEN = "CANARYsessionTOKEN/aB3+xY9=Zq7/Lm2+Wd5=="
 SIGNING_SECRET = "c4narySigningS3cret8e1f0a7d2b9c4e6f"
+WEBHOOK_SECRET = "c4naryPagerDutyWebh00kS3cret5d2e8a1f"
 TASK_TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAcanaryTaskT0ken4f1b9e2d7c3a8"
 TABLE = "incidents"
 
@@ -62,6 +63,7 @@ CANARIES = {
     "pagerduty routing key": ROUTING_KEY,
     "aws session token": SESSION_TOKEN,
     "slack signing secret": SIGNING_SECRET,
+    "pagerduty webhook secret": WEBHOOK_SECRET,
 }
 OWN_CANARIES = {"step functions task token": TASK_TOKEN}
 """What our own code handles and must never log; no library logs it either, so only the filtered runs (which press
@@ -165,6 +167,36 @@ def _press_approve_and_a_forgery() -> list[int]:
     return statuses
 
 
+def _send_a_webhook_and_a_forgery() -> list[int]:
+    """PagerDutyWebhook as PagerDutyWebhookFunction wires it (the webhook secrets read from the PagerDuty secret, the
+    alert queue): a webhook signed with the secret (queued), then one signed with another."""
+    from fault_responder.adapters.action_queue import ActionQueue  # noqa: PLC0415
+    from fault_responder.interactive import pagerduty_signature  # noqa: PLC0415
+    from fault_responder.observability import count, logger  # noqa: PLC0415
+    from fault_responder.pagerduty_webhook import PagerDutyWebhook  # noqa: PLC0415
+    from fault_responder.webhook_bootstrap import WebhookSecrets, _fetch_json_secret  # noqa: PLC0415
+
+    queue_url = boto3.client("sqs").create_queue(QueueName="alerts")["QueueUrl"]
+    webhook = PagerDutyWebhook(
+        secrets=WebhookSecrets(PAGERDUTY_SECRET, _fetch_json_secret),
+        actions=ActionQueue(queue_url, "us-east-1", "123456789012"),
+        count=count,
+        log=lambda message, extra: logger.info(message, extra=extra),
+    )
+    event = {
+        "id": "01CANARYEVENT",
+        "event_type": "incident.acknowledged",
+        "occurred_at": "2026-01-01T00:00:00Z",
+        "agent": {"type": "user_reference", "summary": "Jane Doe"},
+        "data": {"incident_key": "gpu/canary/ACCELERATED_COMPUTE"},
+    }
+    body = json.dumps({"event": event}).encode()
+    return [
+        webhook.handle({"x-pagerduty-signature": pagerduty_signature(secret, body)}, body).status
+        for secret in (WEBHOOK_SECRET, "not-the-webhook-secret")
+    ]
+
+
 class _NoReplies:
     def ephemeral(self, response_url: str, text: str) -> bool:
         """The probe has no Slack to answer: the press's work, and its logs, are what it is about."""
@@ -195,7 +227,8 @@ def main(mode: str) -> int:
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        secrets.create_secret(Name=PAGERDUTY_SECRET, SecretString=json.dumps({"routing_keys": {"gpu": ROUTING_KEY}}))
+        stored_pagerduty = {"routing_keys": {"gpu": ROUTING_KEY}, "webhook_secrets": [WEBHOOK_SECRET]}
+        secrets.create_secret(Name=PAGERDUTY_SECRET, SecretString=json.dumps(stored_pagerduty))
 
         if mode == "filters-first":
             importlib.import_module("fault_responder.observability")
@@ -214,7 +247,7 @@ def main(mode: str) -> int:
         slack = parameters.get_secret(SLACK_SECRET, transform="json")
         pagerduty = parameters.get_secret(PAGERDUTY_SECRET, transform="json")
         stored = {"bot_token": BOT_TOKEN, "webhook_urls": {"ops": WEBHOOK_URL}, "signing_secret": SIGNING_SECRET}
-        if slack != stored or pagerduty != {"routing_keys": {"gpu": ROUTING_KEY}}:
+        if slack != stored or pagerduty != stored_pagerduty:
             print("probe: the secrets did not read back as stored")
             return 3
         # The unfiltered run imports nothing of fault_responder (its import installs the filters).
@@ -222,6 +255,10 @@ def main(mode: str) -> int:
         if answers != [200, 401]:
             print(f"probe: the presses were answered {answers}, not [200, 401]")
             return 5
+        webhooks = [200, 401] if mode == "unfiltered" else _send_a_webhook_and_a_forgery()
+        if webhooks != [200, 401]:
+            print(f"probe: the webhooks were answered {webhooks}, not [200, 401]")
+            return 6
 
     with loopback_server() as server, urllib3.PoolManager() as pool:
         origin = f"http://127.0.0.1:{server.server_address[1]}"

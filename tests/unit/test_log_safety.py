@@ -85,6 +85,8 @@ def test_no_canary_reaches_the_logs_with_every_logger_at_debug(mode: str) -> Non
     assert f'"POST {logsafety.REDACTED_PATH} HTTP/1.1" 200' in output
     # (and the buttons were pressed: a refused forgery and an approval, which put and took the task token)
     assert "request refused" in output and "press handled" in output
+    # (and the PagerDuty webhooks arrived: one queued, one forged and refused)
+    assert "webhook queued" in output and "webhook refused" in output
     assert leaked(output) == {}
 
 

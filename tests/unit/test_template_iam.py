@@ -355,3 +355,65 @@ def test_the_slack_actions_function_puts_and_deletes_in_the_incidents_table_and_
     }
     [secrets] = granting(resolver, "secretsmanager:GetSecretValue", "SlackActionsRole")
     assert secrets["Resource"] == f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-fault-responder/slack-??????"
+
+
+# --- Incident actions onto the alert queue, and hearing from PagerDuty -------------------------------------------
+
+
+def test_only_the_two_endpoints_send_actions_to_the_alert_queue() -> None:
+    resolver = stack(**RESUME)
+
+    senders = {
+        logical_id
+        for logical_id, statement in statements(resolver)
+        if "sqs:SendMessage" in as_list(statement["Action"]) and "arn:AlertQueue.Arn" in as_list(statement["Resource"])
+    }
+    assert senders == {"SlackActionsRole", "PagerDutyWebhookRole"}
+    for role in senders:
+        [sending] = granting(resolver, "sqs:SendMessage", role)
+        assert sending["Sid"] == "SendIncidentActions"
+        assert sending["Resource"] == "arn:AlertQueue.Arn"
+        assert as_list(sending["Action"]) == ["sqs:SendMessage"]
+
+
+def test_the_pagerduty_webhook_reads_only_the_pagerduty_secret_and_touches_no_table() -> None:
+    resolver = stack(**RESUME)
+
+    assert table_actions(resolver, "PagerDutyWebhookRole") == {}
+    [secrets] = granting(resolver, "secretsmanager:GetSecretValue", "PagerDutyWebhookRole")
+    assert (
+        secrets["Resource"] == f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:gpu-fault-responder/pagerduty-??????"
+    )
+    actions = {action for logical_id, s in statements(resolver) if logical_id == "PagerDutyWebhookRole"
+               for action in as_list(s["Action"])}  # fmt: skip
+    assert actions == {
+        "secretsmanager:GetSecretValue",
+        "sqs:SendMessage",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+    }
+    [logs] = [s for logical_id, s in statements(resolver) if logical_id == "PagerDutyWebhookLogsPolicy"]
+    assert logs["Resource"] == "arn:PagerDutyWebhookLogGroup.Arn"
+
+
+def test_the_pagerduty_webhook_has_its_own_role_a_public_url_and_the_queue_to_send_to() -> None:
+    resolver = stack()
+    properties = resolver.properties("PagerDutyWebhookFunction")
+
+    assert properties["Role"] == "arn:PagerDutyWebhookRole.Arn"
+    assert "Policies" not in properties
+    assert properties["FunctionUrlConfig"] == {"AuthType": "NONE"}
+    assert properties["Environment"]["Variables"]["ALERT_QUEUE_URL"] == "ref:AlertQueue"
+    assert (
+        resolver.properties("SlackActionsFunction")["Environment"]["Variables"]["ALERT_QUEUE_URL"] == "ref:AlertQueue"
+    )
+    skipped = {
+        skip["id"] for skip in resolver.template.resources["PagerDutyWebhookFunction"]["Metadata"]["checkov"]["skip"]
+    }
+    assert "CKV_AWS_258" in skipped
+
+
+def test_the_pagerduty_webhook_url_is_an_output() -> None:
+    outputs = load_template(ROOT / "template.yaml").body["Outputs"]
+
+    assert outputs["PagerDutyWebhookUrl"]["Value"] == {"Fn::GetAtt": ["PagerDutyWebhookFunctionUrl", "FunctionUrl"]}
