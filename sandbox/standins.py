@@ -52,7 +52,12 @@ takes effect and is answered that much later (TIMEOUT is a delay longer than any
 OK_FALSE = "ok_false"
 TIMEOUT = "timeout"
 TIMEOUT_SECONDS = 30.0
-SLACK_SCOPES = frozenset({"chat:write", "channels:history", "groups:history", "channels:read", "groups:read"})
+SLACK_SCOPES = frozenset(
+    {"chat:write", "channels:history", "groups:history", "channels:read", "groups:read", "usergroups:read"}
+)
+ONCALL_GROUP = "S0ONCALL01"
+"""The workspace's one user group (usergroups.users.list answers it), for permissions given as a group."""
+ONCALL_GROUP_MEMBERS = ("U0ONCALL01", "U0ONCALL02")
 SERVICES = ("slack", "pagerduty")
 REDACTED = "***"
 DEFAULT_SLACK_TOKEN = "xoxb-sandbox-token"  # nosec B105  # the stand-in's own token, accepted only on loopback
@@ -529,11 +534,12 @@ def _slack_error(error: str, **extra: Any) -> _Reply:
     return _Reply(HTTPStatus.OK, {"ok": False, "error": error, **extra})
 
 
-_READ_METHODS = ("conversations.history", "conversations.replies", "conversations.list")
+_READ_METHODS = ("conversations.history", "conversations.replies", "conversations.list", "usergroups.users.list")
 _READ_SCOPES = {
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",
     "conversations.list": "channels:read",
+    "usergroups.users.list": "usergroups:read",
 }
 _PAGE = 100
 
@@ -547,6 +553,7 @@ class _SlackWorkspace:
         self._names: dict[str, str] = {}
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._ts_micros = 0
+        self._groups: dict[str, tuple[str, ...]] = {ONCALL_GROUP: ONCALL_GROUP_MEMBERS}
         for name in sorted({WEBHOOK_CHANNEL, *(channel.removeprefix("#") for channel in known_channels or ())}):
             self._register(name)
 
@@ -586,6 +593,11 @@ class _SlackWorkspace:
         if _READ_SCOPES[method] not in self._scopes:
             return _slack_error("missing_scope", needed=_READ_SCOPES[method], provided=",".join(sorted(self._scopes)))
         query = _query(raw, content_type)
+        if method == "usergroups.users.list":
+            group = query.get("usergroup", "")
+            if group not in self._groups:
+                return _slack_error("no_such_subteam")
+            return _Reply(HTTPStatus.OK, {"ok": True, "users": list(self._groups[group])})
         if method == "conversations.list":
             channels = [{"id": channel_id, "name": name, "is_channel": True} for name, channel_id in self._ids.items()]
             return _Reply(HTTPStatus.OK, {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}})

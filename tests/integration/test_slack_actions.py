@@ -28,10 +28,12 @@ from moto import mock_aws
 
 from fault_responder import actions_bootstrap
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore, approval_id
+from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
-from fault_responder.interactive import Permissions
+from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
+from fault_responder.interactive import IncidentButton, Permissions
 from fault_responder.slack_actions import SlackActions
-from sandbox.standins import SLACK_SIGNING_SECRET, StandIns, signed_click
+from sandbox.standins import DEFAULT_SLACK_TOKEN, ONCALL_GROUP, SLACK_SIGNING_SECRET, StandIns, signed_click
 from tests.conftest import ROOT
 from tests.integration.tables import create_incidents_table
 
@@ -93,7 +95,8 @@ def function_url_event(headers: dict[str, str], body: bytes, *, base64_body: boo
 
 
 class Deployed:
-    def __init__(self, dynamodb: Any, sfn: Any, standins: StandIns) -> None:
+    def __init__(self, dynamodb: Any, sfn: Any, standins: StandIns, queue: str) -> None:
+        self.queue = queue
         self.dynamodb = dynamodb
         self.sfn = sfn
         self.standins = standins
@@ -127,6 +130,18 @@ class Deployed:
     def items(self) -> list[dict[str, Any]]:
         return self.dynamodb.scan(TableName=TABLE)["Items"]  # type: ignore[no-any-return]
 
+    def queued(self) -> list[IncidentAction]:
+        """The actions on the alert queue (taken off it), as the router reads them."""
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        found: list[IncidentAction] = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return found
+            for message in messages:
+                found.append(parse_action(json.loads(message["Body"])))
+                sqs.delete_message(QueueUrl=self.queue, ReceiptHandle=message["ReceiptHandle"])
+
 
 @pytest.fixture
 def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
@@ -134,17 +149,20 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
     monkeypatch.setenv("INCIDENTS_TABLE", TABLE)
     monkeypatch.setenv("SLACK_SECRET_NAME", SECRET_NAME)
     monkeypatch.setenv("RESUME_APPROVERS", APPROVER)
-    monkeypatch.setenv("INCIDENT_RESOLVERS", f"{RESOLVER},{APPROVER}")
+    monkeypatch.setenv("INCIDENT_RESOLVERS", f"{RESOLVER},{APPROVER},{ONCALL_GROUP}")
     with mock_aws(), StandIns() as standins:
         monkeypatch.setenv("SLACK_RESPONSE_URL_PREFIX", standins.base_url + "/actions/")
+        monkeypatch.setenv("SLACK_API_URL", standins.slack_api_url)
+        queue = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="alert-queue")["QueueUrl"]
+        monkeypatch.setenv("ALERT_QUEUE_URL", queue)
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         create_incidents_table(dynamodb, TABLE)
         boto3.client("secretsmanager", region_name="us-east-1").create_secret(
             Name=SECRET_NAME,
-            SecretString=json.dumps({"bot_token": "xoxb-sandbox-token", "signing_secret": SLACK_SIGNING_SECRET}),
+            SecretString=json.dumps({"bot_token": DEFAULT_SLACK_TOKEN, "signing_secret": SLACK_SIGNING_SECRET}),
         )
         actions_bootstrap.reset()
-        yield Deployed(dynamodb, boto3.client("stepfunctions", region_name="us-east-1"), standins)
+        yield Deployed(dynamodb, boto3.client("stepfunctions", region_name="us-east-1"), standins, queue)
         actions_bootstrap.reset()
 
 
@@ -207,7 +225,7 @@ def test_a_replayed_request_is_refused_and_changes_nothing(deployed: Deployed) -
 def test_a_request_signed_with_a_rotated_secret_is_accepted_without_a_cold_start(deployed: Deployed) -> None:
     # Given the function has read the signing secret once
     ident = _a_waiting_approval(deployed)
-    assert deployed.press("incident_acknowledge", "fp", user=STRANGER)[0]["statusCode"] == 200
+    assert deployed.press("resume_approve", ident, user=STRANGER)[0]["statusCode"] == 200
     # When the secret is rotated in Secrets Manager and Slack signs with the new one
     boto3.client("secretsmanager", region_name="us-east-1").put_secret_value(
         SecretId=SECRET_NAME, SecretString=json.dumps({"signing_secret": "rotated-signing-secret"})
@@ -332,3 +350,81 @@ def test_an_answer_step_functions_did_not_take_puts_the_approval_back_for_the_ne
     assert [r["text"].split(":")[0] for r in deployed.standins.ephemeral_replies()] == [
         f"Approved by {APPROVER.lower()} ({APPROVER})"
     ]
+
+
+# --- Incident buttons ----------------------------------------------------------------------------------------------
+
+BUTTON = IncidentButton(
+    record="arn:aws:ecs:us-east-1:123456789012:container-instance/gpu/ci-1",
+    incident="gpu/ci-1/ACCELERATED_COMPUTE@2026-11-01T08:00:00+00:00",
+    cluster="gpu",
+    instance="ci-1",
+).value()
+
+
+def test_acknowledge_by_anyone_in_the_channel_goes_to_the_router_naming_who_and_which_incident(
+    deployed: Deployed,
+) -> None:
+    answer, _, _ = deployed.press("incident_acknowledge", BUTTON, user=STRANGER)
+    assert answer["statusCode"] == 200
+    [action] = deployed.queued()
+    assert (action.kind, action.via, action.record, action.incident) == (
+        ActionKind.ACKNOWLEDGE,
+        Via.SLACK,
+        "arn:aws:ecs:us-east-1:123456789012:container-instance/gpu/ci-1",
+        "gpu/ci-1/ACCELERATED_COMPUTE@2026-11-01T08:00:00+00:00",
+    )
+    assert action.by.endswith(f"({STRANGER})") and action.key.startswith("slack:")
+    [reply] = deployed.standins.ephemeral_replies()
+    assert reply["text"].startswith("Acknowledged")
+
+
+def test_resolve_by_someone_not_allowed_queues_nothing_and_says_why(deployed: Deployed) -> None:
+    answer, _, _ = deployed.press("incident_resolve", BUTTON, user=STRANGER)
+    assert answer["statusCode"] == 200
+    assert deployed.queued() == []
+    [reply] = deployed.standins.ephemeral_replies()
+    assert "not allowed to resolve" in reply["text"]
+
+
+def test_resolve_by_a_resolver_and_by_a_member_of_a_resolver_group_goes_to_the_router(deployed: Deployed) -> None:
+    assert deployed.press("incident_resolve", BUTTON, user=RESOLVER)[0]["statusCode"] == 200
+    assert deployed.press("incident_resolve", BUTTON, user="U0ONCALL01")[0]["statusCode"] == 200
+    assert deployed.press("incident_resolve", BUTTON, user="U0ONCALL01")[0]["statusCode"] == 200
+    actions = deployed.queued()
+    assert [a.kind for a in actions] == [ActionKind.RESOLVE] * 3
+    assert len({a.key for a in actions}) == 3  # three presses, three actions (the router acts on the first)
+    reads = [r for r in deployed.standins.requests if r["path"].endswith("usergroups.users.list")]
+    assert len(reads) == 1  # the group's members are kept, not read per press
+
+
+def test_a_group_that_cannot_be_read_lets_no_one_in(monkeypatch: pytest.MonkeyPatch, deployed: Deployed) -> None:
+    boto3.client("secretsmanager", region_name="us-east-1").put_secret_value(
+        SecretId=SECRET_NAME,
+        SecretString=json.dumps({"bot_token": "xoxb-revoked", "signing_secret": SLACK_SIGNING_SECRET}),
+    )
+    actions_bootstrap.reset()
+    answer, _, _ = deployed.press("incident_resolve", BUTTON, user="U0ONCALL01")
+    assert answer["statusCode"] == 200
+    assert deployed.queued() == []
+    assert "not allowed to resolve" in deployed.standins.ephemeral_replies()[0]["text"]
+
+
+def test_silence_makes_a_silence_for_the_instance_at_once_and_tells_the_router(deployed: Deployed) -> None:
+    before = datetime.now(UTC)
+    answer, _, _ = deployed.press("incident_silence_4h", BUTTON, user=STRANGER)
+    assert answer["statusCode"] == 200
+    [silence] = DynamoDBSilenceStore(TABLE, deployed.dynamodb).active(datetime.now(UTC))
+    assert [(m.name, m.value) for m in silence.matchers] == [("cluster", "gpu"), ("instance", "ci-1")]
+    assert 4 * 3600 - 60 < (silence.ends_at - before).total_seconds() <= 4 * 3600 + 60
+    assert STRANGER in silence.created_by
+    [action] = deployed.queued()
+    assert action.kind is ActionKind.SILENCE and action.note is not None and silence.id in action.note
+    assert silence.id in deployed.standins.ephemeral_replies()[0]["text"]
+
+
+@pytest.mark.parametrize("value", ["fp", '{"r": "x"}', json.dumps({"r": "a", "i": "b", "c": "c", "n": 5})])
+def test_an_incident_button_with_a_value_we_never_rendered_is_a_bad_request(deployed: Deployed, value: str) -> None:
+    answer, _, _ = deployed.press("incident_acknowledge", value, user=STRANGER)
+    assert answer["statusCode"] == 400
+    assert deployed.queued() == []

@@ -14,6 +14,7 @@ import pytest
 from fault_responder.interactive import (
     ActionId,
     BadRequest,
+    Click,
     Permissions,
     Unauthorized,
     approval_id,
@@ -148,3 +149,41 @@ def test_the_approval_id_is_stable_and_not_the_token() -> None:
     token = "AQCEAAAAKgAAAAMAAAAAAAAAA" + "t" * 300
     assert approval_id(token) == approval_id(token) and token[:20] not in approval_id(token)
     assert approval_id(token) != approval_id(token + "x")
+
+
+# --- Who may act: ids and user groups ------------------------------------------------------------------------
+
+
+class _Groups:
+    def __init__(self, members: dict[str, frozenset[str]]) -> None:
+        self.members_of = members
+        self.asked: list[str] = []
+
+    def members(self, group: str) -> frozenset[str]:
+        self.asked.append(group)
+        return self.members_of.get(group, frozenset())
+
+
+def _click(action: ActionId, user: str) -> Click:
+    return Click(user, user, action, "v", None, None, None)
+
+
+def test_a_member_of_a_listed_group_may_resolve_and_a_listed_id_needs_no_lookup() -> None:
+    permissions = Permissions.parse([], ["U0RESOLVER", "S0ONCALL01"])
+    groups = _Groups({"S0ONCALL01": frozenset({"U0MEMBER01"})})
+    assert permissions.allows(_click(ActionId.RESOLVE, "U0RESOLVER"), groups)
+    assert groups.asked == []
+    assert permissions.allows(_click(ActionId.RESOLVE, "U0MEMBER01"), groups)
+    assert not permissions.allows(_click(ActionId.RESOLVE, "U0OUTSIDER"), groups)
+    assert not permissions.allows(_click(ActionId.APPROVE, "U0MEMBER01"), groups)  # resolvers do not approve
+    assert not permissions.allows(_click(ActionId.RESOLVE, "U0MEMBER01"))  # no way to read groups: nobody by group
+    assert permissions.groups == frozenset({"S0ONCALL01"})
+
+
+def test_anyone_may_acknowledge_and_silence_and_only_ids_and_groups_are_accepted() -> None:
+    permissions = Permissions.parse([], [])
+    for action in (ActionId.ACKNOWLEDGE, ActionId.SILENCE_1H, ActionId.SILENCE_4H):
+        assert permissions.allows(_click(action, "U0ANYONE01"))
+    for bad in ("C0CHANNEL1", "jane", "u0lower", "T0TEAM0001"):
+        with pytest.raises(ValueError, match="not a Slack user id"):
+            Permissions.parse([bad], [])

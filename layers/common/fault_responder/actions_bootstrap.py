@@ -13,8 +13,11 @@ from typing import Any
 from aws_lambda_powertools.utilities import parameters
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from fault_responder.adapters.action_queue import ActionQueue
+from fault_responder.adapters.endpoints import SLACK_API_URL
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
-from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
+from fault_responder.adapters.silence_store import DynamoDBSilenceStore
+from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, SlackUserGroups, StepFunctionsTaskAnswers
 from fault_responder.envtypes import Names
 from fault_responder.interactive import Permissions
 from fault_responder.observability import count, logger
@@ -36,11 +39,23 @@ class ActionsSettings(BaseModel):
     incident_resolvers: Names = Field(alias="INCIDENT_RESOLVERS", default=())
     response_url_prefix: str = Field(alias="SLACK_RESPONSE_URL_PREFIX", default=RESPONSE_URL_PREFIX, min_length=8)
     """Replies go only to response URLs under this prefix (the sandbox points it at its stand-in)."""
+    alert_queue_url: str = Field(alias="ALERT_QUEUE_URL", min_length=1)
+    """Where incident buttons' actions go: the AlertRouter records them (fault_responder.incident_actions)."""
+    region: str = Field(alias="AWS_REGION", min_length=1)
+    slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL, min_length=8)
+
+    @property
+    def account(self) -> str:
+        """The account the queue is in (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME): the stack's own."""
+        parts = self.alert_queue_url.split("/")
+        return parts[3] if len(parts) > 4 else "unknown"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ActionsSettings:
+        values = dict(env)
+        values.setdefault("AWS_REGION", values.get("AWS_DEFAULT_REGION", ""))
         try:
-            return cls.model_validate(dict(env))
+            return cls.model_validate(values)
         except ValidationError as error:
             fields = sorted({str(e["loc"][0]) for e in error.errors()})
             raise RuntimeError(f"SlackActions environment is incomplete or invalid: {fields}") from None
@@ -49,6 +64,11 @@ class ActionsSettings(BaseModel):
 class _SlackSigningSecret(BaseModel):
     model_config = ConfigDict(extra="ignore")
     signing_secret: SecretStr
+
+
+class _SlackBotToken(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    bot_token: SecretStr
 
 
 class SigningSecret:
@@ -81,17 +101,37 @@ def _fetch_json_secret(name: str, force: bool) -> Any:
     return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
 
 
+def _bot_token(name: str) -> Callable[[], str]:
+    """The Slack secret's bot_token (for reading user groups), cached like the signing secret."""
+
+    def read() -> str:
+        try:
+            secret = _SlackBotToken.model_validate(_fetch_json_secret(name, False))
+        except ValidationError:
+            raise RuntimeError("the Slack secret has no bot_token field (docs/slack-actions.md)") from None
+        return secret.bot_token.get_secret_value()
+
+    return read
+
+
 @cache
 def slack_actions() -> SlackActions:
     current = ActionsSettings.from_env(os.environ)
     store = DynamoDBInteractionStore(current.incidents_table)
+    permissions = Permissions.parse(current.resume_approvers, current.incident_resolvers)
+    groups = (
+        SlackUserGroups(_bot_token(current.slack_secret_name), current.slack_api_url) if permissions.groups else None
+    )
     return SlackActions(
         signing_secret=SigningSecret(current.slack_secret_name, _fetch_json_secret),
         replay_guard=store,
         approvals=store,
         tasks=StepFunctionsTaskAnswers(),
         replies=ResponseUrlReplies(),
-        permissions=Permissions.parse(current.resume_approvers, current.incident_resolvers),
+        permissions=permissions,
+        actions=ActionQueue(current.alert_queue_url, current.region, current.account),
+        silences=DynamoDBSilenceStore(current.incidents_table),
+        groups=groups,
         response_url_prefix=current.response_url_prefix,
         clock=lambda: datetime.now(UTC),
         count=count,
