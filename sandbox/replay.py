@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fault_responder.incident_actions import is_action
 from sandbox.errors import SandboxError
 from sandbox.eventbridge import EventBus, send_to_queue_arn
 from sandbox.lambda_runtime import InProcessFunction
@@ -65,7 +64,7 @@ def replay(
         for number, event_file in enumerate(files, start=1):
             timeline.file(number, event_file.path)
             for event in event_file.events:
-                if is_action(event):
+                if event.get("source") == ACTIONS_SOURCE:
                     # A person's action (fault_responder.incident_actions): its endpoint sends it to the alert queue
                     # itself, past EventBridge (no rule matches its source).
                     arn = alert_queue_arn(sandbox)
@@ -96,6 +95,8 @@ def replay(
     return result
 
 
+ACTIONS_SOURCE = "fault-responder.actions"
+"""fault_responder.incident_actions.ACTIONS_SOURCE (the sandbox does not import the layer: its functions do)."""
 ACTIONS_QUEUE = "AlertQueue"
 """Where SlackActionsFunction and PagerDutyWebhookFunction send people's actions."""
 

@@ -200,9 +200,9 @@ def test_unacknowledge_takes_the_acknowledgement_back_and_reassign_names_the_ass
     assert incident.acknowledged is None
     assert incident.assigned is not None and incident.assigned.note == "to Maeve"
     assert [e.phase for e in incident.timeline if e.kind == "action"] == [
-        "ACKNOWLEDGE",
-        "REASSIGN",
-        "UNACKNOWLEDGE",
+        "ACKNOWLEDGED",
+        "REASSIGNED",
+        "UNACKNOWLEDGED",
     ]
 
 

@@ -452,6 +452,13 @@ def _incident(
 
 
 _VIA = {"slack": "from Slack", "pagerduty": "in PagerDuty"}
+_ACTION_PHASES = {
+    "acknowledge": "ACKNOWLEDGED",
+    "unacknowledge": "UNACKNOWLEDGED",
+    "resolve": "RESOLVED",
+    "reassign": "REASSIGNED",
+    "silence": "SILENCED",
+}
 
 
 def _apply_actions(incident: Incident, record: InstanceRecord) -> None:
@@ -491,7 +498,7 @@ def _apply_actions(incident: Incident, record: InstanceRecord) -> None:
             text = f"Silenced by {action.by} {where}" + (f" {action.note}" if action.note else "")
         if text is not None:
             key = f"action:{action.key}"
-            phase = {"resolve": "RESOLVED"}.get(action.kind, action.kind.upper())
+            phase = _ACTION_PHASES.get(action.kind, action.kind.upper())
             entries.append(TimelineEntry(key, action.at, key, phase, text, EntryKind.ACTION))
     if entries:
         timeline = sorted([*incident.timeline, *entries], key=lambda e: (e.at, _KIND_ORDER[e.kind], e.key))
