@@ -15,7 +15,8 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, instance_pk
-from fault_responder.domain import InstanceRef
+from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.fleet import group_arn
 from fault_responder.record import (
     Delivery,
     EventFacts,
@@ -268,3 +269,34 @@ def test_a_pagerduty_dedup_key_leads_back_to_its_record(store: DynamoDBInstanceS
         TableName=TABLE, Key={"pk": {"S": "PAGE#gpu/abc123/ACCELERATED_COMPUTE"}, "sk": {"S": "PAGE"}}
     )
     assert int(item["Item"]["expires_at"]["N"]) > time.time() + 80 * 86400  # kept as long as an open record
+
+
+def test_actions_on_a_fleet_incident_are_written_with_its_identities_and_move_the_group_version(
+    store: DynamoDBInstanceStore,
+) -> None:
+    group = (("cluster", "gpu"), ("capacity_provider", "p5"), ("check_type", "ACCELERATED_COMPUTE"))
+    member = FleetMember(
+        INSTANCE,
+        "gpu/abc123/ACCELERATED_COMPUTE@x",
+        AT,
+        None,
+        Severity.CRITICAL,
+        FaultClass.XID_CRITICAL,
+        "XID 79",
+        79,
+        "IMPAIRED",
+        1,
+    )
+    stored = store.put_member(group_arn(group), group, INSTANCE, ARN, member)
+    stored.incidents = [KnownIncident("fleet:fleet/gpu/p5/ACCELERATED_COMPUTE@t", "FLEET", AT)]
+    stored = store.commit_fleets(stored)
+    pressed = ReportedAction("slack:f1", "acknowledge", "slack", "Jane", AT, incident=stored.incidents[0].id)
+    assert stored.add_action(pressed)
+
+    committed = store.commit_fleets(stored, acted=True)
+
+    loaded = store.load_group(group_arn(group))
+    assert loaded is not None and loaded.actions == committed.actions == stored.actions
+    assert loaded.version == stored.version + 1  # a lease holder reads the group again before it lets go
+    with pytest.raises(ConcurrentUpdateError):
+        store.commit_fleets(stored)  # written from what was read before the action: refused

@@ -9,7 +9,7 @@ from typing import Any
 
 from fault_responder import lifecycle
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
-from fault_responder.fleet import group_arn
+from fault_responder.fleet import fingerprint, group_arn
 from fault_responder.policy import Policy
 from fault_responder.routing import Grouping, Router, load_routing
 from fault_responder.service import AlertService
@@ -198,3 +198,68 @@ def test_faults_at_the_same_moment_are_each_a_member_once() -> None:
     arns = [member.instance.container_instance_arn for member in fleet.fleet.members]
     assert sorted(arns) == [instance_arn(number) for number in range(5)]
     assert "5 instances" in fleet.classification.title
+
+
+# --- People's actions on a fleet incident ----------------------------------------------------------------------
+
+
+def _fleet_action(kind: str, key: str, world: World, **fields: Any) -> dict[str, Any]:
+    from fault_responder.incident_actions import ActionKind, IncidentAction, Via  # noqa: PLC0415
+
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None
+    [fleet] = world.service.derive_fleet(group).incidents
+    via = Via(fields.pop("via", "slack"))
+    named = {"record": group_arn(GROUP), "incident": fleet.id} if via is Via.SLACK else {"dedup_key": fleet.dedup_key}
+    action = IncidentAction(
+        key=f"{via.value}:{key}",
+        kind=ActionKind(kind),
+        via=via,
+        by="Jane (U0JANEDOE1)",
+        at=world.clock.now,
+        **named,
+        **fields,
+    )
+    return action.envelope("us-west-2", "123456789012")
+
+
+def _stormed(world: World, size: int = 5) -> None:
+    world.clock.now = START
+    for event in storm(size, reports=1):
+        world.clock.now = max(world.clock.now, _at(event))
+        world.service.handle(event)
+    world.clock.now += timedelta(minutes=1)
+    world.service.reconcile_group(group_arn(GROUP))
+
+
+def test_acknowledging_a_fleet_incident_acknowledges_its_page_once_and_its_root_says_who() -> None:
+    # Given a storm grouped into one fleet incident that paged
+    world = World()
+    _stormed(world)
+    world.channels.sent.clear()
+    # When someone presses the fleet root's Acknowledge, and the same action arrives again
+    world.service.handle(_fleet_action("acknowledge", "a1", world))
+    world.service.handle(_fleet_action("acknowledge", "a1", world))
+    # Then PagerDuty hears one acknowledge for the fleet's dedup key, and the root names who
+    acks = [s for s in world.channels.sent if s.service == "pagerduty" and s.action == "acknowledge"]
+    assert [s.target for s in acks] == [fingerprint(GROUP)]
+    updates = [s for s in world.channels.sent if s.service == "slack" and s.action == "update"]
+    assert updates and "Jane (U0JANEDOE1) from Slack" in updates[-1].body
+    assert "Acknowledge" not in updates[-1].body.split("\n")  # the button goes once someone is on it
+
+
+def test_a_fleet_root_offers_acknowledge_only_and_a_resolve_in_pagerduty_keeps_the_fleet_open() -> None:
+    world = World()
+    _stormed(world)
+    [root] = [s for s in world.roots() if "FLEET" in s.body]
+    buttons = root.body.split("\n")
+    assert "Acknowledge" in buttons
+    assert "Resolve" not in buttons and "Silence 1 h" not in buttons
+    world.channels.sent.clear()
+    world.service.handle(_fleet_action("resolve", "e1", world, via="pagerduty"))
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None
+    [fleet] = world.service.derive_fleet(group).incidents
+    assert fleet.is_open  # its members are still faulting: closing it would let each of them page
+    assert any("the fleet stays open" in entry.text for entry in fleet.timeline)
+    assert not [s for s in world.channels.sent if s.service == "pagerduty" and s.action == "trigger"]

@@ -20,7 +20,7 @@ from fault_responder.incident_actions import (
     parse_action,
 )
 from fault_responder.interactive import BadRequest, IncidentButton
-from fault_responder.record import InstanceRecord, ReportedAction
+from fault_responder.record import InstanceRecord, ReportedAction, action_incident
 from fault_responder.serialization import (
     apply_instance_facts,
     delivery_from_dict,
@@ -132,8 +132,11 @@ def test_a_dedup_key_with_no_delivery_still_names_the_latest_open_incident_of_it
     stored = world.store.load(INSTANCE)
     assert stored is not None
     stored.deliveries.clear()
-    assert stored.paged_incident(KEY) == INCIDENT
-    assert stored.paged_incident("other/key") is None
+    identities = [identity for known in stored.incidents.values() for identity in known]
+    by_key = ReportedAction("pagerduty:e1", "acknowledge", "pagerduty", "x", AT, dedup_key=KEY)
+    assert action_incident(by_key, identities, stored.deliveries) == INCIDENT
+    other = replace(by_key, dedup_key="other/key")
+    assert action_incident(other, identities, stored.deliveries) is None
 
 
 # --- What it changes ---------------------------------------------------------------------------------

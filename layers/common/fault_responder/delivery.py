@@ -270,10 +270,15 @@ def fleet_page_due(incident: Incident, sent: Delivery) -> bool:
 
 def fleet_batch_due(incident: Incident, unsent: list[TimelineEntry], sent: Delivery) -> bool:
     """Whether a fleet incident's waiting member updates (and its root's update) go out now: ten of them, pager
-    news, or a minute since the last batch (as of the derivation: the next event or the sweep sends them)."""
+    news, a person's action, or a minute since the last batch (as of the derivation: the next event or the sweep
+    sends them)."""
     fleet = incident.fleet
-    if not unsent or len(unsent) >= FLEET_BATCH or any(entry.page for entry in unsent):
-        return True
+    if (
+        not unsent
+        or len(unsent) >= FLEET_BATCH
+        or any(entry.page or entry.kind == EntryKind.ACTION for entry in unsent)
+    ):
+        return True  # a person's action shows at once: they are waiting to see it
     if fleet is None or fleet.as_of is None or sent.last_at is None:
         return True
     return fleet.as_of - sent.last_at >= FLEET_BATCH_WAIT

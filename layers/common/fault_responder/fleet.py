@@ -39,7 +39,18 @@ from fault_responder.domain import (
     TimelineEntry,
 )
 from fault_responder.matchers import incident_labels
-from fault_responder.record import Delivery, KnownIncident, Lease, bounded_id, digest
+from fault_responder.people import apply_actions
+from fault_responder.record import (
+    ActionFact,
+    Delivery,
+    KnownIncident,
+    Lease,
+    ReportedAction,
+    action_incident,
+    added_action,
+    bounded_id,
+    digest,
+)
 from fault_responder.timefmt import iso_utc
 
 if TYPE_CHECKING:
@@ -77,9 +88,22 @@ class GroupRecord:
     """Bumped by every member written."""
     incidents_version: int = 0
     """Bumped by every write of the fleet identities (independent of members, so a storm does not contend)."""
+    actions: list[ActionFact] = field(default_factory=list)
+    """What people did to its fleet incidents (acknowledge, reassign; fault_responder.people), written with the
+    identities."""
 
     def delivery(self, receiver: str, subject: str) -> Delivery:
         return self.deliveries.get((receiver, subject)) or Delivery(receiver, subject)
+
+    def add_action(self, reported: ReportedAction) -> bool:
+        """Add a person's action to the fleet incident it names (or whose alert has its dedup key); False when it was
+        added before or names none of them."""
+        incident = action_incident(reported, self.incidents, self.deliveries)
+        actions = added_action(self.actions, reported, incident) if incident is not None else None
+        if actions is None:
+            return False
+        self.actions = actions
+        return True
 
 
 @dataclass(slots=True)
@@ -227,6 +251,7 @@ def derive_fleet(
             anchor = episode.opened_at
             identity = KnownIncident(f"fleet:{fingerprint(record.group)}@{iso_utc(anchor)}", "FLEET", anchor)
         incident = _incident(record, episode, identity, number, grouping, now=now)
+        apply_actions(incident, record.actions, may_close=False)
         decision = route(_context(incident))
         identity.receivers = list(decision.receivers)
         identity.route = ",".join(decision.routes) or None

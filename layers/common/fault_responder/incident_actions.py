@@ -24,8 +24,9 @@ ACTION_DETAIL_TYPE = "GPU Fault Incident Action"
 MAX_BY = 120
 MAX_NOTE = 300
 MAX_KEY = 120
-MAX_REF = 1100
-"""A record ARN (bounded at 1024 characters plus a mark) or an incident id."""
+MAX_REF = 2000
+"""A record ARN (an instance's is bounded at 1024 characters plus a mark; a group's at 1500 plus its prefix) or an
+incident id."""
 _KEY = re.compile(r"^(slack|pagerduty):[A-Za-z0-9._:-]{1,100}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

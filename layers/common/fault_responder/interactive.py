@@ -264,6 +264,7 @@ class IncidentButton:
     incident: str
     cluster: str
     instance: str
+    """Empty on a fleet incident's buttons (its record is its group's)."""
 
     def value(self) -> str:
         return json.dumps(
@@ -279,6 +280,6 @@ class IncidentButton:
         if not isinstance(data, dict) or set(data) != {"r", "i", "c", "n"}:
             raise BadRequest("malformed incident button value")
         parts = [data["r"], data["i"], data["c"], data["n"]]
-        if not all(isinstance(part, str) and 0 < len(part) <= 1100 for part in parts):
+        if not all(isinstance(part, str) and len(part) <= MAX_VALUE for part in parts) or not (parts[0] and parts[1]):
             raise BadRequest("malformed incident button value")
         return cls(record=parts[0], incident=parts[1], cluster=parts[2], instance=parts[3])

@@ -40,7 +40,6 @@ from fault_responder.domain import (
     FaultClass,
     Incident,
     InstanceRef,
-    PersonAction,
     Severity,
     SlackThread,
     TimelineEntry,
@@ -55,6 +54,7 @@ from fault_responder.models.events import (
     InstanceStateEvent,
     TaskStateEvent,
 )
+from fault_responder.people import KIND_ORDER, MAX_TIMELINE, apply_actions
 from fault_responder.record import (
     FOUND_BY_SWEEP,
     MAX_INCIDENTS_PER_CHECK,
@@ -79,7 +79,6 @@ if TYPE_CHECKING:
     from fault_responder.policy import Policy
     from fault_responder.routing import RouteContext, RouteDecision
 
-MAX_TIMELINE = 100
 MAX_DEDUP_KEY = 255
 MAX_CHECKS_PER_EVENT = 16
 """ECS sends one to four; an event listing more is broken or hostile, and the rest are not read."""
@@ -447,64 +446,8 @@ def _incident(
         found=identity.found,
     )
     incident.timeline = _timeline(record, episode, within)
-    _apply_actions(incident, record)
+    apply_actions(incident, record.actions)
     return incident
-
-
-_VIA = {"slack": "from Slack", "pagerduty": "in PagerDuty"}
-_ACTION_PHASES = {
-    "acknowledge": "ACKNOWLEDGED",
-    "unacknowledge": "UNACKNOWLEDGED",
-    "resolve": "RESOLVED",
-    "reassign": "REASSIGNED",
-    "silence": "SILENCED",
-}
-
-
-def _apply_actions(incident: Incident, record: InstanceRecord) -> None:
-    """What people did to the incident, in time order. An action counts only while the incident was open when it was
-    taken: a PagerDuty resolve that echoes the responder's own (the fault had ended) tells nobody anything.
-
-    Resolve closes the incident at that moment (a manual resolve): what ECS reports later about the same fault goes
-    into its thread, and the check's next fault, after it is OK again, is a new incident. Acknowledge says who is
-    on it, until PagerDuty's acknowledgement times out or is taken back (unacknowledge)."""
-    actions = sorted((a for a in record.actions if a.incident == incident.id), key=lambda a: (a.at, a.key))
-    if not actions:
-        return
-    entries: list[TimelineEntry] = []
-    for action in actions:
-        if incident.closed_at is not None and action.at >= incident.closed_at:
-            continue
-        person = PersonAction(action.by, action.at, action.via, action.note)
-        where = _VIA.get(action.via, action.via)
-        text: str | None = None
-        if action.kind == "resolve":
-            incident.status, incident.phase = "CLOSED", "RESOLVED"
-            incident.closed_at = max(action.at, incident.opened_at)
-            incident.close_reason = f"resolved by {action.by} {where}"
-            incident.resolved_by, incident.resolves_at = person, None
-            text = f"Resolved by {action.by} {where}: a manual resolve"
-        elif action.kind == "acknowledge":
-            if incident.acknowledged is None or incident.acknowledged.by != action.by:
-                text = f"Acknowledged by {action.by} {where}"
-            incident.acknowledged, incident.acknowledge_key = person, action.key
-        elif action.kind == "unacknowledge" and incident.acknowledged is not None:
-            incident.acknowledged, incident.acknowledge_key = None, None
-            text = f"No longer acknowledged {where}" + (f" ({action.by})" if action.by else "")
-        elif action.kind == "reassign":
-            incident.assigned = person
-            text = f"Reassigned {where}" + (f" {action.note}" if action.note else "") + f" by {action.by}"
-        elif action.kind == "silence":
-            text = f"Silenced by {action.by} {where}" + (f" {action.note}" if action.note else "")
-        if text is not None:
-            key = f"action:{action.key}"
-            phase = _ACTION_PHASES.get(action.kind, action.kind.upper())
-            entries.append(TimelineEntry(key, action.at, key, phase, text, EntryKind.ACTION))
-    if entries:
-        timeline = sorted([*incident.timeline, *entries], key=lambda e: (e.at, _KIND_ORDER[e.kind], e.key))
-        incident.timeline = (
-            timeline if len(timeline) <= MAX_TIMELINE else [timeline[0], *timeline[-(MAX_TIMELINE - 1) :]]
-        )
 
 
 def _phase(episode: _Episode, statuses: list[StatusFact]) -> str:
@@ -555,21 +498,10 @@ def _timeline(record: InstanceRecord, episode: _Episode, statuses: list[StatusFa
         if notice.check_type == check and episode.contains(notice.fault_at):
             key = f"notice:{notice.key}"
             entries.append(TimelineEntry(key, notice.at, key, "RESUME", notice.title, EntryKind.NOTICE, notice.pages))
-    entries.sort(key=lambda entry: (entry.at, _KIND_ORDER[entry.kind], entry.key))
+    entries.sort(key=lambda entry: (entry.at, KIND_ORDER[entry.kind], entry.key))
     if len(entries) > MAX_TIMELINE:
         entries = [entries[0], *entries[-(MAX_TIMELINE - 1) :]]
     return entries
-
-
-_KIND_ORDER = {
-    EntryKind.OPENED: 0,
-    EntryKind.CHANGED: 1,
-    EntryKind.INSTANCE: 2,
-    EntryKind.TASK: 3,
-    EntryKind.NOTICE: 4,
-    EntryKind.ACTION: 5,
-    EntryKind.RECOVERED: 6,
-}
 
 
 def _clock(moment: datetime) -> str:

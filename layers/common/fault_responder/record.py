@@ -315,37 +315,13 @@ class InstanceRecord:
     def add_action(self, reported: ReportedAction) -> bool:
         """Add a person's action to the incident it names (or whose PagerDuty alert has its dedup key); False when
         it was added before, or names no incident of this record (then it is told to nobody)."""
-        incident = reported.incident if self.knows(reported.incident) else self.paged_incident(reported.dedup_key)
-        if incident is None:
-            return False
-        fact = ActionFact(reported.key, incident, reported.kind, reported.via, reported.by, reported.at, reported.note)
-        actions = _add_unique(self.actions, fact, _action_identity, _action_order, MAX_ACTION_FACTS)
+        identities = [identity for known in self.incidents.values() for identity in known]
+        incident = action_incident(reported, identities, self.deliveries)
+        actions = added_action(self.actions, reported, incident) if incident is not None else None
         if actions is None:
             return False
         self.actions = actions
         return True
-
-    def knows(self, incident_id: str | None) -> bool:
-        return incident_id is not None and any(
-            identity.id == incident_id for known in self.incidents.values() for identity in known
-        )
-
-    def paged_incident(self, dedup_key: str | None) -> str | None:
-        """The incident a PagerDuty alert with this dedup key was last triggered for; else the latest incident whose
-        alert key it is (an alert this record's receivers never sent is still its incident's)."""
-        if dedup_key is None:
-            return None
-        for (_, subject), delivery in sorted(self.deliveries.items()):
-            if subject == f"pd:{dedup_key}" and delivery.incident is not None and self.knows(delivery.incident):
-                return delivery.incident
-        candidates = [
-            identity
-            for known in self.incidents.values()
-            for identity in known
-            if identity.id.rsplit("@", 1)[0] == dedup_key
-        ]
-        latest = max(candidates, key=lambda identity: (identity.status == "OPEN", identity.anchor), default=None)
-        return latest.id if latest is not None else None
 
     def add_quarantine(self, fact: QuarantineFact) -> bool:
         if self.quarantine is not None and self.quarantine.at >= fact.at:
@@ -359,6 +335,30 @@ class InstanceRecord:
             return False
         self.notices = notices
         return True
+
+
+def action_incident(
+    reported: ReportedAction, identities: list[KnownIncident], deliveries: dict[tuple[str, str], Delivery]
+) -> str | None:
+    """The incident an action is about: the one it names; else, by dedup key, the one PagerDuty's alert was last
+    triggered for, or the latest (open first) incident whose alert key it is."""
+    known = {identity.id for identity in identities}
+    if reported.incident is not None and reported.incident in known:
+        return reported.incident
+    if reported.dedup_key is None:
+        return None
+    for (_, subject), delivery in sorted(deliveries.items()):
+        if subject == f"pd:{reported.dedup_key}" and delivery.incident in known:
+            return delivery.incident
+    candidates = [i for i in identities if i.id.rsplit("@", 1)[0].removeprefix("fleet:") == reported.dedup_key]
+    latest = max(candidates, key=lambda identity: (identity.status == "OPEN", identity.anchor), default=None)
+    return latest.id if latest is not None else None
+
+
+def added_action(actions: list[ActionFact], reported: ReportedAction, incident: str) -> list[ActionFact] | None:
+    """The actions with this one added (to `incident`), oldest dropped past the bound; None if it was there."""
+    fact = ActionFact(reported.key, incident, reported.kind, reported.via, reported.by, reported.at, reported.note)
+    return _add_unique(actions, fact, _action_identity, _action_order, MAX_ACTION_FACTS)
 
 
 @dataclass(frozen=True, slots=True)

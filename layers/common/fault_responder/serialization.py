@@ -207,18 +207,7 @@ def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
             }
             for f in record.notices
         ],
-        "actions": [
-            {
-                "key": f.key,
-                "incident": f.incident,
-                "kind": f.kind,
-                "via": f.via,
-                "by": f.by,
-                "at": _ts(f.at),
-                "note": f.note,
-            }
-            for f in record.actions
-        ],
+        "actions": [action_to_dict(f) for f in record.actions],
     }
 
 
@@ -259,18 +248,31 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
         )
         for f in data.get("notices") or []
     ]
-    record.actions = [
-        ActionFact(
-            key=f["key"],
-            incident=f["incident"],
-            kind=f["kind"],
-            via=f["via"],
-            by=f["by"],
-            at=_req(f["at"]),
-            note=f.get("note"),
-        )
-        for f in data.get("actions") or []
-    ]
+    record.actions = [action_from_dict(f) for f in data.get("actions") or []]
+
+
+def action_to_dict(action: ActionFact) -> dict[str, Any]:
+    return {
+        "key": action.key,
+        "incident": action.incident,
+        "kind": action.kind,
+        "via": action.via,
+        "by": action.by,
+        "at": _ts(action.at),
+        "note": action.note,
+    }
+
+
+def action_from_dict(data: dict[str, Any]) -> ActionFact:
+    return ActionFact(
+        key=data["key"],
+        incident=data["incident"],
+        kind=data["kind"],
+        via=data["via"],
+        by=data["by"],
+        at=_req(data["at"]),
+        note=data.get("note"),
+    )
 
 
 # --- Deliveries and leases ------------------------------------------------------------------------------

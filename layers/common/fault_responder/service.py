@@ -151,8 +151,10 @@ class AlertService:
         arn = action.record
         if arn is None and action.dedup_key is not None:
             arn = self.store.page_record(action.dedup_key)
-        record = self.store.load(arn) if arn is not None else None
         result: dict[str, Any] = {"event_id": action.key, "kind": "incident_action", "receivers": {}}
+        if arn is not None and is_group(arn):
+            return {**result, **self._act_on_fleet(arn, action, seconds_left)}
+        record = self.store.load(arn) if arn is not None else None
         if record is None:
             # An alert the responder never sent (another integration on the same PagerDuty service), or a record
             # that has aged out: there is nothing to update.
@@ -160,21 +162,36 @@ class AlertService:
             return {**result, "ignored": "no incident of the responder has this id or dedup key"}
         if action.kind is ActionKind.SILENCE and self.on_silence is not None:
             self.on_silence()  # the silence was just made: read the silences again before deriving
-        reported = ReportedAction(
-            key=action.key,
-            kind=action.kind.value,
-            via=action.via.value,
-            by=action.by,
-            at=action.at,
-            incident=action.incident,
-            dedup_key=action.dedup_key,
-            note=action.note,
-        )
+        reported = _reported(action)
         changed, outcomes = self._record(EventFacts(action.key, record.instance, action=reported), seconds_left)
         if not changed:
             self.count("EventsIgnored", "Kind", "incident_action")
         self.count("IncidentActions", "Action", f"{action.via.value}:{action.kind.value}")
         return {**result, "ignored": None if changed else "already known", "receivers": outcomes}
+
+    def _act_on_fleet(self, arn: str, action: IncidentAction, seconds_left: float) -> dict[str, Any]:
+        """An action on a fleet incident: written with the group's fleet identities, then the group's receivers
+        brought up to date (PagerDuty's acknowledge, the fleet root, its thread)."""
+        owner = uuid.uuid4().hex
+        until = self.epoch() + seconds_left
+        for _ in range(MAX_WRITE_CONFLICTS):
+            group = self.store.load_group(arn)
+            if group is None or self.grouping is None:
+                self.count("EventsIgnored", "Kind", "incident_action")
+                return {"ignored": "no fleet incident of the responder has this id or dedup key"}
+            if not group.add_action(_reported(action)):
+                self.count("EventsIgnored", "Kind", "incident_action")
+                outcomes = self._collect(self._submit_group(group, owner, until))
+                return {"ignored": "already known", "receivers": outcomes}
+            try:
+                group = self.store.commit_fleets(group, acted=True)
+                break
+            except ConcurrentUpdateError:
+                continue
+        else:
+            raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
+        self.count("IncidentActions", "Action", f"{action.via.value}:{action.kind.value}")
+        return {"ignored": None, "receivers": self._collect(self._submit_group(group, owner, until))}
 
     def observe(self, facts: EventFacts, *, seconds_left: float = 60.0) -> bool:
         """Facts found with no event (the reconciliation sweep, fault_responder.reconcile), recorded and delivered
@@ -529,7 +546,7 @@ class AlertService:
             raise
         self.store.record_delivery(arn, lease, after)
         local.deliveries[(name, step.subject)] = after
-        if step.kind is StepKind.TRIGGER and before.incident != after.incident and isinstance(local, InstanceRecord):
+        if step.kind is StepKind.TRIGGER and before.incident != after.incident:
             # PagerDuty's webhooks name only the dedup key: remember whose alert it is (once per incident).
             self.store.remember_page(step.subject.removeprefix("pd:"), arn)
 
@@ -568,6 +585,19 @@ def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
     if facts.status is not None and facts.status.status == "INACTIVE":
         checks |= set(record.incidents)
     return checks
+
+
+def _reported(action: IncidentAction) -> ReportedAction:
+    return ReportedAction(
+        key=action.key,
+        kind=action.kind.value,
+        via=action.via.value,
+        by=action.by,
+        at=action.at,
+        incident=action.incident,
+        dedup_key=action.dedup_key,
+        note=action.note,
+    )
 
 
 def _acted(record: InstanceRecord) -> set[str]:

@@ -192,6 +192,8 @@ class SlackActions:
         who = f"{click.user_name} ({click.user_id})"
         note: str | None = None
         if click.action in _SILENCES:
+            if not button.instance:
+                raise BadRequest("a silence button names an instance")
             if self.silences is None:
                 self._tell(click, "Silences are not set up on this stack: nothing was changed.")
                 return Outcome(click.action.value, click.user_id, "unsupported")

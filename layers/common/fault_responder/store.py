@@ -120,9 +120,10 @@ class InstanceStore(Protocol):
         return the group as stored. A group already holding MAX_MEMBERS others does not take a new one."""
         ...
 
-    def commit_fleets(self, record: GroupRecord) -> GroupRecord:
-        """Write the group's fleet identities if they are still at record.incidents_version; raises
-        ConcurrentUpdateError (without `stored`) otherwise."""
+    def commit_fleets(self, record: GroupRecord, *, acted: bool = False) -> GroupRecord:
+        """Write the group's fleet identities and people's actions if they are still at record.incidents_version;
+        raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action was added, which also moves
+        the group's version (a lease holder draining the group then reads it again before letting go)."""
         ...
 
     def open_records(self) -> Iterator[str]:
@@ -271,13 +272,16 @@ class MemoryInstanceStore:
             self._groups[arn] = stored
             return copy.deepcopy(stored)
 
-    def commit_fleets(self, record: GroupRecord) -> GroupRecord:
+    def commit_fleets(self, record: GroupRecord, *, acted: bool = False) -> GroupRecord:
         with self._lock:
             stored = self._groups.get(record.arn)
             if stored is None or stored.incidents_version != record.incidents_version:
                 raise ConcurrentUpdateError(f"{record.arn}: its fleet incidents changed since they were read")
             stored.incidents = copy.deepcopy(record.incidents)
+            stored.actions = copy.deepcopy(record.actions)
             stored.incidents_version += 1
+            if acted:
+                stored.version += 1
             return copy.deepcopy(stored)
 
     def open_records(self) -> Iterator[str]:

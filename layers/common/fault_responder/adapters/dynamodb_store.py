@@ -37,6 +37,8 @@ from fault_responder.domain import FleetMember, InstanceRef
 from fault_responder.fleet import Group, GroupRecord, is_group
 from fault_responder.record import Delivery, InstanceRecord, Lease, compact, digest
 from fault_responder.serialization import (
+    action_from_dict,
+    action_to_dict,
     apply_instance_facts,
     check_from_dict,
     check_to_dict,
@@ -317,10 +319,14 @@ class DynamoDBInstanceStore:
             return decode_group(arn, old) if old else GroupRecord(arn, group, where)
         return decode_group(arn, response["Attributes"])
 
-    def commit_fleets(self, record: GroupRecord) -> GroupRecord:
+    def commit_fleets(self, record: GroupRecord, *, acted: bool = False) -> GroupRecord:
         update = _Update()
         update.set("f", known_list_to_dict(record.incidents))
         update.set("fv", record.incidents_version + 1)
+        update.set("acts", [action_to_dict(action) for action in record.actions])
+        if acted:
+            version = update.name("ver")
+            update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(1)}")
         _mark_open(update, record.arn, is_open=any(k.status == "OPEN" for k in record.incidents))
         fv = update.name("fv")
         if record.incidents_version == 0:
@@ -491,6 +497,7 @@ def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
         incidents_version=int(data.get("fv", 0)),
     )
     record.incidents = known_list_from_dict(data.get("f"))
+    record.actions = [action_from_dict(action) for action in data.get("acts") or []]
     for name, value in data.items():
         if name.startswith("m_"):
             member = member_from_dict(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fault_responder.domain import FleetMember, Incident, TimelineEntry
-from fault_responder.fleet import member_name, repair_rounds
+from fault_responder.fleet import group_arn, member_name, repair_rounds
 from fault_responder.render import slack as blocks
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn
 from fault_responder.timefmt import iso_utc
@@ -47,6 +47,7 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
     if len(members) > MEMBERS_IN_ROOT:
         rest = len(members) - MEMBERS_IN_ROOT
         result.append(blocks._section(f"…and {rest} more: the thread names each one as it joins and leaves."))
+    result.extend(blocks.incident_buttons(incident, fleet_record=group_arn(fleet.group)))
     result.append(blocks.root_context(_context(incident), dashboard_url))
     fallback = f"{_state(incident)} · {escape_mrkdwn(incident.classification.title)}"
     return SlackMessage(text=blocks._clip(fallback, blocks.MAX_FALLBACK_TEXT), blocks=blocks._fit(result))
@@ -131,6 +132,7 @@ def _fields(incident: Incident) -> list[tuple[str, str]]:
         ("Members", f"{len(fleet.open_members)} impaired of {len(members)}"),
         ("First seen", blocks._slack_time(min(m.opened_at for m in members))),
         ("Last change", blocks._slack_time(max(m.closed_at or m.opened_at for m in members))),
+        *blocks.people_fields(incident),
     ]
 
 

@@ -188,6 +188,13 @@ def _incident_fields(incident: Incident) -> list[tuple[str, str]]:
         fields.append(("Reason", escape_mrkdwn(classification.reason)))
     if incident.drain is not None:
         fields.append(("Drain", escape_mrkdwn(incident.drain.label)))
+    fields.extend(people_fields(incident))
+    return fields
+
+
+def people_fields(incident: Incident) -> list[tuple[str, str]]:
+    """Who is on an open incident: its acknowledgement and PagerDuty's assignment, if any."""
+    fields: list[tuple[str, str]] = []
     if incident.acknowledged is not None and incident.is_open:
         fields.append(("Acknowledged", _person(incident.acknowledged)))
     if incident.assigned is not None and incident.is_open:
@@ -203,24 +210,27 @@ def _where(action: PersonAction) -> str:
     return "from Slack" if action.via == "slack" else "in PagerDuty"
 
 
-def incident_buttons(incident: Incident) -> list[dict[str, Any]]:
+def incident_buttons(incident: Incident, *, fleet_record: str | None = None) -> list[dict[str, Any]]:
     """An open incident's buttons (SlackActionsFunction answers them, docs/slack-actions.md): Acknowledge until
     someone has, Resolve (with a confirmation: it closes the incident for everyone), Silence 1 h and 4 h. Each
-    carries the record and the incident (interactive.IncidentButton)."""
+    carries the record and the incident (interactive.IncidentButton). A fleet incident (`fleet_record`: its group's
+    record) has Acknowledge only: it closes when its members recover, and silences name what they match."""
     if not incident.is_open:
         return []
     instance = incident.instance
     value = IncidentButton(
-        record=instance.container_instance_arn,
+        record=fleet_record or instance.container_instance_arn,
         incident=incident.id,
         cluster=instance.cluster_name,
-        instance=instance.container_instance_id,
+        instance="" if fleet_record else instance.container_instance_id,
     ).value()
     if len(value) > MAX_BUTTON_VALUE:
         return []  # an absurdly long ARN: no buttons rather than a message Slack refuses
     elements = []
     if incident.acknowledged is None:
         elements.append(_button("Acknowledge", ActionId.ACKNOWLEDGE, value, style="primary"))
+    if fleet_record is not None:
+        return [{"type": "actions", "block_id": "incident_actions", "elements": elements}] if elements else []
     resolve = _button("Resolve", ActionId.RESOLVE, value)
     resolve["confirm"] = {
         "title": {"type": "plain_text", "text": "Resolve this incident?"},

@@ -1,0 +1,81 @@
+"""What people did to an incident (fault_responder.incident_actions), applied to the incident derived from its facts.
+Pure: no I/O. Shared by the instance lifecycle and fleet incidents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fault_responder.domain import EntryKind, Incident, PersonAction, TimelineEntry
+from fault_responder.record import ActionFact
+
+MAX_TIMELINE = 100
+
+_VIA = {"slack": "from Slack", "pagerduty": "in PagerDuty"}
+_ACTION_PHASES = {
+    "acknowledge": "ACKNOWLEDGED",
+    "unacknowledge": "UNACKNOWLEDGED",
+    "resolve": "RESOLVED",
+    "reassign": "REASSIGNED",
+    "silence": "SILENCED",
+}
+
+
+def apply_actions(incident: Incident, actions: Iterable[ActionFact], *, may_close: bool = True) -> None:
+    """What people did to the incident, in time order. An action counts only while the incident was open when it was
+    taken: a PagerDuty resolve that echoes the responder's own (the fault had ended) tells nobody anything.
+
+    Resolve closes the incident at that moment (a manual resolve): what ECS reports later about the same fault goes
+    into its thread, and the check's next fault, after it is OK again, is a new incident. Acknowledge says who is
+    on it, until PagerDuty's acknowledgement times out or is taken back (unacknowledge)."""
+    mine = sorted((a for a in actions if a.incident == incident.id), key=lambda a: (a.at, a.key))
+    if not mine:
+        return
+    entries: list[TimelineEntry] = []
+    for action in mine:
+        if incident.closed_at is not None and action.at >= incident.closed_at:
+            continue
+        person = PersonAction(action.by, action.at, action.via, action.note)
+        where = _VIA.get(action.via, action.via)
+        text: str | None = None
+        if action.kind == "resolve" and not may_close:
+            # A fleet incident closes when its members recover: closing it by hand would let each member page.
+            text = f"Resolved {where} by {action.by}: the fleet stays open here while its members are faulting"
+        elif action.kind == "resolve":
+            incident.status, incident.phase = "CLOSED", "RESOLVED"
+            incident.closed_at = max(action.at, incident.opened_at)
+            incident.close_reason = f"resolved by {action.by} {where}"
+            incident.resolved_by, incident.resolves_at = person, None
+            text = f"Resolved by {action.by} {where}: a manual resolve"
+        elif action.kind == "acknowledge":
+            if incident.acknowledged is None or incident.acknowledged.by != action.by:
+                text = f"Acknowledged by {action.by} {where}"
+            incident.acknowledged, incident.acknowledge_key = person, action.key
+        elif action.kind == "unacknowledge" and incident.acknowledged is not None:
+            incident.acknowledged, incident.acknowledge_key = None, None
+            text = f"No longer acknowledged {where}" + (f" ({action.by})" if action.by else "")
+        elif action.kind == "reassign":
+            incident.assigned = person
+            text = f"Reassigned {where}" + (f" {action.note}" if action.note else "") + f" by {action.by}"
+        elif action.kind == "silence":
+            text = f"Silenced by {action.by} {where}" + (f" {action.note}" if action.note else "")
+        if text is not None:
+            key = f"action:{action.key}"
+            phase = _ACTION_PHASES.get(action.kind, action.kind.upper())
+            entries.append(TimelineEntry(key, action.at, key, phase, text, EntryKind.ACTION))
+    if entries:
+        timeline = sorted([*incident.timeline, *entries], key=lambda e: (e.at, KIND_ORDER.get(e.kind, 9), e.key))
+        incident.timeline = (
+            timeline if len(timeline) <= MAX_TIMELINE else [timeline[0], *timeline[-(MAX_TIMELINE - 1) :]]
+        )
+
+
+KIND_ORDER = {
+    EntryKind.OPENED: 0,
+    EntryKind.CHANGED: 1,
+    EntryKind.INSTANCE: 2,
+    EntryKind.TASK: 3,
+    EntryKind.NOTICE: 4,
+    EntryKind.ACTION: 5,
+    EntryKind.RECOVERED: 6,
+}
+"""How entries of one moment are ordered (the lifecycle's order)."""
