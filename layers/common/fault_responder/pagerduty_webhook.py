@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -37,7 +37,7 @@ from fault_responder.incident_actions import (
     parse_action,
 )
 from fault_responder.interactive import BadRequest, Unauthorized, verify_pagerduty_request
-from fault_responder.slack_actions import Answer
+from fault_responder.slack_actions import ActionSink, Answer
 
 USER_AGENT = "user_reference"
 """`event.agent.type` when a person did it (in the web UI, the app, Slack's PagerDuty app, the REST API with a
@@ -55,12 +55,6 @@ ONLY_BY_PEOPLE = frozenset({ActionKind.ACKNOWLEDGE, ActionKind.RESOLVE})
 """Mirrored only when a person did it: the responder sends these itself, and must not hear its own echo."""
 SOMEONE = "PagerDuty"
 """Who, when the event names no agent (an acknowledgement that timed out)."""
-
-
-class ActionSink(Protocol):
-    """Where an action goes: the alert queue (adapters.action_queue.ActionQueue)."""
-
-    def send(self, action: IncidentAction) -> None: ...
 
 
 class _Model(BaseModel):
