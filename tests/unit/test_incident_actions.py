@@ -246,3 +246,10 @@ def test_the_list_of_actions_is_bounded(paged: World) -> None:
         )
     assert len(record.actions) == 50
     assert record.actions[0].key == "slack:k30"
+
+
+def test_an_action_dated_in_the_future_counts_as_of_now(paged: World) -> None:
+    before = datetime.now(UTC)
+    act(paged, action(ActionKind.RESOLVE, at=datetime(2099, 1, 1, tzinfo=UTC)))
+    closed = paged.incident().closed_at
+    assert closed is not None and before <= closed <= datetime.now(UTC)

@@ -162,7 +162,7 @@ class AlertService:
             return {**result, "ignored": "no incident of the responder has this id or dedup key"}
         if action.kind is ActionKind.SILENCE and self.on_silence is not None:
             self.on_silence()  # the silence was just made: read the silences again before deriving
-        reported = _reported(action)
+        reported = _reported(action, self.clock())
         changed, outcomes = self._record(EventFacts(action.key, record.instance, action=reported), seconds_left)
         if not changed:
             self.count("EventsIgnored", "Kind", "incident_action")
@@ -179,7 +179,7 @@ class AlertService:
             if group is None or self.grouping is None:
                 self.count("EventsIgnored", "Kind", "incident_action")
                 return {"ignored": "no fleet incident of the responder has this id or dedup key"}
-            if not group.add_action(_reported(action)):
+            if not group.add_action(_reported(action, self.clock())):
                 self.count("EventsIgnored", "Kind", "incident_action")
                 outcomes = self._collect(self._submit_group(group, owner, until))
                 return {"ignored": "already known", "receivers": outcomes}
@@ -587,13 +587,15 @@ def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
     return checks
 
 
-def _reported(action: IncidentAction) -> ReportedAction:
+def _reported(action: IncidentAction, now: datetime) -> ReportedAction:
+    """The action as a fact; never later than now (a clock that runs ahead must not close an incident in the
+    future)."""
     return ReportedAction(
         key=action.key,
         kind=action.kind.value,
         via=action.via.value,
         by=action.by,
-        at=action.at,
+        at=min(action.at, now),
         incident=action.incident,
         dedup_key=action.dedup_key,
         note=action.note,
