@@ -98,7 +98,8 @@ class IncidentAction:
 
 
 class _Detail(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: the validator is built on the first action, not on every cold start of the router.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     kind: ActionKind
     via: Via
     by: str = Field(min_length=1, max_length=MAX_BY)

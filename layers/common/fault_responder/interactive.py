@@ -24,9 +24,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Protocol
 from urllib.parse import parse_qs
+
+from fault_responder.buttons import MAX_VALUE, ActionId, BadRequest, IncidentButton, approval_id
+
+__all__ = ["MAX_VALUE", "ActionId", "BadRequest", "IncidentButton", "approval_id"]
 
 SLACK_VERSION = "v0"
 MAX_SKEW_SECONDS = 5 * 60
@@ -39,14 +42,6 @@ _SLACK_ID = re.compile(r"^[A-Z0-9]{2,32}$")
 
 class Unauthorized(Exception):
     """The request is not from who it says (or is too old, or a copy): answer 401, do nothing."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
-
-
-class BadRequest(Exception):
-    """Signed rightly but not something we can act on (malformed, an unknown action): answer 400, do nothing."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -115,24 +110,6 @@ def verify_pagerduty_request(secrets: Sequence[str], headers: Mapping[str, str],
     raise Unauthorized("wrong signature")
 
 
-def approval_id(task_token: str) -> str:
-    """The opaque id of a resume approval, which its buttons carry: a digest of the task token, which cannot be
-    turned back into the token. The same token always gives the same id, so a notify step that runs twice stores
-    one approval and posts the same buttons."""
-    return hashlib.sha256(task_token.encode()).hexdigest()[:32]
-
-
-class ActionId(StrEnum):
-    """The buttons we render. An action id we did not render is refused (BadRequest)."""
-
-    ACKNOWLEDGE = "incident_acknowledge"
-    RESOLVE = "incident_resolve"
-    SILENCE_1H = "incident_silence_1h"
-    SILENCE_4H = "incident_silence_4h"
-    APPROVE = "resume_approve"
-    REJECT = "resume_reject"
-
-
 @dataclass(frozen=True, slots=True)
 class Click:
     """One button press: who, which button, on what (the button's value: an incident fingerprint, an approval id),
@@ -145,10 +122,6 @@ class Click:
     response_url: str | None
     channel_id: str | None
     message_ts: str | None
-
-
-MAX_VALUE = 2000
-"""Slack's limit on a button's value."""
 
 
 def parse_click(body: bytes) -> Click:
@@ -252,34 +225,3 @@ class Permissions:
 
 def is_user_group(entry: str) -> bool:
     return entry.startswith("S")
-
-
-@dataclass(frozen=True, slots=True)
-class IncidentButton:
-    """What an incident root's buttons carry (their `value`, as compact JSON): the instance record, the incident, and
-    the labels a silence from the button matches (`cluster`, `instance`). Slack signs the payload that carries it
-    back, and only the app's own messages send presses to its URL, so the value is what the responder rendered."""
-
-    record: str
-    incident: str
-    cluster: str
-    instance: str
-    """Empty on a fleet incident's buttons (its record is its group's)."""
-
-    def value(self) -> str:
-        return json.dumps(
-            {"r": self.record, "i": self.incident, "c": self.cluster, "n": self.instance}, separators=(",", ":")
-        )
-
-    @classmethod
-    def parse(cls, value: str) -> IncidentButton:
-        try:
-            data = json.loads(value)
-        except json.JSONDecodeError:
-            raise BadRequest("malformed incident button value") from None
-        if not isinstance(data, dict) or set(data) != {"r", "i", "c", "n"}:
-            raise BadRequest("malformed incident button value")
-        parts = [data["r"], data["i"], data["c"], data["n"]]
-        if not all(isinstance(part, str) and len(part) <= MAX_VALUE for part in parts) or not (parts[0] and parts[1]):
-            raise BadRequest("malformed incident button value")
-        return cls(record=parts[0], incident=parts[1], cluster=parts[2], instance=parts[3])

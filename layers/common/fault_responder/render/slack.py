@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fault_responder.buttons import ActionId, IncidentButton
 from fault_responder.domain import (
     Alert,
     DrainAttribution,
@@ -24,7 +25,6 @@ from fault_responder.domain import (
     Severity,
     TimelineEntry,
 )
-from fault_responder.interactive import ActionId, IncidentButton
 from fault_responder.record import is_reconciled
 from fault_responder.timefmt import as_utc, format_duration
 

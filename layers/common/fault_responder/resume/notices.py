@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import Field
 
+from fault_responder.buttons import approval_id
 from fault_responder.checkpoints import Checkpoint
 from fault_responder.domain import Severity
-from fault_responder.interactive import approval_id
 from fault_responder.resume.budget import GiveUpReason, Plan
 from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import Fault, Guards, Quarantine

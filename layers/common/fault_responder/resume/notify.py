@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 from fault_responder import lifecycle
 from fault_responder.adapters.http import DeliveryError
+from fault_responder.buttons import ActionId
 from fault_responder.delivery import Channels
 from fault_responder.domain import Incident
 from fault_responder.fleet import fingerprint as fleet_fingerprint
-from fault_responder.interactive import ActionId
 from fault_responder.policy import QUIET_REASON_PREFIX, Policy
 from fault_responder.record import NoticeFact
 from fault_responder.render.slack import (
