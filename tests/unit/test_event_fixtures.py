@@ -26,6 +26,7 @@ import yaml
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
+from fault_responder.incident_actions import is_action, parse_action
 from fault_responder.models.alarms import AlarmStateChangeEvent
 from fault_responder.models.events import (
     HealthChangeEvent,
@@ -77,7 +78,9 @@ def _json_files() -> list[Path]:
 
 
 def _envelope_files() -> list[Path]:
-    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise"}]
+    return [
+        p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise", "actions"}
+    ]
 
 
 def _burst_files() -> list[Path]:
@@ -579,6 +582,8 @@ def _check_input(function: str, rejected: bool, document: Any) -> None:
     elif function == "AlertRouterFunction" and isinstance(document, list):
         for envelope in document:  # a burst (events/noise/): each envelope is the function's input in turn
             parse_ecs_event(envelope)
+    elif function == "AlertRouterFunction" and is_action(document):
+        parse_action(document)  # a person's action (events/actions/), which its endpoint puts on the alert queue
     elif function == "AlertRouterFunction":
         parse_ecs_event(document)
     elif function == "ResumeTrainingStateMachine":
