@@ -32,6 +32,8 @@ from sandbox.sqs_mapping import wrap_in_sqs_event
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 FUNCTION = "AlertRouterFunction"
+ACTION_SOURCE = "fault-responder.actions"
+"""A person's action (fault_responder.incident_actions), which its endpoint puts on the alert queue."""
 BATCH = 10
 
 Mutation = Callable[[Any, random.Random], Any]
@@ -190,7 +192,10 @@ def fuzzed_bodies(count: int, rng: random.Random) -> Iterator[str]:
             yield rng.choice(["", "{", "[1, 2]", '"text"', "null", "{'single': 'quotes'}", "\ufeff{}"])
             continue
         document: Any = copy.deepcopy(rng.choice(samples))
-        document["id"] = f"fuzz-{number}"
+        # A unique id; a person's action keeps its id's form (`slack:…`, `pagerduty:…`), so its mutations reach
+        # past the id check into the action's detail and the router's handling of it.
+        via = str(document.get("id", "")).partition(":")[0] if document.get("source") == ACTION_SOURCE else ""
+        document["id"] = f"{via}:fuzz-{number}" if via else f"fuzz-{number}"
         body = _expand_deep(json.dumps(mutated(document, rng)))
         if len(body.encode("utf-8", "surrogatepass")) > 260_000:
             body = body[:260_000]

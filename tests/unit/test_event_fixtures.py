@@ -78,9 +78,7 @@ def _json_files() -> list[Path]:
 
 
 def _envelope_files() -> list[Path]:
-    return [
-        p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise", "actions"}
-    ]
+    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise", "actions"}]
 
 
 def _burst_files() -> list[Path]:

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fault_responder.incident_actions import (
     ACTIONS_SOURCE,
@@ -253,3 +255,23 @@ def test_an_action_dated_in_the_future_counts_as_of_now(paged: World) -> None:
     act(paged, action(ActionKind.RESOLVE, at=datetime(2099, 1, 1, tzinfo=UTC)))
     closed = paged.incident().closed_at
     assert closed is not None and before <= closed <= datetime.now(UTC)
+
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(field=st.sampled_from(["kind", "via", "by", "at", "record", "incident", "dedup_key", "note"]), value=_ANY_JSON)
+def test_any_value_in_an_actions_detail_is_read_or_refused_with_a_reason(field: str, value: Any) -> None:
+    envelope = action(ActionKind.ACKNOWLEDGE).envelope("us-west-2", "123456789012")
+    envelope["detail"][field] = value
+    try:
+        parsed = parse_action(envelope)
+    except BadAction as refused:
+        assert str(refused)
+    else:
+        assert parsed.key == envelope["id"] and parsed.at.tzinfo is not None
