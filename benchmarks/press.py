@@ -49,7 +49,8 @@ def measure(presses: int) -> dict[str, Any]:
         router_spec = sandbox.stack.functions["AlertRouterFunction"]
         actions_spec = sandbox.stack.functions["SlackActionsFunction"]
         url = actions_spec.function_url
-        assert url is not None
+        if url is None:
+            raise RuntimeError("SlackActionsFunction has no function URL in template.yaml")
         source = router_spec.sqs_sources[0]
         with (
             InProcessFunction(router_spec, sandbox.function_environment(router_spec)) as router,
