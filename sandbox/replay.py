@@ -79,8 +79,8 @@ def replay(
                         "error": None,
                         "dead_lettered": False,
                     }
-                    report.add_event(event_file.path, event, [rule], [direct])
-                    timeline.event(event, [rule], [direct])
+                    report.add_event(event_file.path, event, [], [direct])
+                    timeline.event(event, [], [direct])
                     continue
                 delivery = bus.put_event(event)
                 targets = [target.to_json() for target in delivery.targets]

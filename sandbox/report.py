@@ -469,7 +469,7 @@ class Timeline:
         self._print(_event_line(event), 2)
         for line in detail_summary(event):
             self._print(line, 6)
-        if not matched_rules:
+        if not matched_rules and not targets:
             self._print("no rule matched: not delivered", 4)
         for target in targets:
             outcome = "delivered" if target["delivered"] else f"FAILED {target['error']}"

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from fault_responder import lifecycle
+from fault_responder.adapters.http import DeliveryError
 from fault_responder.domain import DrainCause, FaultClass, Incident, InstanceRef, Runbook, Severity
 from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
 from fault_responder.record import InstanceRecord, QuarantineFact
 from fault_responder.routing import Router, RoutingConfig, load_routing
 from fault_responder.runbooks import CLASS_RUNBOOKS, XID_RUNBOOKS
-from fault_responder.service import AlertService
+from fault_responder.service import AlertService, DeliveryPendingError
 from fault_responder.store import ConcurrentUpdateError, MemoryInstanceStore
 from tests.conftest import health_check, load_event, vary
 
@@ -517,3 +518,49 @@ def test_fingerprints_stay_within_the_pagerduty_dedup_key_limit() -> None:
     key = lifecycle.fingerprint(instance, "ACCELERATED_COMPUTE")
     assert len(key) <= 255
     assert key == lifecycle.fingerprint(instance, "ACCELERATED_COMPUTE")
+
+
+# --- A stale read never forgets a root posted meanwhile ---------------------------------------------------------
+
+
+class _FlakySlack(RecordingChannels):
+    """Slack refuses posts while `down` (a known failure: nothing landed)."""
+
+    down = False
+
+    def post_message(self, channel: str, message: Any, thread_ts: str | None = None, metadata: Any = None) -> Any:
+        if self.down:
+            raise DeliveryError("Slack", 500, "internal_error", retryable=True)
+        return super().post_message(channel, message, thread_ts, metadata)
+
+
+class _StaleOnce(MemoryInstanceStore):
+    """Answers one load with a record read earlier (a worker that read before another worker delivered)."""
+
+    stale: InstanceRecord | None = None
+
+    def load(self, arn: str) -> InstanceRecord | None:
+        if self.stale is not None:
+            stale, self.stale = self.stale, None
+            return stale
+        return super().load(arn)
+
+
+def test_a_worker_that_read_before_the_root_was_posted_does_not_post_it_again() -> None:
+    # Given an incident whose root could not be posted yet (Slack refused it), as one worker reads the record
+    store, channels = _StaleOnce(), _FlakySlack()
+    service = AlertService(store, Router(load_routing("default.yaml")), ReceiverCourier(channels), lifecycle.Settings())
+    channels.down = True
+    with pytest.raises(DeliveryPendingError):
+        service.handle(load_event("aws-docs/health-change-accelerated-compute-xid46.json"))
+    stale = store.load(INSTANCE)
+    # and another worker then posts the root (the sweep, or the event's retry) and lets go of its lease
+    channels.down = False
+    service.reconcile(INSTANCE)
+    assert [s.action for s in channels.sent if s.service == "slack"] == ["post"]
+    # When the first worker writes a new fact from what it read before, and delivers
+    store.stale = stale
+    service.handle(load_event("state/draining-after-xid46.json"))
+    # Then the root it did not know of is not posted again: the drain is a reply in its thread and an update
+    slack = [s.action for s in channels.sent if s.service == "slack"]
+    assert slack.count("post") == 1, slack

@@ -310,10 +310,13 @@ class AlertService:
                 return record, {}, False
             before = record.incidents
             record.incidents = view.known
-            leases, intents = self._claims(record, view, owner, until)
+            # Leases only: an intent written here would overwrite the whole delivery as this worker read it, and a
+            # root another worker posted since (deliveries do not move the version this write is conditioned on)
+            # would be forgotten, and posted again. The drain records its intent under the lease instead.
+            leases, _ = self._claims(record, view, owner, until)
             forget = _forgotten(record, view)
             try:
-                committed = self.store.commit(record, leases=leases, deliveries=intents, forget=forget)
+                committed = self.store.commit(record, leases=leases, forget=forget)
                 self._count_incidents(before, view.known)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
@@ -329,7 +332,8 @@ class AlertService:
         self, record: InstanceRecord, view: InstanceView, owner: str, until: float
     ) -> tuple[list[Lease], list[Delivery]]:
         """The leases to take with the write (receivers with work), and the intents of first root posts, so
-        that the first page needs no further write."""
+        that a new fault's first page needs no further write (the fast path only: a new check's incident has no
+        delivery another worker could have written meanwhile)."""
         leases: list[Lease] = []
         intents: list[Delivery] = []
         now = self.clock()
