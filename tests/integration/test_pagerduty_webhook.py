@@ -7,12 +7,7 @@ at most one envelope, which the router's own parser (incident_actions.parse_acti
 
 from __future__ import annotations
 
-import base64
-import importlib.util
 import json
-import sys
-import time
-import uuid
 from collections.abc import Iterator
 from functools import cache
 from types import ModuleType
@@ -27,7 +22,7 @@ from fault_responder import webhook_bootstrap
 from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
 from fault_responder.interactive import pagerduty_signature
 from sandbox.standins import PAGERDUTY_WEBHOOK_SECRET, SANDBOX_ROUTING_KEY, StandIns
-from tests.conftest import ROOT
+from tests.integration.function_urls import FunctionContext, function_url_event, load_app
 
 SECRET_NAME = "gpu-fault-responder/pagerduty"
 ACCOUNT = "123456789012"
@@ -38,51 +33,7 @@ CANARY_SECRET = "c4naryPagerDutyWebh00kS3cret7f3a9e1d"  # nosec B105  # a made-u
 
 @cache
 def _app() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pagerduty_webhook_app", ROOT / "functions/pagerduty_webhook/app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class _Context:
-    function_name = "PagerDutyWebhookFunction"
-    function_version = "$LATEST"
-    invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:PagerDutyWebhookFunction"
-    memory_limit_in_mb = 256
-    log_group_name = "/aws/lambda/PagerDutyWebhookFunction"
-    log_stream_name = "test"
-
-    def __init__(self) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 10_000
-
-
-def function_url_event(headers: dict[str, str], body: bytes, method: str = "POST") -> dict[str, Any]:
-    """A function URL request (payload format 2.0) as Lambda delivers it."""
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": "/",
-        "rawQueryString": "",
-        "headers": {**headers, "host": "abc.lambda-url.us-east-1.on.aws"},
-        "requestContext": {
-            "accountId": "anonymous",
-            "apiId": "abc",
-            "domainName": "abc.lambda-url.us-east-1.on.aws",
-            "http": {"method": method, "path": "/", "protocol": "HTTP/1.1", "sourceIp": "198.51.100.1"},
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": "01/Dec/2026:01:00:00 +0000",
-            "timeEpoch": int(time.time() * 1000),
-        },
-        "body": base64.b64encode(body).decode(),
-        "isBase64Encoded": True,
-    }
+    return load_app("pagerduty_webhook")
 
 
 class Deployed:
@@ -116,7 +67,10 @@ class Deployed:
         return headers, body
 
     def send(self, headers: dict[str, str], body: bytes, method: str = "POST") -> dict[str, Any]:
-        answer: dict[str, Any] = _app().lambda_handler(function_url_event(headers, body, method), _Context())
+        answer: dict[str, Any] = _app().lambda_handler(
+            function_url_event(headers, body, method=method),
+            FunctionContext("PagerDutyWebhookFunction", REGION, ACCOUNT),
+        )
         return answer
 
     def queued(self) -> list[dict[str, Any]]:

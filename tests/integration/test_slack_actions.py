@@ -8,10 +8,7 @@ a request that was signed rightly, no Step Functions answer, no reply in Slack).
 
 from __future__ import annotations
 
-import base64
-import importlib.util
 import json
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,7 +31,7 @@ from fault_responder.incident_actions import ActionKind, IncidentAction, Via, pa
 from fault_responder.interactive import IncidentButton, Permissions
 from fault_responder.slack_actions import SlackActions
 from sandbox.standins import DEFAULT_SLACK_TOKEN, ONCALL_GROUP, SLACK_SIGNING_SECRET, StandIns, signed_click
-from tests.conftest import ROOT
+from tests.integration.function_urls import FunctionContext, function_url_event, load_app
 from tests.integration.tables import create_incidents_table
 
 TABLE = "incidents"
@@ -47,51 +44,7 @@ TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAf-sandbox-task-token-" + "x" * 40  # nosec B10
 
 @cache
 def _app() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("slack_actions_app", ROOT / "functions/slack_actions/app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class _Context:
-    function_name = "SlackActionsFunction"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:SlackActionsFunction"
-    memory_limit_in_mb = 256
-    log_group_name = "/aws/lambda/SlackActionsFunction"
-    log_stream_name = "test"
-
-    def __init__(self) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 10_000
-
-
-def function_url_event(headers: dict[str, str], body: bytes, *, base64_body: bool = True) -> dict[str, Any]:
-    """A function URL request (payload format 2.0) as Lambda delivers it."""
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": "/",
-        "rawQueryString": "",
-        "headers": {**headers, "host": "abc.lambda-url.us-east-1.on.aws", "user-agent": "Slackbot 1.0"},
-        "requestContext": {
-            "accountId": "anonymous",
-            "apiId": "abc",
-            "domainName": "abc.lambda-url.us-east-1.on.aws",
-            "http": {"method": "POST", "path": "/", "protocol": "HTTP/1.1", "sourceIp": "198.51.100.1"},
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": "01/Dec/2026:01:00:00 +0000",
-            "timeEpoch": int(time.time() * 1000),
-        },
-        "body": base64.b64encode(body).decode() if base64_body else body.decode(),
-        "isBase64Encoded": base64_body,
-    }
+    return load_app("slack_actions")
 
 
 class Deployed:
@@ -124,7 +77,9 @@ class Deployed:
         return self.send(headers, body), headers, body
 
     def send(self, headers: dict[str, str], body: bytes) -> dict[str, Any]:
-        answer: dict[str, Any] = _app().lambda_handler(function_url_event(headers, body), _Context())
+        answer: dict[str, Any] = _app().lambda_handler(
+            function_url_event(headers, body), FunctionContext("SlackActionsFunction")
+        )
         return answer
 
     def items(self) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ container. Kept apart from fault_responder.bootstrap so the AlertRouter's cold s
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import cache
@@ -19,14 +18,10 @@ from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, SlackUserGroups, StepFunctionsTaskAnswers
 from fault_responder.envtypes import Names
+from fault_responder.function_url import RotatingSecret, fetch_json_secret
 from fault_responder.interactive import Permissions
 from fault_responder.observability import count, logger
 from fault_responder.slack_actions import RESPONSE_URL_PREFIX, SlackActions
-
-SECRET_CACHE_SECONDS = 300
-MIN_FORCED_REFRESH_SECONDS = 60.0
-"""A wrong signature re-reads the secret (it may have been rotated), at most this often: forged requests cannot
-turn into a flood of Secrets Manager calls."""
 
 
 class ActionsSettings(BaseModel):
@@ -71,34 +66,19 @@ class _SlackBotToken(BaseModel):
     bot_token: SecretStr
 
 
-class SigningSecret:
-    """The `signing_secret` field of the Slack secret, cached (Powertools parameters), re-read on demand at most
-    once a minute."""
+class SigningSecret(RotatingSecret[str]):
+    """The `signing_secret` field of the Slack secret (function_url.RotatingSecret: cached, re-read on demand at most
+    once a minute)."""
 
-    def __init__(
-        self, name: str, fetch: Callable[[str, bool], Any], monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._name = name
-        self._fetch = fetch
-        self._monotonic = monotonic
-        self._forced_at: float | None = None
-
-    def __call__(self, force: bool) -> str:
-        if force:
-            now = self._monotonic()
-            if self._forced_at is not None and now - self._forced_at < MIN_FORCED_REFRESH_SECONDS:
-                force = False
-            else:
-                self._forced_at = now
+    def read(self, value: Any) -> str:
         try:
-            secret = _SlackSigningSecret.model_validate(self._fetch(self._name, force))
+            secret = _SlackSigningSecret.model_validate(value)
         except ValidationError:
             raise RuntimeError("the Slack secret has no signing_secret field (docs/slack-actions.md)") from None
         return secret.signing_secret.get_secret_value()
 
 
-def _fetch_json_secret(name: str, force: bool) -> Any:
-    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
+_fetch_json_secret = fetch_json_secret
 
 
 def _bot_token(name: str) -> Callable[[], str]:

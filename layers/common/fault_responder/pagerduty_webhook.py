@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fault_responder.function_url import Answer
 from fault_responder.incident_actions import (
     MAX_BY,
     MAX_NOTE,
@@ -37,7 +38,7 @@ from fault_responder.incident_actions import (
     parse_action,
 )
 from fault_responder.interactive import BadRequest, Unauthorized, verify_pagerduty_request
-from fault_responder.slack_actions import ActionSink, Answer
+from fault_responder.slack_actions import ActionSink
 
 USER_AGENT = "user_reference"
 """`event.agent.type` when a person did it (in the web UI, the app, Slack's PagerDuty app, the REST API with a

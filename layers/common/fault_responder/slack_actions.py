@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from fault_responder.function_url import Answer
 from fault_responder.incident_actions import ActionKind, IncidentAction, Via
 from fault_responder.interactive import (
     ActionId,
@@ -75,15 +76,6 @@ class Replies(Protocol):
     def ephemeral(self, response_url: str, text: str) -> bool:
         """False when the reply did not arrive (a courtesy: the press's work is done either way)."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    status: int
-    body: str = ""
-
-    def as_function_url_response(self) -> dict[str, Any]:
-        return {"statusCode": self.status, "headers": {"Content-Type": "text/plain"}, "body": self.body}
 
 
 @dataclass(frozen=True, slots=True)

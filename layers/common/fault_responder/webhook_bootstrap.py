@@ -5,8 +5,7 @@ imports neither the router nor Slack's interactivity."""
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -14,13 +13,9 @@ from aws_lambda_powertools.utilities import parameters
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from fault_responder.adapters.action_queue import ActionQueue
+from fault_responder.function_url import RotatingSecret, fetch_json_secret
 from fault_responder.observability import count, logger
 from fault_responder.pagerduty_webhook import PagerDutyWebhook
-
-SECRET_CACHE_SECONDS = 300
-MIN_FORCED_REFRESH_SECONDS = 60.0
-"""A wrong signature re-reads the secret (it may have been rotated), at most this often: forged requests cannot
-turn into a flood of Secrets Manager calls."""
 
 
 class WebhookSettings(BaseModel):
@@ -48,34 +43,19 @@ class _WebhookSecrets(BaseModel):
     webhook_secrets: list[SecretStr] = Field(min_length=1, max_length=10)
 
 
-class WebhookSecrets:
+class WebhookSecrets(RotatingSecret[list[str]]):
     """The `webhook_secrets` field of the PagerDuty secret (one per webhook subscription, two while one is being
-    rotated), cached (Powertools parameters), re-read on demand at most once a minute."""
+    rotated; function_url.RotatingSecret: cached, re-read on demand at most once a minute)."""
 
-    def __init__(
-        self, name: str, fetch: Callable[[str, bool], Any], monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._name = name
-        self._fetch = fetch
-        self._monotonic = monotonic
-        self._forced_at: float | None = None
-
-    def __call__(self, force: bool) -> list[str]:
-        if force:
-            now = self._monotonic()
-            if self._forced_at is not None and now - self._forced_at < MIN_FORCED_REFRESH_SECONDS:
-                force = False
-            else:
-                self._forced_at = now
+    def read(self, value: Any) -> list[str]:
         try:
-            secret = _WebhookSecrets.model_validate(self._fetch(self._name, force))
+            secret = _WebhookSecrets.model_validate(value)
         except ValidationError:
             raise RuntimeError("the PagerDuty secret has no webhook_secrets list (docs/pagerduty-sync.md)") from None
-        return [value.get_secret_value() for value in secret.webhook_secrets]
+        return [item.get_secret_value() for item in secret.webhook_secrets]
 
 
-def _fetch_json_secret(name: str, force: bool) -> Any:
-    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
+_fetch_json_secret = fetch_json_secret
 
 
 @cache
