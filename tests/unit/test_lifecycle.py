@@ -564,3 +564,24 @@ def test_a_worker_that_read_before_the_root_was_posted_does_not_post_it_again() 
     # Then the root it did not know of is not posted again: the drain is a reply in its thread and an update
     slack = [s.action for s in channels.sent if s.service == "slack"]
     assert slack.count("post") == 1, slack
+
+
+def test_a_copy_of_an_event_read_before_the_root_was_posted_does_not_post_it_again() -> None:
+    # Given a fault and its drain, whose root could not be posted yet, as a worker with a copy of the drain reads
+    store, channels = _StaleOnce(), _FlakySlack()
+    service = AlertService(store, Router(load_routing("default.yaml")), ReceiverCourier(channels), lifecycle.Settings())
+    drain = load_event("state/draining-after-xid46.json")
+    channels.down = True
+    for event in (load_event("aws-docs/health-change-accelerated-compute-xid46.json"), drain):
+        with pytest.raises(DeliveryPendingError):
+            service.handle(event)
+    stale = store.load(INSTANCE)
+    # and another worker then posts the root and lets go of its lease
+    channels.down = False
+    service.reconcile(INSTANCE)
+    # When the copy (nothing new in it) is handled from what was read before: its worker takes the free lease
+    store.stale = stale
+    service.handle(drain)
+    # Then it delivers from the record as it is now, not as it read it: the root is not posted again
+    slack = [s.action for s in channels.sent if s.service == "slack"]
+    assert slack.count("post") == 1, slack

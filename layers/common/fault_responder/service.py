@@ -469,6 +469,7 @@ class AlertService:
         jobs: dict[str, Future[_Drained]] = {}
         for name, receiver in self.receivers.items():
             lease = held.get(name)
+            fresh = lease is not None
             if lease is None:
                 if not plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url):
                     continue
@@ -476,7 +477,9 @@ class AlertService:
                 if not self.store.take_lease(arn, candidate, self.epoch()):
                     continue  # its holder delivers this event's facts before it lets go
                 lease = candidate
-            jobs[name] = self._pool.submit(self._drain, name, receiver, lease, record, target)
+            # A lease taken with this worker's write comes with the record as that write left it; a lease taken
+            # afterwards may follow another holder's deliveries, which `record` (read earlier) does not show.
+            jobs[name] = self._pool.submit(self._drain, name, receiver, lease, record, target, fresh=fresh)
         return jobs
 
     def _instance_target(self, arn: str) -> _Target:
@@ -489,13 +492,27 @@ class AlertService:
         return self.derive_fleet(record) if isinstance(record, GroupRecord) else self.derive(record)
 
     def _drain(
-        self, name: str, receiver: Receiver, lease: Lease, record: InstanceRecord | GroupRecord, target: _Target
+        self,
+        name: str,
+        receiver: Receiver,
+        lease: Lease,
+        record: InstanceRecord | GroupRecord,
+        target: _Target,
+        *,
+        fresh: bool = True,
     ) -> _Drained:
-        """Send what `name` is missing until nothing is, then let go of its lease."""
+        """Send what `name` is missing until nothing is, then let go of its lease. Unless `record` is `fresh` (as
+        the write that took the lease left it), it is read again first: what was delivered before the lease was
+        taken is never delivered again."""
         drained = _Drained()
         local = record
         channel = "pagerduty" if receiver.pagerduty is not None else "slack"
         try:
+            if not fresh:
+                reread = target.load()
+                if reread is None:
+                    raise LeaseLostError(f"{record.arn} is gone")
+                local = reread
             while True:
                 view = target.derive(local)
                 steps = plan(name, receiver, view, local, dashboard_url=self.courier.dashboard_url)
