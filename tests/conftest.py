@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import fcntl
+import importlib.util
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -87,3 +90,14 @@ def checkout_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def load_app(function_dir: str) -> ModuleType:
+    """functions/<function_dir>/app.py, imported as Lambda imports a handler module."""
+    name = f"{function_dir}_app"
+    spec = importlib.util.spec_from_file_location(name, ROOT / "functions" / function_dir / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as Lambda imports it: pydantic resolves the annotations through it
+    spec.loader.exec_module(module)
+    return module

@@ -1,28 +1,16 @@
-"""Calling a function behind a Lambda function URL as Lambda does: its handler module loaded from functions/, a
-payload format 2.0 request event, and a Lambda context."""
+"""Calling a function behind a Lambda function URL as Lambda does: its handler module loaded from functions/
+(tests.conftest.load_app), a payload format 2.0 request event, and a Lambda context."""
 
 from __future__ import annotations
 
 import base64
-import importlib.util
-import sys
 import time
 import uuid
-from types import ModuleType
 from typing import Any
 
-from tests.conftest import ROOT
+from tests.conftest import load_app
 
-
-def load_app(function_dir: str) -> ModuleType:
-    """functions/<function_dir>/app.py, imported as Lambda imports a handler module."""
-    name = f"{function_dir}_app"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "functions" / function_dir / "app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as Lambda imports it: pydantic resolves the annotations through it
-    spec.loader.exec_module(module)
-    return module
+__all__ = ["FunctionContext", "function_url_event", "load_app"]
 
 
 class FunctionContext:

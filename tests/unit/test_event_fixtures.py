@@ -9,10 +9,8 @@ names, and env.json only overrides what the template declares, pointing Slack an
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
-import sys
 import uuid
 from collections import defaultdict
 from datetime import datetime
@@ -36,6 +34,7 @@ from fault_responder.models.events import (
 )
 from sandbox import serve_standins
 from sandbox.standins import StandIns
+from tests.conftest import load_app
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"
@@ -552,12 +551,7 @@ def documented_inputs() -> list[tuple[list[str], str, bool]]:
 
 
 def _resume_app() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("resume_training_app", REPO / "functions/resume_training/app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as Lambda imports it: pydantic resolves the annotations through it
-    spec.loader.exec_module(module)
-    return module
+    return load_app("resume_training")
 
 
 def _first_state_payload(execution_input: Any) -> dict[str, Any]:

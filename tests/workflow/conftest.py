@@ -40,10 +40,10 @@ from fault_responder.routing import Router, load_routing
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from sandbox.template import Resolver, StackIdentity, Template, load_template, resolve_parameters
+from tests.conftest import load_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "resume_training.asl.json"
-APP = ROOT / "functions" / "resume_training" / "app.py"
 TRAINING = ROOT / "training"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -71,12 +71,7 @@ import fault_responder_checkpoint as checkpoint_helper  # noqa: E402 - the train
 
 @functools.cache
 def _load_app() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("resume_training_app", APP)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as Lambda imports it: pydantic resolves the annotations through it
-    spec.loader.exec_module(module)
-    return module
+    return load_app("resume_training")
 
 
 class _Attributes:
