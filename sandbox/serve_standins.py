@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
+import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -24,13 +24,27 @@ CONTAINER_HOST = "host.docker.internal"
 _POLL_SECONDS = 0.2
 
 
-def serve(host: str, port: int, out: TextIO, stop: threading.Event) -> None:
-    """Serve until `stop` is set, printing each request as it arrives."""
+class StopRequest:
+    """Set by a signal handler, read by the serving loop. A plain attribute on purpose: a handler runs in the main
+    thread between any two bytecodes, so one that took a lock (`threading.Event.set`) while the loop held the same
+    lock (inside `Event.wait`) would wait on itself forever. A terminal's Ctrl-C, or `kill` of a `make standins`
+    whose make forwards the signal to its child, can deliver the signal twice in a row and hit exactly that."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def handle(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+
+def serve(host: str, port: int, out: TextIO, stop: StopRequest) -> None:
+    """Serve until `stop` is requested, printing each request as it arrives."""
     stand_ins = StandIns(faults=StandIns.faults_from_env(os.environ)).start(host, port)
     _banner(host, port, out)
     seen = 0
     try:
-        while not stop.wait(_POLL_SECONDS):
+        while not stop.requested:
+            time.sleep(_POLL_SECONDS)  # a signal's handler runs here; the next check sees its flag
             seen = _print_new(stand_ins.requests, seen, out)
     finally:
         stand_ins.stop()
@@ -41,9 +55,9 @@ def serve(host: str, port: int, out: TextIO, stop: threading.Event) -> None:
 def serve_until_interrupted(host: str, port: int, out: TextIO) -> int:
     """The command: serve until Ctrl-C or SIGTERM. Either stops it cleanly (exit status 0), even when this
     process was started with SIGINT ignored, as a shell does for a background job."""
-    stop = threading.Event()
+    stop = StopRequest()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, stop.handle)
     serve(host, port, out, stop)
     return 0
 

@@ -155,3 +155,34 @@ def test_ctrl_c_stops_the_stand_ins_cleanly(started_in_background: bool) -> None
         server.wait_for("stopped after 0 request(s)")
     finally:
         server.stop()
+
+
+# Python runs a signal's handler in the main thread between any two lines; this runs the stand-ins' own handler
+# there at every line of the main thread once it is installed: a second Ctrl-C, or make forwarding the SIGTERM the
+# whole process group had just received, may land anywhere, also inside the serving loop's own wait.
+_SIGNAL_AT_EVERY_LINE = """
+import signal, sys
+from sandbox import serve_standins
+
+def at_every_line(frame, event, arg):
+    handler = signal.getsignal(signal.SIGTERM)
+    if event == "line" and callable(handler):
+        handler(signal.SIGTERM, frame)
+    return at_every_line
+
+sys.settrace(at_every_line)
+sys.exit(serve_standins.serve_until_interrupted("127.0.0.1", 0, sys.stdout))
+"""
+
+
+def test_a_stop_signal_landing_anywhere_in_the_serving_loop_stops_the_stand_ins() -> None:
+    # Given the stand-ins whose stop handler runs between every two lines of their main thread
+    command = [sys.executable, "-c", _SIGNAL_AT_EVERY_LINE]
+
+    # When they run
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=False)
+
+    # Then they stop at once, cleanly, instead of waiting on a lock their own loop holds
+    assert done.returncode == 0, done.stderr
+    assert BANNER in done.stdout
+    assert "stopped after 0 request(s)" in done.stdout
