@@ -84,13 +84,14 @@ def xid46() -> dict[str, Any]:
 
 def test_the_aws_xid46_sample_pages_once_critical_and_posts_one_slack_root(xid46: dict[str, Any]) -> None:
     report = run([xid46])
-    assert calls(report) == [("slack", "chat.postMessage", 200), ("pagerduty", "enqueue", 202)]
+    # Slack and PagerDuty are delivered to from their own threads: in either order
+    assert sorted(calls(report)) == [("pagerduty", "enqueue", 202), ("slack", "chat.postMessage", 200)]
     [trigger] = pagerduty_bodies(report)
     assert trigger["event_action"] == "trigger"
     assert trigger["payload"]["severity"] == "critical"
     assert trigger["dedup_key"] == "my-cluster/a1b2c3d4EXAMPLE/ACCELERATED_COMPUTE"
     assert "XID 46" in trigger["payload"]["summary"]
-    [root] = report["requests"][:1]
+    [root] = [request for request in report["requests"] if request["service"] == "slack"]
     assert "thread_ts" not in root["body"]
 
 
