@@ -61,3 +61,51 @@ def test_a_file_that_is_not_a_report_is_refused_with_the_reason(
     path.write_text("[1, 2]", encoding="utf-8")
     assert cli(["status", "--report", str(path)]) == 2
     assert "is not a sandbox report" in capsys.readouterr().err
+
+
+def _open_incident(fingerprint: str, **people: object) -> dict[str, object]:
+    return {
+        "id": f"{fingerprint}@1",
+        "fingerprint": fingerprint,
+        "status": "OPEN",
+        "classification": {"severity": "critical", "title": "XID 79: GPU has fallen off the bus"},
+        "phase": "IMPAIRED",
+        "opened_at": "2026-08-27T14:03:00+00:00",
+        **people,
+    }
+
+
+def test_status_says_who_is_on_it_and_prints_no_control_characters_from_their_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a report: one incident acknowledged from Slack by a name carrying a terminal escape, one reassigned in
+    # PagerDuty, one nobody touched
+    at = "2026-08-27T14:10:00+00:00"
+    report = {
+        "incidents": [
+            _open_incident("c/a/ACCELERATED_COMPUTE", acknowledged={"by": "eve\x1b[2J", "at": at, "via": "slack"}),
+            _open_incident(
+                "c/b/ACCELERATED_COMPUTE",
+                assigned={"by": "Jane Doe", "at": at, "via": "pagerduty", "note": "to Ana Lopez"},
+            ),
+            _open_incident("c/c/ACCELERATED_COMPUTE", acknowledged=None),
+        ]
+    }
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+
+    # When status reads it, as text and as JSON
+    assert cli(["status", "--report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert cli(["status", "--report", str(path), "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+
+    # Then each says who acknowledged and to whom PagerDuty assigned it, without the escape
+    assert "c/a/ACCELERATED_COMPUTE: acknowledged by eve?[2J from Slack at 2026-08-27 14:10Z" in out
+    assert "c/b/ACCELERATED_COMPUTE: reassigned in PagerDuty to Ana Lopez by Jane Doe at 2026-08-27 14:10Z" in out
+    assert "\x1b" not in out
+    assert "c/c/ACCELERATED_COMPUTE:" not in out
+    rows = {row["fingerprint"]: row for row in view["incidents"]}
+    assert rows["c/a/ACCELERATED_COMPUTE"]["acknowledged"] == {"by": "eve?[2J", "via": "slack", "at": at, "note": None}
+    assert rows["c/b/ACCELERATED_COMPUTE"]["assigned"]["note"] == "to Ana Lopez"
+    assert rows["c/c/ACCELERATED_COMPUTE"]["acknowledged"] is None

@@ -10,7 +10,7 @@ from fault_responder.record import ActionFact
 
 MAX_TIMELINE = 100
 
-_VIA = {"slack": "from Slack", "pagerduty": "in PagerDuty"}
+VIA = {"slack": "from Slack", "pagerduty": "in PagerDuty"}
 _ACTION_PHASES = {
     "acknowledge": "ACKNOWLEDGED",
     "unacknowledge": "UNACKNOWLEDGED",
@@ -35,7 +35,7 @@ def apply_actions(incident: Incident, actions: Iterable[ActionFact], *, may_clos
         if incident.closed_at is not None and action.at >= incident.closed_at:
             continue
         person = PersonAction(action.by, action.at, action.via, action.note)
-        where = _VIA.get(action.via, action.via)
+        where = VIA.get(action.via, action.via)
         text: str | None = None
         if action.kind == "resolve" and not may_close:
             # A fleet incident closes when its members recover: closing it by hand would let each member page.

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fault_responder.domain import Incident
+from fault_responder.domain import Incident, PersonAction
+from fault_responder.people import VIA
 from fault_responder.silences import Silence
 
 RECENT_RESUMES = timedelta(hours=24)
@@ -30,6 +31,8 @@ def incident_row(incident: Incident) -> dict[str, Any]:
         "opened_at": _iso(incident.opened_at),
         "fleet_id": incident.fleet_id,
         "quiet": dict(sorted(incident.muted.items())),
+        "acknowledged": _person(incident.acknowledged),
+        "assigned": _person(incident.assigned),
     }
     if incident.fleet is not None:
         row["members_open"] = len(incident.fleet.open_members)
@@ -86,6 +89,8 @@ def from_report(report: Mapping[str, Any], silences: Iterable[Silence], now: dat
             "opened_at": item["opened_at"],
             "fleet_id": item.get("fleet_id"),
             "quiet": dict(sorted((item.get("muted") or {}).items())),
+            "acknowledged": _person_from_report(item.get("acknowledged")),
+            "assigned": _person_from_report(item.get("assigned")),
         }
         if fleet:
             members = fleet.get("members") or []
@@ -120,6 +125,7 @@ def render(view: Mapping[str, Any]) -> str:
     lines.append(f"Open incidents: {len(incidents)}")
     lines.extend(_table(("SEVERITY", "INCIDENT", "PHASE", "OPENED", "TITLE"), _incident_cells(incidents)))
     lines.extend(_quiet_lines(incidents))
+    lines.extend(_people_lines(incidents))
     fleets = view["fleets"]
     lines += ["", f"Open fleet incidents: {len(fleets)}"]
     cells: list[tuple[str, ...]] = [
@@ -134,6 +140,7 @@ def render(view: Mapping[str, Any]) -> str:
     ]
     lines.extend(_table(("SEVERITY", "FLEET", "MEMBERS", "OPENED", "TITLE"), cells))
     lines.extend(_quiet_lines(fleets))
+    lines.extend(_people_lines(fleets))
     silences = view["silences"]
     lines += ["", f"Silences, active and pending: {len(silences)}"]
     cells = [
@@ -166,6 +173,51 @@ def _quiet_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         for receiver, reason in row["quiet"].items():
             lines.append(f"    {row['fingerprint']}: quiet for {receiver}: {reason}")
     return lines
+
+
+def _people_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Who is on it: who acknowledged it (from Slack or in PagerDuty), and PagerDuty's last assignment."""
+    lines = []
+    for row in rows:
+        acknowledged, assigned = row.get("acknowledged"), row.get("assigned")
+        if acknowledged:
+            where = VIA.get(acknowledged["via"], acknowledged["via"])
+            lines.append(
+                f"    {row['fingerprint']}: acknowledged by {acknowledged['by']} {where}"
+                f" at {_short(acknowledged['at'])}"
+            )
+        if assigned:
+            where = VIA.get(assigned["via"], assigned["via"])
+            to = f" {assigned['note']}" if assigned.get("note") else ""
+            lines.append(
+                f"    {row['fingerprint']}: reassigned {where}{to} by {assigned['by']} at {_short(assigned['at'])}"
+            )
+    return lines
+
+
+def _person(action: PersonAction | None) -> dict[str, Any] | None:
+    if action is None:
+        return None
+    return {"by": _printable(action.by), "via": action.via, "at": _iso(action.at), "note": _printable(action.note)}
+
+
+def _person_from_report(item: Any) -> dict[str, Any] | None:
+    if not isinstance(item, Mapping) or not item.get("by"):
+        return None
+    return {
+        "by": _printable(item["by"]),
+        "via": str(item.get("via") or ""),
+        "at": item.get("at"),
+        "note": _printable(item.get("note")),
+    }
+
+
+def _printable(text: Any) -> Any:
+    """A person's name comes from Slack or PagerDuty: no control characters (a terminal's escapes) reach the
+    terminal from it."""
+    if text is None:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in str(text))
 
 
 def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
