@@ -496,7 +496,7 @@ class _Run:
         """(channel id, root ts, value) of the newest root with the button, of `instance`'s incident when named."""
         wanted = world.instance(instance).container_instance_arn.rsplit("/", 1)[-1] if instance else None
         with layer_on_path(self.sandbox.stack):
-            from fault_responder.interactive import BadRequest, IncidentButton  # noqa: PLC0415 - the stack's layer
+            from fault_responder.buttons import BadRequest, IncidentButton  # noqa: PLC0415 - the stack's layer
 
             for channel_id, ts, value in self.sandbox.standins.buttons(action_id):
                 try:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import requests
 
+from fault_responder.buttons import IncidentButton
 from fault_responder.incident_actions import IncidentAction
-from fault_responder.interactive import IncidentButton, Unauthorized, verify_pagerduty_request
+from fault_responder.interactive import Unauthorized, verify_pagerduty_request
 from fault_responder.pagerduty_webhook import action_for, parse_webhook
 from sandbox.errors import SandboxError
 from sandbox.expectations import check, pagerduty_alerts, pagerduty_requests

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fault_responder.buttons import BadRequest, IncidentButton
 from fault_responder.incident_actions import (
     ACTIONS_SOURCE,
     ActionKind,
@@ -21,7 +22,6 @@ from fault_responder.incident_actions import (
     is_action,
     parse_action,
 )
-from fault_responder.interactive import BadRequest, IncidentButton
 from fault_responder.record import InstanceRecord, ReportedAction, action_incident
 from fault_responder.serialization import (
     apply_instance_facts,

@@ -11,13 +11,11 @@ from urllib.parse import urlencode
 
 import pytest
 
+from fault_responder.buttons import ActionId, BadRequest, approval_id
 from fault_responder.interactive import (
-    ActionId,
-    BadRequest,
     Click,
     Permissions,
     Unauthorized,
-    approval_id,
     parse_click,
     verify_pagerduty_request,
     verify_slack_request,

@@ -13,8 +13,9 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.action_queue import ActionQueue
+from fault_responder.buttons import BadRequest
 from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
-from fault_responder.interactive import BadRequest, pagerduty_signature
+from fault_responder.interactive import pagerduty_signature
 from fault_responder.pagerduty_webhook import Ignored, PagerDutyWebhook, action_for, parse_webhook
 from fault_responder.webhook_bootstrap import WebhookSecrets, WebhookSettings
 

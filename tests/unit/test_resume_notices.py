@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from fault_responder.buttons import approval_id
 from fault_responder.checkpoints import SkippedFolder, SkipReason
 from fault_responder.domain import Severity
-from fault_responder.interactive import approval_id
 from fault_responder.resume.budget import Ledger, plan_job
 from fault_responder.resume.config import Mode, ResumeConfig
 from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo, Quarantine

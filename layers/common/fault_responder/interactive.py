@@ -27,9 +27,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
-from fault_responder.buttons import MAX_VALUE, ActionId, BadRequest, IncidentButton, approval_id
-
-__all__ = ["MAX_VALUE", "ActionId", "BadRequest", "IncidentButton", "approval_id"]
+from fault_responder.buttons import MAX_VALUE, ActionId, BadRequest
 
 SLACK_VERSION = "v0"
 MAX_SKEW_SECONDS = 5 * 60

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fault_responder.buttons import BadRequest
 from fault_responder.function_url import Answer
 from fault_responder.incident_actions import (
     MAX_BY,
@@ -37,7 +38,7 @@ from fault_responder.incident_actions import (
     Via,
     parse_action,
 )
-from fault_responder.interactive import BadRequest, Unauthorized, verify_pagerduty_request
+from fault_responder.interactive import Unauthorized, verify_pagerduty_request
 from fault_responder.slack_actions import ActionSink
 
 USER_AGENT = "user_reference"

@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from fault_responder.buttons import ActionId, BadRequest, IncidentButton
 from fault_responder.function_url import Answer
 from fault_responder.incident_actions import ActionKind, IncidentAction, Via
 from fault_responder.interactive import (
-    ActionId,
-    BadRequest,
     Click,
     GroupMembers,
-    IncidentButton,
     Permissions,
     Unauthorized,
     parse_click,

@@ -213,7 +213,7 @@ def _where(action: PersonAction) -> str:
 def incident_buttons(incident: Incident, *, fleet_record: str | None = None) -> list[dict[str, Any]]:
     """An open incident's buttons (SlackActionsFunction answers them, docs/slack-actions.md): Acknowledge until
     someone has, Resolve (with a confirmation: it closes the incident for everyone), Silence 1 h and 4 h. Each
-    carries the record and the incident (interactive.IncidentButton). A fleet incident (`fleet_record`: its group's
+    carries the record and the incident (buttons.IncidentButton). A fleet incident (`fleet_record`: its group's
     record) has Acknowledge only: it closes when its members recover, and silences name what they match."""
     if not incident.is_open:
         return []
