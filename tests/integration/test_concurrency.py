@@ -181,8 +181,9 @@ def test_a_storm_handled_by_parallel_workers_pages_once_as_a_fleet(
     # member list), run here with its clock a minute ahead
     sweep_a_minute_later(world["environment"], monkeypatch)
 
-    # Then PagerDuty opened three alerts: the two instances that failed before the threshold was crossed, and
-    # the fleet incident; Slack got three roots; every instance is in the fleet incident's page
+    # Then PagerDuty opened one alert for the fleet incident and at most one for each instance whose fault was seen
+    # before the threshold was (two: the workers may have written more members than that before any looked); Slack
+    # got a root for each of them; every instance is in the fleet incident's page
     opened = [
         request["body"]["dedup_key"]
         for request in standins.requests
@@ -200,9 +201,9 @@ def test_a_storm_handled_by_parallel_workers_pages_once_as_a_fleet(
         if isinstance(request["body"], dict) and str(request["body"].get("dedup_key", "")).startswith("fleet/storm/")
     ]
     print(f"storm of 40 x 3 reports, 4 workers: {len(opened)} alerts opened, {len(roots)} roots, {conflicts} retries")
-    assert len(opened) == 3 and len(set(opened)) == 3
+    assert len(opened) <= 3 and len(set(opened)) == len(opened)
     assert sum(key.startswith("fleet/") for key in opened) == 1
-    assert len(roots) == 3
+    assert len(roots) == len(opened)
     members = {member["ec2_instance_id"] for member in fleet_pages[-1]["payload"]["custom_details"]["members"]}
     assert members == {f"i-0{number:016x}" for number in range(40)}
 

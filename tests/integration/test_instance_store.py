@@ -16,7 +16,15 @@ from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, instance_pk
 from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
-from fault_responder.fleet import group_arn
+from fault_responder.fleet import (
+    GroupRecord,
+    JournalEntry,
+    MemberWrite,
+    Told,
+    closed_identity,
+    group_arn,
+    opened_identity,
+)
 from fault_responder.record import (
     Delivery,
     EventFacts,
@@ -271,32 +279,138 @@ def test_a_pagerduty_dedup_key_leads_back_to_its_record(store: DynamoDBInstanceS
     assert int(item["Item"]["expires_at"]["N"]) > time.time() + 80 * 86400  # kept as long as an open record
 
 
-def test_actions_on_a_fleet_incident_are_written_with_its_identities_and_move_the_group_version(
-    store: DynamoDBInstanceStore,
-) -> None:
-    group = (("cluster", "gpu"), ("capacity_provider", "p5"), ("check_type", "ACCELERATED_COMPUTE"))
-    member = FleetMember(
-        INSTANCE,
-        "gpu/abc123/ACCELERATED_COMPUTE@x",
-        AT,
-        None,
+GROUP = (("cluster", "gpu"), ("capacity_provider", "p5"), ("check_type", "ACCELERATED_COMPUTE"))
+
+
+def a_member(number: int, *, minutes: int = 0, version: int = 1, closed: bool = False) -> FleetMember:
+    arn = f"{ARN}{number:04d}"
+    instance = dataclasses.replace(INSTANCE, container_instance_arn=arn, ec2_instance_id=f"i-{number:04d}")
+    opened = AT + timedelta(minutes=minutes)
+    return FleetMember(
+        instance,
+        f"gpu/{number}/ACCELERATED_COMPUTE@{opened.isoformat()}",
+        opened,
+        opened + timedelta(minutes=30) if closed else None,
         Severity.CRITICAL,
         FaultClass.XID_CRITICAL,
         "XID 79",
         79,
-        "IMPAIRED",
-        1,
+        "RESOLVED" if closed else "IMPAIRED",
+        version,
     )
-    stored = store.put_member(group_arn(group), group, INSTANCE, ARN, member)
-    stored.incidents = [KnownIncident("fleet:fleet/gpu/p5/ACCELERATED_COMPUTE@t", "FLEET", AT)]
-    stored = store.commit_fleets(stored)
+
+
+def put(store: DynamoDBInstanceStore, member: FleetMember) -> MemberWrite:
+    return store.put_member(group_arn(GROUP), GROUP, INSTANCE, member.instance.container_instance_arn, member)
+
+
+def a_fleet(store: DynamoDBInstanceStore, members: int = 3) -> GroupRecord:
+    for number in range(members):
+        put(store, a_member(number, minutes=number))
+    head = GroupRecord(group_arn(GROUP), GROUP, INSTANCE)
+    founding = store.open_members(head.arn, AT - timedelta(minutes=10), limit=100)
+    head.incidents = [opened_identity(head, AT + timedelta(minutes=2), timedelta(minutes=10), founding, AT)]
+    head.open_fleet, head.joined = head.incidents[0].id, len(founding)
+    return store.commit_fleets(head)
+
+
+def test_a_member_is_written_over_an_older_version_only_and_listed_while_it_is_open(
+    store: DynamoDBInstanceStore, dynamodb: Any
+) -> None:
+    # Given a member written at version 2
+    assert put(store, a_member(1, version=2)).written
+    # When an older version of it arrives, Then it is not written, and what is stored comes back
+    older = put(store, a_member(1, version=1, closed=True))
+    assert not older.written and older.stored.is_open and older.stored.version == 2
+    # When a newer version closes it, Then it is written, and it is no longer listed as open
+    newer = put(store, a_member(1, version=3, closed=True))
+    assert newer.written and newer.previous is not None and newer.previous.is_open
+    assert store.open_members(group_arn(GROUP), AT - timedelta(days=1), limit=10) == []
+    assert store.count_open(group_arn(GROUP), AT - timedelta(days=1)) == 0
+    # And the group's partition holds the member and nothing else (no head until a fleet incident opens)
+    items = dynamodb.scan(TableName=TABLE)["Items"]
+    assert [item["sk"]["S"][:2] for item in items] == ["M#"]
+
+
+def test_open_members_are_read_by_the_moment_they_opened_bounded_and_counted(store: DynamoDBInstanceStore) -> None:
+    for number in range(30):
+        put(store, a_member(number, minutes=number))
+    arn = group_arn(GROUP)
+    window = store.open_members(arn, AT + timedelta(minutes=10), AT + timedelta(minutes=14), limit=100)
+    assert [m.instance.ec2_instance_id for m in window] == [f"i-{n:04d}" for n in range(10, 15)]
+    assert len(store.open_members(arn, AT, limit=7)) == 7
+    assert store.count_open(arn, AT + timedelta(minutes=20)) == 10
+
+
+def test_a_member_that_reopens_is_listed_once_by_its_new_opening(store: DynamoDBInstanceStore, dynamodb: Any) -> None:
+    put(store, a_member(1, minutes=0, version=1))
+    put(store, a_member(1, minutes=40, version=5))  # the instance's next incident of the check
+    arn = group_arn(GROUP)
+    [listed] = store.open_members(arn, AT - timedelta(days=1), limit=10)
+    assert listed.opened_at == AT + timedelta(minutes=40) and listed.version == 5
+    assert sum(item["sk"]["S"].startswith("O#") for item in dynamodb.scan(TableName=TABLE)["Items"]) == 1
+
+
+def test_what_the_thread_was_told_of_a_member_carries_over_while_it_is_the_same_incident(
+    store: DynamoDBInstanceStore,
+) -> None:
+    head = a_fleet(store)
+    first = a_member(0)
+    assert store.mark_member(head.arn, first, fleet=head.incidents[0].id, told=Told.FOUNDING)
+    # A newer report of the same fault keeps it; its next fault is a new member
+    kept = put(store, dataclasses.replace(first, version=2, phase="DRAINING")).stored
+    assert (kept.fleet, kept.told) == (head.incidents[0].id, "FOUNDING")
+    later = put(store, a_member(0, minutes=90, version=3)).stored
+    assert (later.fleet, later.told) == (None, None)
+    # and a mark for an incident the member no longer shows is refused
+    assert not store.mark_member(head.arn, first, fleet=head.incidents[0].id, told=Told.LEFT)
+
+
+def test_the_journal_is_numbered_by_the_head_for_the_open_fleet_only(store: DynamoDBInstanceStore) -> None:
+    head = a_fleet(store)
+    fleet = head.incidents[0].id
+    after = store.advance(head.arn, fleet, joined=True)
+    assert after is not None and (after.journal_seq, after.joined, after.version) == (1, 4, head.version + 1)
+    store.append_journal(head.arn, JournalEntry(1, fleet, Told.JOINED, a_member(9), AT, time.time()))
+    assert store.advance(head.arn, "fleet:another@x", joined=True) is None
+    assert [e.seq for e in store.journal(head.arn, 0, limit=10)] == [1]
+    assert store.journal(head.arn, 1, limit=10) == []
+
+
+def test_a_fleet_incident_closes_only_if_nobody_joined_since_the_closer_looked(store: DynamoDBInstanceStore) -> None:
+    head = a_fleet(store)
+    fleet = head.incidents[0]
+    looked = store.load_group(head.arn)
+    assert looked is not None and looked.open_fleet == fleet.id
+    # Given a member that joins after the closer looked
+    assert store.advance(head.arn, fleet.id, joined=True) is not None
+    # When the closer writes the close, Then it is refused
+    looked.incidents = [closed_identity(looked, fleet, AT + timedelta(hours=1))]
+    looked.open_fleet = None
+    with pytest.raises(ConcurrentUpdateError):
+        store.commit_fleets(looked, expected_version=looked.version)
+    # and from what it reads again it closes, and the fleet takes no more members
+    again = store.load_group(head.arn)
+    assert again is not None
+    again.incidents = [closed_identity(again, fleet, AT + timedelta(hours=1))]
+    again.open_fleet = None
+    closed = store.commit_fleets(again, expected_version=again.version, listed=True)
+    assert closed.open_fleet is None and closed.incidents[0].members == 4
+    assert store.advance(head.arn, fleet.id, joined=True) is None
+
+
+def test_actions_on_a_fleet_incident_are_written_with_its_identities_and_move_the_group_version(
+    store: DynamoDBInstanceStore,
+) -> None:
+    stored = a_fleet(store)
     pressed = ReportedAction("slack:f1", "acknowledge", "slack", "Jane", AT, incident=stored.incidents[0].id)
     assert stored.add_action(pressed)
 
     committed = store.commit_fleets(stored, acted=True)
 
-    loaded = store.load_group(group_arn(group))
+    loaded = store.load_group(group_arn(GROUP))
     assert loaded is not None and loaded.actions == committed.actions == stored.actions
     assert loaded.version == stored.version + 1  # a lease holder reads the group again before it lets go
+    assert loaded.joined == 3  # the live member count is not written over by an action
     with pytest.raises(ConcurrentUpdateError):
         store.commit_fleets(stored)  # written from what was read before the action: refused

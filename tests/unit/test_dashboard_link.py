@@ -57,7 +57,9 @@ def a_fleet() -> Incident:
         phase="IMPAIRED",
         version=1,
     )
-    fleet = FleetSummary(group=(("capacity_provider", "p5"),), members=(member,), threshold=3, window_minutes=5)
+    fleet = FleetSummary(
+        group=(("capacity_provider", "p5"),), threshold=3, window_minutes=5, total=1, open=1, listed=(member,)
+    )
     return dataclasses.replace(incident, id="fleet/p5@1", fingerprint="fleet/p5", fleet=fleet)
 
 

@@ -92,10 +92,12 @@ class World:
 
     def slack_text(self) -> str:
         posted = "\n".join(s.text for s in self.channels.sent if s.service == "slack")
-        group = self.store.load_group(group_arn(GROUP))
+        return posted
+
+    def fleets(self) -> list[Any]:
+        group = self.service.load_fleets(group_arn(GROUP))
         assert group is not None
-        fleet = self.service.derive_fleet(group)
-        return posted + "\n".join(str(i.fleet.members) for i in fleet.incidents if i.fleet)
+        return self.service.derive_fleet(group).incidents
 
 
 def storm(size: int, reports: int = 3) -> list[dict[str, Any]]:
@@ -125,10 +127,10 @@ def test_a_storm_of_a_hundred_instances_pages_once_and_names_every_instance() ->
     # Then on-call got the first instances' own pages and one fleet incident, no more
     assert world.pages_opened() <= 5
     assert len(world.roots()) <= 10
-    group = world.store.load_group(group_arn(GROUP))
-    assert group is not None and len(group.members) == 100
-    [fleet] = world.service.derive_fleet(group).incidents
-    assert fleet.is_open and fleet.fleet is not None and len(fleet.fleet.members) == 100
+    assert world.store.count_open(group_arn(GROUP), START - timedelta(days=1)) == 100
+    [fleet] = world.fleets()
+    assert fleet.is_open and fleet.fleet is not None
+    assert (fleet.fleet.total, fleet.fleet.open, len(fleet.fleet.listed)) == (100, 100, 100)
     # and every instance is named in what Slack received (the fleet root or its thread) or had its own page
     slack = "\n".join(s.body for s in world.channels.sent if s.service == "slack")
     paged_alone = {s.target for s in world.channels.sent if s.service == "pagerduty" and "fleet" not in s.target}
@@ -143,9 +145,7 @@ def test_a_fleet_incident_resolves_when_every_member_recovered_or_left() -> None
         world.service.handle(event)
     for number in range(5):
         world.service.handle(report(number, "OK", START + timedelta(minutes=4, seconds=number)))
-    group = world.store.load_group(group_arn(GROUP))
-    assert group is not None
-    [fleet] = world.service.derive_fleet(group).incidents
+    [fleet] = world.fleets()
     assert fleet.status == "CLOSED"
     fleet_pages = [s for s in world.channels.sent if s.service == "pagerduty" and s.target.startswith("fleet/")]
     # (a trigger again as the fleet grows is an update of its one alert, not another alert)
@@ -157,8 +157,7 @@ def test_two_faults_below_the_threshold_are_two_ordinary_incidents() -> None:
     for event in storm(2, reports=1):
         world.service.handle(event)
     assert world.pages_opened() == 2
-    group = world.store.load_group(group_arn(GROUP))
-    assert group is not None and world.service.derive_fleet(group).incidents == []
+    assert world.store.load_group(group_arn(GROUP)) is None  # no fleet incident: nothing but the members
 
 
 def test_the_fleet_is_the_same_whatever_order_its_members_arrive_in() -> None:
@@ -169,12 +168,10 @@ def test_the_fleet_is_the_same_whatever_order_its_members_arrive_in() -> None:
         random.Random(seed).shuffle(events)
         for event in events:
             world.service.handle(event)
-        group = world.store.load_group(group_arn(GROUP))
-        assert group is not None
-        [fleet] = world.service.derive_fleet(group).incidents
+        [fleet] = world.fleets()
         assert fleet.fleet is not None
         # (its id is anchored where it was first known, as an instance's incident is; what it is does not vary)
-        summaries.add((fleet.opened_at, len(fleet.fleet.members), fleet.status, fleet.classification))
+        summaries.add((fleet.opened_at, fleet.fleet.total, fleet.status, fleet.classification))
         assert world.pages_opened() == 3  # the two members before the threshold, and the fleet
     assert len(summaries) == 1
 
@@ -191,11 +188,9 @@ def test_faults_at_the_same_moment_are_each_a_member_once() -> None:
             world.service.handle(report(number, "IMPAIRED", START, copy))
 
     # Then the fleet names each instance once, and counts five
-    group = world.store.load_group(group_arn(GROUP))
-    assert group is not None
-    [fleet] = world.service.derive_fleet(group).incidents
+    [fleet] = world.fleets()
     assert fleet.fleet is not None
-    arns = [member.instance.container_instance_arn for member in fleet.fleet.members]
+    arns = [member.instance.container_instance_arn for member in fleet.fleet.listed]
     assert sorted(arns) == [instance_arn(number) for number in range(5)]
     assert "5 instances" in fleet.classification.title
 
@@ -206,9 +201,7 @@ def test_faults_at_the_same_moment_are_each_a_member_once() -> None:
 def _fleet_action(kind: str, key: str, world: World, **fields: Any) -> dict[str, Any]:
     from fault_responder.incident_actions import ActionKind, IncidentAction, Via  # noqa: PLC0415
 
-    group = world.store.load_group(group_arn(GROUP))
-    assert group is not None
-    [fleet] = world.service.derive_fleet(group).incidents
+    [fleet] = world.fleets()
     via = Via(fields.pop("via", "slack"))
     named = {"record": group_arn(GROUP), "incident": fleet.id} if via is Via.SLACK else {"dedup_key": fleet.dedup_key}
     action = IncidentAction(
@@ -257,9 +250,7 @@ def test_a_fleet_root_offers_acknowledge_only_and_a_resolve_in_pagerduty_keeps_t
     assert "Resolve" not in buttons and "Silence 1 h" not in buttons
     world.channels.sent.clear()
     world.service.handle(_fleet_action("resolve", "e1", world, via="pagerduty"))
-    group = world.store.load_group(group_arn(GROUP))
-    assert group is not None
-    [fleet] = world.service.derive_fleet(group).incidents
+    [fleet] = world.fleets()
     assert fleet.is_open  # its members are still faulting: closing it would let each of them page
     assert any("the fleet stays open" in entry.text for entry in fleet.timeline)
     assert not [s for s in world.channels.sent if s.service == "pagerduty" and s.action == "trigger"]

@@ -24,7 +24,7 @@ from fault_responder.envelope import RejectedEvent, read_envelope
 from fault_responder.envtypes import Names
 from fault_responder.incident_actions import BadAction
 from fault_responder.models.events import UnsupportedEventError
-from fault_responder.observability import count, logger
+from fault_responder.observability import count, logger, measure
 from fault_responder.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
 from fault_responder.routing import Router, RoutingConfig, load_routing
 from fault_responder.service import AlertService
@@ -108,6 +108,7 @@ class AlertRouter:
                 hold_down=routing.flapping.hold_down,
             ),
             count=count,
+            measure=measure,
             policy=policy_for(routing, settings, self.silences.silencer, router.muted_receivers),
             grouping=routing.grouping,
             on_silence=self.silences.refresh,

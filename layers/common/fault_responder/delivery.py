@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar
 from fault_responder.adapters.http import DeliveryError
 from fault_responder.adapters.slack import SlackPostRef
 from fault_responder.domain import Alert, EntryKind, Incident, TimelineEntry
+from fault_responder.fleet import journal_seq
 from fault_responder.record import Delivery, Pending
 from fault_responder.render.fleet import render_fleet_root, render_fleet_steps, render_fleet_trigger
 from fault_responder.render.pagerduty import (
@@ -71,9 +72,11 @@ METADATA_STEP = "gpu_fault_incident_step"
 METADATA_NOTICE = "gpu_fault_notice"
 WEBHOOK_POSTED = "posted"
 LOOKBACK = timedelta(minutes=2)
-FLEET_BATCH = 10
-"""A fleet incident's member updates go out together: ten at a time, or a minute after the last batch (the next
+FLEET_BATCH = 50
+"""A fleet incident's member updates go out together: fifty at a time, or a minute after the last batch (the next
 event or the sweep sends them), or at once when one of them is pager news."""
+FLEET_REPLY_MAX = 100
+"""Member updates one thread reply names at most (each line is bounded, so a hundred always fit one message)."""
 FLEET_BATCH_WAIT = timedelta(minutes=1)
 """A message whose post outcome is unknown is looked for from this long before the post started."""
 
@@ -212,11 +215,12 @@ def _slack_plan(
             if name in incident.receivers and not muted:
                 steps.append(Step(StepKind.POST_ROOT, incident.id))
             continue
-        unsent = [entry for entry in replies(incident) if entry.key not in sent.steps and not muted]
+        unsent = [entry for entry in replies(incident) if not told(entry, sent, incident) and not muted]
         if incident.fleet is not None:
             due = fleet_batch_due(incident, unsent, sent) or not incident.is_open
             if unsent and due:
-                steps.append(Step(StepKind.REPLY, incident.id, unsent[0], batch=tuple(unsent)))
+                batch = tuple(unsent[:FLEET_REPLY_MAX])
+                steps.append(Step(StepKind.REPLY, incident.id, batch[0], batch=batch))
             if not due:
                 continue  # the root is brought up to date with the next batch
         else:
@@ -242,11 +246,12 @@ def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], rec
         unsent = [
             entry
             for entry in incident.timeline
-            if entry.kind != EntryKind.NOTICE and entry.key not in sent.steps and entry.muted is None
+            if entry.kind != EntryKind.NOTICE and not told(entry, sent, incident) and entry.muted is None
         ]
         if incident.fleet is not None:
             if unsent and fleet_batch_due(incident, unsent, sent):
-                steps.append(Step(StepKind.POST_STEP, incident.id, unsent[0], batch=tuple(unsent)))
+                batch = tuple(unsent[:FLEET_REPLY_MAX])
+                steps.append(Step(StepKind.POST_STEP, incident.id, batch[0], batch=batch))
         else:
             steps.extend(Step(StepKind.POST_STEP, incident.id, entry) for entry in unsent)
     for alert in alerts:
@@ -284,6 +289,16 @@ def fleet_batch_due(incident: Incident, unsent: list[TimelineEntry], sent: Deliv
     return fleet.as_of - sent.last_at >= FLEET_BATCH_WAIT
 
 
+def told(entry: TimelineEntry, sent: Delivery, incident: Incident) -> bool:
+    """Whether the receiver was told this step: a fleet incident's member updates by their journal number (the
+    thread's cursor), every other step by its key."""
+    seq = journal_seq(entry.key) if incident.fleet is not None else None
+    if seq is None:
+        return entry.key in sent.steps
+    cursor = sent.cursor if sent.cursor is not None else incident.fleet.thread_from if incident.fleet else 0
+    return seq <= cursor
+
+
 def replies(incident: Incident) -> list[TimelineEntry]:
     """The steps that go into the incident's thread: all but the first (the root shows it) and the notices
     (the resume workflow posts those itself)."""
@@ -296,7 +311,8 @@ def page_digest(incident: Incident) -> str:
     drain = incident.drain.label if incident.drain is not None else None
     classification = incident.classification
     if incident.fleet is not None:
-        size = len(incident.fleet.members)
+        # Grows as members join, never as they leave: a fleet's recovery does not page again.
+        size = incident.fleet.total
         return _digest([classification.severity.value, classification.fault_class.value, classification.xid, size])
     return _digest([classification.severity.value, classification.title, drain])
 
@@ -456,8 +472,7 @@ class Courier:
             link = self.dashboard_url
             if step.batch:
                 hook.post(render_fleet_steps(incident, step.batch, dashboard_url=link))
-                keys = [item.key for item in step.batch]
-                return replace(sent, steps=[*sent.steps, *keys], last_at=self.clock())
+                return replace(_batch_told(sent, step.batch), last_at=self.clock())
             hook.post(
                 render_fleet_steps(incident, (entry,), dashboard_url=link)
                 if incident.fleet
@@ -508,11 +523,18 @@ def _posted(
 ) -> Delivery:
     pending = _without(sent.pending, marker)
     if step.batch:
-        keys = [entry.key for entry in step.batch]
-        return replace(sent, steps=[*sent.steps, *keys], pending=pending, last_at=now)
+        return replace(_batch_told(sent, step.batch), pending=pending, last_at=now)
     if step.entry is not None:
         return replace(sent, steps=[*sent.steps, step.entry.key], pending=pending, last_at=now)
     return replace(sent, channel=ref.channel, ts=ref.ts, digest=message_digest(message), pending=pending)
+
+
+def _batch_told(sent: Delivery, batch: tuple[TimelineEntry, ...]) -> Delivery:
+    """A fleet thread's batch told: its member updates move the cursor, its other steps are kept by key."""
+    seqs = [seq for seq in (journal_seq(entry.key) for entry in batch) if seq is not None]
+    keys = [entry.key for entry in batch if journal_seq(entry.key) is None]
+    cursor = max([*seqs, sent.cursor]) if sent.cursor is not None else max(seqs, default=None)
+    return replace(sent, steps=[*sent.steps, *keys], cursor=cursor)
 
 
 def pending_since(sent: Delivery, marker: str) -> datetime | None:

@@ -213,6 +213,11 @@ class FleetMember:
     phase: str
     version: int
     """The instance record's version this was derived from: an older one never overwrites a newer one."""
+    fleet: str | None = None
+    """The fleet incident this member's incident counts in (founding, or joined while it was open), if any."""
+    told: str | None = None
+    """What the fleet incident's thread was last told of this member: JOINED, LEFT, or FOUNDING (listed when the
+    fleet opened); None when nothing (a member outside any fleet)."""
 
     @property
     def is_open(self) -> bool:
@@ -221,19 +226,32 @@ class FleetMember:
 
 @dataclass(frozen=True, slots=True)
 class FleetSummary:
-    """What makes an incident a fleet incident: its group and its members."""
+    """What makes an incident a fleet incident: its group, how many members it has, and the open members it lists.
+
+    A fleet incident can have thousands of members: it carries their counts and a bounded list of open members
+    (the root and the page list those; the thread names every member as it joins and leaves), never all of them."""
 
     group: tuple[tuple[str, str], ...]
     """The grouping labels and their values, e.g. (("cluster", "gpu"), ("capacity_provider", "p5"), ...)."""
-    members: tuple[FleetMember, ...]
     threshold: int
     window_minutes: int
+    total: int
+    """Members it ever had: the founding members and every member that joined while it was open."""
+    open: int
+    """Members still impaired."""
+    listed: tuple[FleetMember, ...] = ()
+    """Open members, oldest first, at most fault_responder.fleet.LISTED_MEMBERS of them."""
+    first_seen: datetime | None = None
+    last_change: datetime | None = None
     as_of: datetime | None = None
     """When it was derived: member updates wait a little to go out together (see delivery.fleet_batch)."""
+    thread_from: int = 0
+    """Its thread names the journal entries numbered after this (fault_responder.fleet)."""
 
     @property
-    def open_members(self) -> tuple[FleetMember, ...]:
-        return tuple(member for member in self.members if member.is_open)
+    def not_listed(self) -> int:
+        """Open members the list leaves out (the thread names each one as it joins)."""
+        return max(0, self.open - len(self.listed))
 
 
 @dataclass(frozen=True, slots=True)

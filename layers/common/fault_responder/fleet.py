@@ -1,17 +1,22 @@
-"""Fleet incidents: many instances of one group failing together are one incident, paged once.
+"""Fleet incidents: many instances of one group failing together are one incident, paged once, at any size.
 
 A group is the set of instances whose incidents share the grouping labels (by default cluster, capacity provider
-and health check). Each instance's latest incident of the group's check is a *member* of the group's record (one
-DynamoDB item per group, written member by member, an older version of a member never over a newer one). The
-fleet incidents are derived from the members, so, like an instance's incidents, they depend on which faults
-are known and never on the order they arrived in:
+and health check). Each instance's latest incident of the group's check is a *member*. A group can have ten
+thousand members, so nothing here ever holds all of them: each member is an item of its own beside the group's
+record, an open member is also listed by the moment it opened (so "how many opened within the window" and "is
+any still open" are bounded queries), and what the thread must say of members is a numbered journal. The
+group's record (its *head*) stays small: the fleet incidents' identities, a few counters, what each receiver was
+told, and the leases.
 
-- A fleet incident opens at the moment `threshold` members opened within `window` of each other and were all
-  still open: the moment the threshold was crossed. Every member open then, and every member that opens while
-  it is open, belongs to it.
-- It resolves when every member has recovered or left the cluster. No member is ever hidden: the root lists
-  them, the thread names each one as it joins and leaves, the PagerDuty alert carries them all.
-- An instance whose incident joined an open fleet incident is muted (fault_responder.policy): on-call hears of
+- A fleet incident opens at the moment `threshold` open members opened within `window` of each other (the
+  moment the threshold was crossed): whoever writes a member and sees the crossing opens it, once (a conditional
+  write). Its members are the *founding* members (open then, opened at most `window` before that moment) and
+  every member that opens while it is open: they *join* it, each with a numbered journal entry.
+- It resolves when none of its members is open any more, however each closed (OK, INACTIVE, a person, the
+  reconciliation sweep): each member that leaves is a journal entry, and the worker that writes the last one
+  closes the fleet incident, only if nobody joined meanwhile (the close is conditional on the head's version,
+  which every join moves). A fleet incident never opens again and no new one starts from members closing.
+- An instance whose incident counts in an open fleet incident is muted (fault_responder.policy): on-call hears of
   it in the fleet's thread. The members that paged before the threshold was crossed keep their own alerts.
 
 What crossing the threshold means for recovery: ECS auto-repair replaces at most 20 % of a capacity provider's
@@ -22,15 +27,17 @@ of drain and replace; the messages say so.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from fault_responder.domain import (
     Alert,
     Classification,
     EntryKind,
+    FaultClass,
     FleetMember,
     FleetSummary,
     Incident,
@@ -42,6 +49,7 @@ from fault_responder.matchers import incident_labels
 from fault_responder.people import apply_actions
 from fault_responder.record import (
     ActionFact,
+    Backoff,
     Delivery,
     KnownIncident,
     Lease,
@@ -60,45 +68,132 @@ if TYPE_CHECKING:
     from fault_responder.routing import Grouping, RouteContext, RouteDecision
 
 GROUP_PREFIX = "group:"
-MAX_MEMBERS = 500
-"""Per group record; a member past this is not grouped (it pages on its own) and is counted."""
 MAX_DEDUP_KEY = 255
 MAX_FLEETS = 10
-"""Fleet incidents a group record remembers; the oldest closed ones go first."""
+"""Fleet incidents a group's record remembers; the oldest closed ones go first."""
+LISTED_MEMBERS = 300
+"""Open members read to render a fleet incident's root and page (when they are sent, never per member)."""
+JOURNAL_PAGE = 100
+"""Journal entries read at a time: what one thread reply can name."""
+MAX_FOUNDING = 1000
+"""Founding members the opener counts and marks; a larger burst before anyone saw the threshold (not seen: every
+member written checks it) would leave the rest to join when next reported."""
+ABANDONED_AFTER = timedelta(minutes=16)
+"""A journal number taken but never written (its worker died in between) is passed over after this long: no
+Lambda invocation outlives 15 minutes, so nothing can write it any more."""
 
 Group = tuple[tuple[str, str], ...]
 Route = Callable[["RouteContext"], "RouteDecision"]
 
 
+class Told(StrEnum):
+    """What a fleet incident's thread was told of a member."""
+
+    FOUNDING = "FOUNDING"
+    """Open when the fleet incident opened: counted and listed then, no journal entry."""
+    JOINED = "JOINED"
+    LEFT = "LEFT"
+
+
+@dataclass(slots=True)
+class FleetIdentity(KnownIncident):
+    """A fleet incident as it opened: its id and anchor (the moment the threshold was crossed) never change."""
+
+    since: datetime | None = None
+    """Members that opened at or after this (the anchor minus the window) and are open count in it."""
+    first_seq: int = 0
+    """Its thread tells the journal entries after this number."""
+    members: int = 0
+    """Founding members plus members that joined; while it is open, GroupRecord.joined is the live count."""
+    last_seq: int | None = None
+    """When it closed: the last journal entry of its thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One member joining or leaving an open fleet incident: what its thread names, in the order numbered."""
+
+    seq: int
+    fleet: str
+    told: Told
+    member: FleetMember
+    at: datetime
+    """When the member's incident opened (JOINED) or closed (LEFT)."""
+    written: float
+    """Epoch seconds when its number was taken."""
+
+    @property
+    def key(self) -> str:
+        return journal_key(self.seq)
+
+
+def journal_key(seq: int) -> str:
+    return f"j:{seq:012d}"
+
+
+def journal_seq(key: str) -> int | None:
+    """The journal number a timeline entry's key names, None for any other entry."""
+    if not key.startswith("j:"):
+        return None
+    try:
+        return int(key[2:])
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberWrite:
+    """What writing a member did: `stored` is the member as stored after the call."""
+
+    stored: FleetMember
+    previous: FleetMember | None
+    written: bool
+
+
 @dataclass(slots=True)
 class GroupRecord:
-    """One group: its members, its fleet incidents' identities, and what each receiver was told of them."""
+    """One group's head: its fleet incidents' identities, what each receiver was told of them, the leases, the live
+    counts of the open fleet incident. `open_count`, `listed` and `journal` are read beside it for deriving (never
+    stored with it, all bounded)."""
 
     arn: str
     """The store's key for the group (`group:` and its labels)."""
     group: Group
     where: InstanceRef
     """Region, account, cluster and capacity provider of the group, from its first member."""
-    members: dict[str, FleetMember] = field(default_factory=dict)
-    """Container instance ARN -> its latest incident of the group's check."""
-    incidents: list[KnownIncident] = field(default_factory=list)
+    incidents: list[FleetIdentity] = field(default_factory=list)
     deliveries: dict[tuple[str, str], Delivery] = field(default_factory=dict)
     leases: dict[str, Lease] = field(default_factory=dict)
+    backoff: dict[str, Backoff] = field(default_factory=dict)
     version: int = 0
-    """Bumped by every member written."""
+    """Moved by every journal entry and every person's action: a lease holder reads again before it lets go, and a
+    close is refused if a member joined since the closer looked."""
     incidents_version: int = 0
-    """Bumped by every write of the fleet identities (independent of members, so a storm does not contend)."""
+    """Moved by every write of the fleet identities (opening, closing, actions)."""
     actions: list[ActionFact] = field(default_factory=list)
-    """What people did to its fleet incidents (acknowledge, reassign; fault_responder.people), written with the
-    identities."""
+    """What people did to its fleet incidents (acknowledge, reassign; fault_responder.people)."""
+    open_fleet: str | None = None
+    """The open fleet incident's id: at most one at a time."""
+    joined: int = 0
+    """Members of the open fleet incident so far (founding and joined)."""
+    journal_seq: int = 0
+    """The last journal number taken."""
+    open_count: int = 0
+    listed: list[FleetMember] = field(default_factory=list)
+    journal: list[JournalEntry] = field(default_factory=list)
 
     def delivery(self, receiver: str, subject: str) -> Delivery:
         return self.deliveries.get((receiver, subject)) or Delivery(receiver, subject)
 
+    def fleet(self) -> FleetIdentity | None:
+        """The open fleet incident, if any."""
+        return next((k for k in self.incidents if k.id == self.open_fleet and k.status == "OPEN"), None)
+
     def add_action(self, reported: ReportedAction) -> bool:
         """Add a person's action to the fleet incident it names (or whose alert has its dedup key); False when it was
         added before or names none of them."""
-        incident = action_incident(reported, self.incidents, self.deliveries)
+        known: list[KnownIncident] = list(self.incidents)
+        incident = action_incident(reported, known, self.deliveries)
         actions = added_action(self.actions, reported, incident) if incident is not None else None
         if actions is None:
             return False
@@ -112,17 +207,9 @@ class FleetView:
 
     incidents: list[Incident] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
-    known: list[KnownIncident] = field(default_factory=list)
 
     def incident(self, incident_id: str) -> Incident | None:
         return next((incident for incident in self.incidents if incident.id == incident_id), None)
-
-    def open_fleet_of(self, incident_id: str) -> Incident | None:
-        """The open fleet incident an instance's incident belongs to, if any."""
-        for fleet in self.incidents:
-            if fleet.is_open and fleet.fleet and any(m.incident == incident_id for m in fleet.fleet.members):
-                return fleet
-        return None
 
 
 # --- Groups and members ---------------------------------------------------------------------------------
@@ -174,50 +261,23 @@ def latest_incidents(incidents: list[Incident]) -> dict[str, Incident]:
     return latest
 
 
-# --- Fleet incidents ------------------------------------------------------------------------------------
+def crossing(opened: Sequence[datetime], threshold: int, window: timedelta) -> datetime | None:
+    """The first moment `threshold` of these opened within `window` (inclusive), or None."""
+    if threshold < 1:
+        return None
+    ordered = sorted(opened)
+    for index in range(threshold - 1, len(ordered)):
+        if ordered[index] - ordered[index - threshold + 1] <= window:
+            return ordered[index]
+    return None
 
 
-@dataclass(slots=True)
-class _Fleet:
-    opened_at: datetime
-    members: list[FleetMember]
-
-    @property
-    def closed_at(self) -> datetime | None:
-        if any(member.is_open for member in self.members):
-            return None
-        return max(member.closed_at for member in self.members if member.closed_at is not None)
-
-    def contains(self, moment: datetime) -> bool:
-        ends = self.closed_at
-        return self.opened_at <= moment and (ends is None or moment <= ends)
-
-
-def fleets(members: list[FleetMember], grouping: Grouping) -> list[_Fleet]:
-    """The group's fleet episodes: where `threshold` members opened within `window` and were all open."""
-    ordered = sorted(members, key=lambda m: (m.opened_at, m.instance.container_instance_arn))
-    found: list[_Fleet] = []
-    current: _Fleet | None = None
-    for index, member in enumerate(ordered):
-        if current is not None:
-            ends = current.closed_at
-            if ends is None or member.opened_at < ends:
-                current.members.append(member)
-                continue
-            found.append(current)
-            current = None
-        moment = member.opened_at
-        # The members up to this one in that order: faults at the same moment count once each, as they come.
-        recent = [
-            other
-            for other in ordered[: index + 1]
-            if moment - grouping.window <= other.opened_at and (other.closed_at is None or other.closed_at > moment)
-        ]
-        if len(recent) >= grouping.threshold:
-            current = _Fleet(moment, recent)
-    if current is not None:
-        found.append(current)
-    return found
+def counts_in(fleet: FleetIdentity, member: FleetMember) -> bool:
+    """Whether the member's incident counts in the fleet incident: it is the fleet's already, or it opened within
+    the fleet's window or later."""
+    if member.fleet == fleet.id:
+        return True
+    return fleet.since is not None and member.opened_at >= fleet.since
 
 
 def fingerprint(group: Group) -> str:
@@ -227,6 +287,67 @@ def fingerprint(group: Group) -> str:
     return f"{value[: MAX_DEDUP_KEY - 33]}#{digest(value, 32)}"
 
 
+def opened_identity(
+    record: GroupRecord, moment: datetime, window: timedelta, founding: Sequence[FleetMember], now: datetime | None
+) -> FleetIdentity:
+    """The identity of the fleet incident that opens at `moment` with these founding members."""
+    worst = _worst(founding)
+    labels = dict(record.group)
+    return FleetIdentity(
+        id=f"fleet:{fingerprint(record.group)}@{iso_utc(moment)}",
+        check_type=labels.get("check_type") or "health",
+        anchor=moment,
+        status="OPEN",
+        opened_at=min((m.opened_at for m in founding), default=moment),
+        severity=worst.severity.value if worst else None,
+        title=_common_title(founding, labels.get("check_type") or "health"),
+        fault_class=worst.fault_class.value if worst else None,
+        xid=_common_xid(founding),
+        known_at=now,
+        since=moment - window,
+        first_seq=record.journal_seq,
+        members=len(founding),
+    )
+
+
+def closed_identity(record: GroupRecord, fleet: FleetIdentity, at: datetime) -> FleetIdentity:
+    closed = copy.deepcopy(fleet)
+    closed.status, closed.phase = "CLOSED", "RESOLVED"
+    closed.closed_at = max(at, fleet.anchor)
+    closed.members = max(record.joined, fleet.members)
+    closed.last_seq = record.journal_seq
+    return closed
+
+
+def trimmed(known: list[FleetIdentity]) -> list[FleetIdentity]:
+    ordered = sorted(known, key=lambda k: (k.anchor, k.id))
+    while len(ordered) > MAX_FLEETS:
+        closed = next((k for k in ordered if k.status != "OPEN"), None)
+        if closed is None:
+            break
+        ordered.remove(closed)
+    return ordered
+
+
+def readable_journal(entries: Sequence[JournalEntry], after: int, now: float) -> list[JournalEntry]:
+    """The journal entries after number `after` that can be told now, in order: up to the first number taken and
+    not written yet (its worker may still be writing it), unless that number was abandoned (a later one was taken
+    more than ABANDONED_AFTER ago)."""
+    told: list[JournalEntry] = []
+    expected = after + 1
+    for entry in sorted(entries, key=lambda e: e.seq):
+        if entry.seq < expected:
+            continue
+        if entry.seq > expected and now - entry.written < ABANDONED_AFTER.total_seconds():
+            break
+        told.append(entry)
+        expected = entry.seq + 1
+    return told
+
+
+# --- Fleet incidents ------------------------------------------------------------------------------------
+
+
 def derive_fleet(
     record: GroupRecord,
     grouping: Grouping,
@@ -234,143 +355,129 @@ def derive_fleet(
     now: datetime | None = None,
     policy: Policy | None = None,
 ) -> FleetView:
-    """The group's fleet incidents, with their receivers and mutes. Same members, same view, in any order."""
+    """The group's fleet incidents, with their receivers and mutes, from its head and what was read beside it."""
     from fault_responder.runbooks import runbook_for  # noqa: PLC0415
 
     view = FleetView()
     if not grouping.enabled:
         return view
-    unclaimed = sorted((copy.deepcopy(k) for k in record.incidents), key=lambda k: (k.anchor, k.id))
-    kept: list[KnownIncident] = []
-    for number, episode in enumerate(fleets(list(record.members.values()), grouping), start=1):
-        mine = [k for k in unclaimed if episode.contains(k.anchor)]
-        if mine:
-            identity = mine[0]
-            unclaimed = [k for k in unclaimed if k is not identity]
-        else:
-            anchor = episode.opened_at
-            identity = KnownIncident(f"fleet:{fingerprint(record.group)}@{iso_utc(anchor)}", "FLEET", anchor)
-        incident = _incident(record, episode, identity, number, grouping, now=now)
+    for number, identity in enumerate(sorted(record.incidents, key=lambda k: (k.anchor, k.id)), start=1):
+        incident = _incident(record, identity, number, grouping, now=now)
         apply_actions(incident, record.actions, may_close=False)
         decision = route(_context(incident))
-        identity.receivers = list(decision.receivers)
-        identity.route = ",".join(decision.routes) or None
-        incident.receivers, incident.route = list(decision.receivers), identity.route
+        incident.receivers, incident.route = list(decision.receivers), ",".join(decision.routes) or None
         classification = incident.classification
         incident.runbook = runbook_for(classification.fault_class, classification.xid, override=decision.runbook)
-        identity.status, identity.opened_at, identity.closed_at = (
-            incident.status,
-            incident.opened_at,
-            incident.closed_at,
-        )
-        # The identity keeps what changes rarely (a fleet incident's title counts its members, and writing the
-        # identities again for every member would make a storm's writers contend for nothing).
-        identity.severity = incident.classification.severity.value
-        identity.title = f"fleet of {incident.check_type}"
         view.incidents.append(incident)
-        kept.append(identity)
-    for orphan in unclaimed:
-        # A fleet no longer derived (members aged out): kept closed, so nothing stays open.
-        orphan.status = "CLOSED"
-        kept.append(orphan)
-    view.known = _trimmed(kept)
     if policy is not None:
         policy.apply(view.incidents, [], (), now)
     return view
 
 
 def _incident(
-    record: GroupRecord,
-    episode: _Fleet,
-    identity: KnownIncident,
-    number: int,
-    grouping: Grouping,
-    *,
-    now: datetime | None,
+    record: GroupRecord, identity: FleetIdentity, number: int, grouping: Grouping, *, now: datetime | None
 ) -> Incident:
-    members = sorted(episode.members, key=lambda m: (m.opened_at, m.instance.container_instance_arn))
-    worst = max(members, key=lambda m: (m.is_open, m.severity.rank, m.opened_at))
+    is_open = identity.status == "OPEN" and identity.id == record.open_fleet
+    listed = tuple(sorted(record.listed, key=lambda m: (m.opened_at, member_name(m)))) if is_open else ()
+    total = max(record.joined, identity.members) if is_open else identity.members
+    open_count = max(record.open_count, len(listed)) if is_open else 0
     labels = dict(record.group)
     check = labels.get("check_type") or "health"
-    titles = {m.title for m in members}
-    xids = {m.xid for m in members}
-    title = worst.title if len(titles) == 1 else f"{check} faults"
     where = record.where.capacity_provider or record.where.cluster_name
+    severity = _severity(identity, listed)
+    worst = _worst(listed)
+    title = identity.title or f"{check} faults"
+    if listed and _common_title(listed, check) != title:
+        title = f"{check} faults"
     classification = Classification(
-        worst.fault_class,
-        max((m.severity for m in members), key=lambda s: s.rank),
-        f"Fleet: {len(members)} instances of {where}: {title}",
-        xid=worst.xid if len(xids) == 1 else None,
+        worst.fault_class if worst and worst.severity == severity else _fault_class(identity),
+        severity,
+        f"Fleet: {total} instances of {where}: {title}",
+        xid=identity.xid if all(m.xid == identity.xid for m in listed) else None,
     )
-    closed_at = episode.closed_at
+    entries = [e for e in record.journal if e.fleet == identity.id]
+    seen = [identity.anchor, *(e.at for e in entries), *(m.opened_at for m in listed)]
+    closed_at = None if is_open else (identity.closed_at or identity.anchor)
+    # While it is open, the moment the threshold was crossed as its open members now show it (whatever order they
+    # arrived in); its id stays anchored where it was first seen crossed.
+    crossed = crossing([m.opened_at for m in listed], grouping.threshold, grouping.window) if is_open else None
+    opened_at = min(identity.anchor, crossed) if crossed is not None else identity.anchor
     incident = Incident(
         id=identity.id,
         fingerprint=fingerprint(record.group),
         instance=record.where,
         check_type=check,
-        status="OPEN" if closed_at is None else "CLOSED",
+        status="OPEN" if is_open else "CLOSED",
         classification=classification,
-        opened_at=episode.opened_at,
-        phase="IMPAIRED" if closed_at is None else "RESOLVED",
-        last_status_change=max(m.closed_at or m.opened_at for m in members),
+        opened_at=opened_at,
+        phase="IMPAIRED" if is_open else "RESOLVED",
+        last_status_change=closed_at or max(seen),
         closed_at=closed_at,
-        close_reason="every member recovered or left the cluster" if closed_at else None,
+        close_reason=None if is_open else "every member recovered or left the cluster",
         opened_count=number,
         slack_threads=[],
+        known_at=identity.known_at,
         fleet=FleetSummary(
             group=record.group,
-            members=tuple(members),
             threshold=grouping.threshold,
             window_minutes=int(grouping.window.total_seconds() // 60),
+            total=total,
+            open=open_count,
+            listed=listed,
+            first_seen=min([identity.opened_at or identity.anchor, *(m.opened_at for m in listed)]),
+            last_change=closed_at or max(seen),
             as_of=now,
+            thread_from=identity.first_seq,
         ),
     )
-    incident.timeline = _timeline(incident, members, grouping)
+    incident.timeline = _timeline(incident, identity, entries, grouping)
     return incident
 
 
-def _timeline(incident: Incident, members: list[FleetMember], grouping: Grouping) -> list[TimelineEntry]:
+def _timeline(
+    incident: Incident, identity: FleetIdentity, entries: list[JournalEntry], grouping: Grouping
+) -> list[TimelineEntry]:
     opened = incident.opened_at
-    founding = [m for m in members if m.opened_at <= opened]
     window = int(grouping.window.total_seconds() // 60)
     where = incident.instance.capacity_provider or incident.instance.cluster_name
-    entries = [
+    founding = f"{identity.members} instances" if identity.members else "Instances"
+    timeline = [
         TimelineEntry(
             f"fleet:{iso_utc(opened)}",
             opened,
             incident.id,
             "FLEET",
-            f"{len(founding)} instances of {where} failed {incident.check_type} within {window} min: one incident",
+            f"{founding} of {where} failed {incident.check_type} within {window} min: one incident",
             EntryKind.OPENED,
             page=True,
         )
     ]
-    for member in members:
-        name = member_name(member)
-        if member.opened_at > opened:
-            entries.append(
+    for entry in sorted(entries, key=lambda e: e.seq):
+        name = member_name(entry.member)
+        if entry.told == Told.JOINED:
+            timeline.append(
                 TimelineEntry(
-                    f"member:{member.instance.container_instance_id}:{iso_utc(member.opened_at)}",
-                    member.opened_at,
-                    member.incident,
+                    entry.key,
+                    entry.at,
+                    entry.member.incident,
                     "JOINED",
-                    f"{name}: {member.title}",
+                    f"{name}: {entry.member.title}",
                     EntryKind.CHANGED,
                 )
             )
-        if member.closed_at is not None:
-            entries.append(
+        else:
+            timeline.append(
                 TimelineEntry(
-                    f"left:{member.instance.container_instance_id}:{iso_utc(member.closed_at)}",
-                    member.closed_at,
-                    member.incident,
+                    entry.key,
+                    entry.at,
+                    entry.member.incident,
                     "RECOVERED",
                     f"{name} is no longer impaired (recovered or left the cluster)",
                     EntryKind.CHANGED,
                 )
             )
     if incident.closed_at is not None:
-        entries.append(
+        timeline.append(
             TimelineEntry(
                 f"fleet-closed:{iso_utc(incident.closed_at)}",
                 incident.closed_at,
@@ -381,8 +488,32 @@ def _timeline(incident: Incident, members: list[FleetMember], grouping: Grouping
                 page=True,
             )
         )
-    entries.sort(key=lambda entry: (entry.at, entry.key))
-    return entries
+    return timeline
+
+
+def _severity(identity: FleetIdentity, listed: Sequence[FleetMember]) -> Severity:
+    known = [m.severity for m in listed]
+    if identity.severity:
+        known.append(Severity(identity.severity))
+    return max(known, key=lambda s: s.rank, default=Severity.ERROR)
+
+
+def _fault_class(identity: FleetIdentity) -> FaultClass:
+    return FaultClass(identity.fault_class) if identity.fault_class else FaultClass.UNKNOWN_CHECK
+
+
+def _worst(members: Sequence[FleetMember]) -> FleetMember | None:
+    return max(members, key=lambda m: (m.severity.rank, m.opened_at), default=None)
+
+
+def _common_title(members: Sequence[FleetMember], check: str) -> str:
+    titles = {m.title for m in members}
+    return titles.pop() if len(titles) == 1 else f"{check} faults"
+
+
+def _common_xid(members: Sequence[FleetMember]) -> int | None:
+    xids = {m.xid for m in members}
+    return xids.pop() if len(xids) == 1 else None
 
 
 def member_name(member: FleetMember) -> str:
@@ -415,19 +546,5 @@ def _context(incident: Incident) -> RouteContext:
     )
 
 
-def _trimmed(known: list[KnownIncident]) -> list[KnownIncident]:
-    ordered = sorted(known, key=lambda k: (k.anchor, k.id))
-    while len(ordered) > MAX_FLEETS:
-        closed = next((k for k in ordered if k.status != "OPEN"), None)
-        if closed is None:
-            break
-        ordered.remove(closed)
-    return ordered
-
-
 def is_group(arn: str) -> bool:
     return arn.startswith(GROUP_PREFIX)
-
-
-def severity_rank(severity: Severity) -> int:
-    return severity.rank

@@ -26,3 +26,9 @@ def count(name: str, dimension: str, value: str) -> None:
     """One EMF count with its own dimension (Metrics' shared dimensions would apply to every metric)."""
     with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as metric:
         metric.add_dimension(name=dimension, value=value)
+
+
+def measure(name: str, dimension: str, value: str, amount: float) -> None:
+    """One EMF value (a gauge: an age, a size) with its own dimension, like `count`."""
+    with single_metric(name=name, unit=MetricUnit.Count, value=amount, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name=dimension, value=value)

@@ -215,6 +215,8 @@ class Delivery:
     """PagerDuty: the severity of the last trigger (a fleet incident's page goes out again at once if it rises)."""
     acked: str | None = None
     """PagerDuty: the action (its key) whose acknowledge was last sent for the open alert."""
+    cursor: int | None = None
+    """A fleet incident's thread: the last journal entry told (fault_responder.fleet); None: none yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +227,17 @@ class Lease:
     owner: str
     until: float
     """Epoch seconds: after this the owner's invocation is over, and anyone may take the lease."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A receiver of this record failed: the sweep tries it again at `retry_at`, not before."""
+
+    receiver: str
+    failures: int
+    since: float
+    """Epoch seconds of the first failure in a row: a closure waiting since then is not told yet."""
+    retry_at: float
 
 
 # --- Incident identities ----------------------------------------------------------------------------
@@ -275,6 +288,7 @@ class InstanceRecord:
     incidents: dict[str, list[KnownIncident]] = field(default_factory=dict)
     deliveries: dict[tuple[str, str], Delivery] = field(default_factory=dict)
     leases: dict[str, Lease] = field(default_factory=dict)
+    backoff: dict[str, Backoff] = field(default_factory=dict)
     version: int = 0
     """Bumped by every change of facts or incidents; deliveries and leases do not bump it."""
 

@@ -11,8 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.fleet import FleetIdentity, JournalEntry, Told
 from fault_responder.record import (
     ActionFact,
+    Backoff,
     Delivery,
     HealthFact,
     InstanceRecord,
@@ -150,6 +152,8 @@ def member_to_dict(member: FleetMember) -> dict[str, Any]:
         "xid": member.xid,
         "phase": member.phase,
         "v": member.version,
+        "fleet": member.fleet,
+        "told": member.told,
     }
 
 
@@ -165,6 +169,60 @@ def member_from_dict(data: dict[str, Any]) -> FleetMember:
         xid=int(data["xid"]) if data.get("xid") is not None else None,
         phase=data["phase"],
         version=int(data["v"]),
+        fleet=data.get("fleet"),
+        told=data.get("told"),
+    )
+
+
+def fleet_identities_to_dict(known: list[FleetIdentity]) -> list[dict[str, Any]]:
+    return [
+        {
+            **_known_to_dict(k),
+            "since": _ts(k.since),
+            "first_seq": k.first_seq,
+            "last_seq": k.last_seq,
+            "members": k.members,
+        }
+        for k in known
+    ]
+
+
+def fleet_identities_from_dict(data: list[dict[str, Any]] | None) -> list[FleetIdentity]:
+    identities: list[FleetIdentity] = []
+    for item in data or []:
+        known = _known_from_dict(item)
+        fields = {name: getattr(known, name) for name in KnownIncident.__dataclass_fields__}
+        identities.append(
+            FleetIdentity(
+                **fields,
+                since=_dt(item.get("since")),
+                first_seq=int(item.get("first_seq") or 0),
+                last_seq=int(item["last_seq"]) if item.get("last_seq") is not None else None,
+                members=int(item.get("members") or 0),
+            )
+        )
+    return identities
+
+
+def journal_to_dict(entry: JournalEntry) -> dict[str, Any]:
+    return {
+        "seq": entry.seq,
+        "fleet": entry.fleet,
+        "told": entry.told.value,
+        "member": member_to_dict(entry.member),
+        "at": _ts(entry.at),
+        "written": entry.written,
+    }
+
+
+def journal_from_dict(data: dict[str, Any]) -> JournalEntry:
+    return JournalEntry(
+        seq=int(data["seq"]),
+        fleet=data["fleet"],
+        told=Told(data["told"]),
+        member=member_from_dict(data["member"]),
+        at=_req(data["at"]),
+        written=float(data["written"]),
     )
 
 
@@ -292,6 +350,7 @@ def delivery_to_dict(delivery: Delivery) -> dict[str, Any]:
         "last_at": _ts(delivery.last_at),
         "severity": delivery.severity,
         "acked": delivery.acked,
+        "cursor": delivery.cursor,
     }
 
 
@@ -309,6 +368,7 @@ def delivery_from_dict(data: dict[str, Any]) -> Delivery:
         last_at=_dt(data.get("last_at")),
         severity=data.get("severity"),
         acked=data.get("acked"),
+        cursor=int(data["cursor"]) if data.get("cursor") is not None else None,
     )
 
 
@@ -318,3 +378,21 @@ def lease_to_dict(lease: Lease) -> dict[str, Any]:
 
 def lease_from_dict(data: dict[str, Any]) -> Lease:
     return Lease(receiver=data["receiver"], owner=data["owner"], until=float(data["until"]))
+
+
+def backoff_to_dict(backoff: Backoff) -> dict[str, Any]:
+    return {
+        "receiver": backoff.receiver,
+        "failures": backoff.failures,
+        "since": backoff.since,
+        "retry_at": backoff.retry_at,
+    }
+
+
+def backoff_from_dict(data: dict[str, Any]) -> Backoff:
+    return Backoff(
+        receiver=data["receiver"],
+        failures=int(data["failures"]),
+        since=float(data["since"]),
+        retry_at=float(data["retry_at"]),
+    )

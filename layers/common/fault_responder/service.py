@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fault_responder import lifecycle
-from fault_responder.adapters.http import DeliveryError
+from fault_responder.adapters.http import DeliveryError, LeaseEndingError, fenced
 from fault_responder.delivery import (
     Courier,
     Step,
@@ -37,9 +37,20 @@ from fault_responder.delivery import (
     with_pending,
     without_pending,
 )
+from fault_responder.domain import FleetMember, Incident, InstanceRef
 from fault_responder.fleet import (
+    JOURNAL_PAGE,
+    LISTED_MEMBERS,
+    MAX_FOUNDING,
+    FleetIdentity,
     FleetView,
+    Group,
     GroupRecord,
+    JournalEntry,
+    Told,
+    closed_identity,
+    counts_in,
+    crossing,
     derive_fleet,
     group_arn,
     group_of,
@@ -47,6 +58,9 @@ from fault_responder.fleet import (
     is_group,
     latest_incidents,
     member_of,
+    opened_identity,
+    readable_journal,
+    trimmed,
 )
 from fault_responder.incident_actions import ActionKind, IncidentAction, is_action, parse_action
 from fault_responder.lifecycle import InstanceView, derive, facts_from_event
@@ -58,7 +72,15 @@ from fault_responder.models.events import (
     parse_ecs_event,
 )
 from fault_responder.policy import Policy
-from fault_responder.record import Delivery, EventFacts, InstanceRecord, KnownIncident, Lease, ReportedAction
+from fault_responder.record import (
+    Backoff,
+    Delivery,
+    EventFacts,
+    InstanceRecord,
+    KnownIncident,
+    Lease,
+    ReportedAction,
+)
 from fault_responder.routing import Grouping, Receiver, Router
 from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
 
@@ -69,6 +91,8 @@ log = logging.getLogger(__name__)
 
 Counter = Callable[[str, str, str], None]
 """count(metric, dimension name, dimension value)."""
+Gauge = Callable[[str, str, str, float], None]
+"""measure(metric, dimension name, dimension value, amount)."""
 
 MAX_WRITE_CONFLICTS = 10
 MAX_STEPS_PER_DRAIN = 200
@@ -76,6 +100,11 @@ SWEEP_LIMIT = 2000
 """Records one sweep run reconciles at most; the rest wait for the next run."""
 SWEEP_MARGIN_SECONDS = 10.0
 """A bound on one worker's loop; far above what one instance ever needs."""
+BACKOFF_FIRST_SECONDS = 60.0
+BACKOFF_MAX_SECONDS = 900.0
+"""The sweep tries a receiver that failed again after 1, 2, 4, 8, then every 15 minutes."""
+LEASE_SKEW_SECONDS = 1.0
+"""A call to a receiver must end this long before its lease does: clocks of two Lambdas may differ a little."""
 
 
 class DeliveryPendingError(Exception):
@@ -102,6 +131,7 @@ class AlertService:
         settings: lifecycle.Settings,
         *,
         count: Counter = lambda metric, dimension, value: None,
+        measure: Gauge = lambda metric, dimension, value, amount: None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         epoch: Callable[[], float] = time.time,
         workers: int = 8,
@@ -115,12 +145,14 @@ class AlertService:
         self.courier = courier
         self.settings = settings
         self.count = count
+        self.measure = measure
         self.clock = clock
         self.epoch = epoch
         self.policy = policy
         self.grouping = grouping if grouping is not None and grouping.enabled else None
         self.on_silence = on_silence
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deliver")
+        self._scouts = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scout")
 
     def handle(self, raw: dict[str, Any], *, seconds_left: float = 60.0) -> dict[str, Any]:
         """Process one EventBridge envelope. Raises on malformed input (pydantic ValidationError,
@@ -181,17 +213,17 @@ class AlertService:
                 return {"ignored": "no fleet incident of the responder has this id or dedup key"}
             if not group.add_action(_reported(action, self.clock())):
                 self.count("EventsIgnored", "Kind", "incident_action")
-                outcomes = self._collect(self._submit_group(group, owner, until))
+                outcomes = self._collect(self._submit_group(arn, owner, until))
                 return {"ignored": "already known", "receivers": outcomes}
             try:
-                group = self.store.commit_fleets(group, acted=True)
+                self.store.commit_fleets(group, acted=True, listed=group.open_fleet is not None)
                 break
             except ConcurrentUpdateError:
                 continue
         else:
             raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
         self.count("IncidentActions", "Action", f"{action.via.value}:{action.kind.value}")
-        return {"ignored": None, "receivers": self._collect(self._submit_group(group, owner, until))}
+        return {"ignored": None, "receivers": self._collect(self._submit_group(arn, owner, until))}
 
     def observe(self, facts: EventFacts, *, seconds_left: float = 60.0) -> bool:
         """Facts found with no event (the reconciliation sweep, fault_responder.reconcile), recorded and delivered
@@ -203,9 +235,24 @@ class AlertService:
         """An event's facts written, its groups joined, every receiver brought up to date."""
         owner = uuid.uuid4().hex
         until = self.epoch() + seconds_left
-        record, held, changed = self._apply(facts, owner, until)
-        groups: list[GroupRecord] = []
+        applied = self._apply(facts, owner, until)
+        record, held, changed = applied.record, applied.held, applied.changed
+        groups: list[str] = []
         touched = _touched(facts, record)
+        if applied.alone:
+            # A lone fault: its page goes out now, while its member is written (no fleet incident can mute it).
+            jobs = self._submit(
+                record,
+                self.derive(record),
+                held=held,
+                owner=owner,
+                until=until,
+                target=self._instance_target(record.arn),
+            )
+            record, groups = self._group(record, touched)
+            for arn in groups:
+                jobs.update(self._submit_group(arn, owner, until))
+            return changed, self._collect(jobs)
         if changed or touched:
             # Also when nothing changed: a copy of a health event retried after a failure between the write of
             # its facts and its group's must still make the instance a member (writing a member twice is harmless).
@@ -214,42 +261,73 @@ class AlertService:
         self._count_drain(facts, view, changed)
         return changed, self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until)
 
-    def reconcile(self, arn: str, *, seconds_left: float = 60.0) -> dict[str, Any]:
+    def reconcile(self, arn: str, *, seconds_left: float = 60.0, sweeping: bool = False) -> dict[str, Any]:
         """Bring an instance's receivers up to date with what its facts mean now, with no new event: a hold-down
         that ended, a silence that expired, a delivery left unfinished. Raises DeliveryPendingError as handle
-        does."""
+        does. `sweeping`: a receiver that failed recently is left alone until its backoff ends, and a record with
+        nothing open whose every receiver was told is taken off the sweep's list."""
         record = self.store.load(arn)
         if record is None:
             return {"instance": arn, "receivers": {}}
         owner = uuid.uuid4().hex
         until = self.epoch() + seconds_left
         record, held, changed = self._settle(record, None, owner, until)
-        groups: list[GroupRecord] = []
+        groups: list[str] = []
         if changed:
             record, groups = self._group(record, set(record.incidents))
         view = self.derive(record)
-        return {
-            "instance": arn,
-            "receivers": self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until),
-        }
+        outcomes = self._deliver_all(
+            record, view, held=held, groups=groups, owner=owner, until=until, sweeping=sweeping
+        )
+        result: dict[str, Any] = {"instance": arn, "receivers": outcomes}
+        if sweeping:
+            result.update(self._told(arn, self.store.load(arn), self.derive))
+        return result
 
-    def reconcile_group(self, arn: str, *, seconds_left: float = 60.0) -> dict[str, Any]:
-        """Bring a group's fleet incidents and their receivers up to date (the sweep: a delivery left unfinished)."""
-        group = self.store.load_group(arn)
-        if group is None or self.grouping is None:
+    def reconcile_group(self, arn: str, *, seconds_left: float = 60.0, sweeping: bool = False) -> dict[str, Any]:
+        """Bring a group's fleet incidents and their receivers up to date (the sweep: an open fleet incident whose
+        closer died, member updates that waited for the next batch, a delivery left unfinished)."""
+        head = self.store.load_group(arn)
+        if head is None or self.grouping is None:
             return {"group": arn, "receivers": {}}
+        fleet = head.fleet()
+        if fleet is not None:
+            self._close_if_empty(arn, fleet.id)
         owner = uuid.uuid4().hex
         until = self.epoch() + seconds_left
-        group = self._settle_fleets(group)
-        outcomes = self._collect(self._submit_group(group, owner, until))
-        return {"group": arn, "receivers": outcomes}
+        outcomes = self._collect(self._submit_group(arn, owner, until, sweeping=sweeping))
+        result: dict[str, Any] = {"group": arn, "receivers": outcomes}
+        if sweeping:
+            result.update(self._told(arn, self.load_fleets(arn), self._derive_any))
+        return result
+
+    def _told(
+        self, arn: str, record: InstanceRecord | GroupRecord | None, derive: Callable[[Any], View]
+    ) -> dict[str, Any]:
+        """After the sweep's delivery: whether the record still has something open, since when a closure has waited
+        to be told (its first failed delivery), and the record taken off the sweep's list when nothing is left."""
+        if record is None:
+            return {"open": False, "pending_since": None}
+        view = derive(record)
+        is_open = any(incident.is_open for incident in view.incidents)
+        pending = [
+            name
+            for name, receiver in self.receivers.items()
+            if plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url)
+        ]
+        if not is_open and not pending:
+            self.store.unlist(arn, record.version)
+        since = [b.since for name, b in record.backoff.items() if name in pending]
+        return {"open": is_open, "pending_since": None if is_open or not since else min(since)}
 
     def sweep(self, *, seconds_left: float, limit: int = SWEEP_LIMIT) -> dict[str, int]:
-        """Reconcile every record with something open, as time alone may have changed what it means (a hold-down
-        or a quiet deadline ended, fleet updates waited, a run died mid-delivery). Bounded by `limit` records
-        and the time left; what is not reached now is reached by the next run."""
+        """Reconcile every record on the sweep's list (something open, or a closure not told to every receiver
+        yet), as time alone may have changed what it means (a hold-down or a quiet deadline ended, fleet updates
+        waited, a run died mid-delivery, a receiver is back). Bounded by `limit` records and the time left; what
+        is not reached now is reached by the next run. Reports how long the oldest closure has waited."""
         ends = self.epoch() + seconds_left
-        tally = {"records": 0, "failed": 0, "deferred": 0}
+        tally = {"records": 0, "failed": 0, "deferred": 0, "closures_pending": 0}
+        oldest: float | None = None
         for arn in self.store.open_records():
             left = ends - self.epoch()
             if tally["records"] >= limit or left < SWEEP_MARGIN_SECONDS:
@@ -258,14 +336,31 @@ class AlertService:
             tally["records"] += 1
             try:
                 if is_group(arn):
-                    self.reconcile_group(arn, seconds_left=left)
+                    result = self.reconcile_group(arn, seconds_left=left, sweeping=True)
                 else:
-                    self.reconcile(arn, seconds_left=left)
+                    result = self.reconcile(arn, seconds_left=left, sweeping=True)
             except Exception as error:  # one record's failure must not stop the sweep of the others
                 tally["failed"] += 1
                 self.count("SweepFailures", "Kind", type(error).__name__)
                 log.warning("the sweep could not bring %s up to date (the next run tries again): %s", arn, error)
+                result = self._pending_after_failure(arn)
+            since = result.get("pending_since")
+            if since is not None:
+                tally["closures_pending"] += 1
+                oldest = since if oldest is None else min(oldest, since)
+        age = 0.0 if oldest is None else max(0.0, (self.epoch() - oldest) / 60)
+        self.measure("PendingClosureAgeMinutes", "Sweep", "closures", age)
         return tally
+
+    def _pending_after_failure(self, arn: str) -> dict[str, Any]:
+        """What a failed reconciliation left: a closure whose delivery failed is still pending."""
+        try:
+            record = self.load_fleets(arn) if is_group(arn) else self.store.load(arn)
+        except Exception:  # the record itself cannot be read: counted by the failure already
+            return {}
+        if record is None:
+            return {}
+        return self._told(arn, record, self._derive_any) if record.backoff else {}
 
     def derive_fleet(self, group: GroupRecord) -> FleetView:
         if self.grouping is None:
@@ -277,7 +372,7 @@ class AlertService:
 
     # --- 1. Facts ---------------------------------------------------------------------------------------
 
-    def _apply(self, facts: EventFacts, owner: str, until: float) -> tuple[InstanceRecord, dict[str, Lease], bool]:
+    def _apply(self, facts: EventFacts, owner: str, until: float) -> _Applied:
         arn = facts.instance.container_instance_arn
         stored: InstanceRecord | None
         if facts.health and facts.status is None and facts.task is None:
@@ -286,15 +381,41 @@ class AlertService:
             view = self.derive(fresh)
             fresh.incidents = view.known
             leases, intents = self._claims(fresh, view, owner, until)
+            # While the facts are written, look whether the fault is alone in its group (no fleet incident to join,
+            # no threshold it crosses): then its page need not wait for its member to be written.
+            scouts = self._scout(view)
             try:
                 committed = self.store.commit_checks(fresh, list(fresh.health), leases=leases, deliveries=intents)
                 self._count_incidents({}, fresh.incidents)
-                return committed.record, committed.leases, True
+                return _Applied(committed.record, committed.leases, changed=True, alone=_alone(scouts))
             except ConcurrentUpdateError as conflict:
                 stored = conflict.stored
         else:
             stored = self.store.load(arn)
-        return self._settle(stored or InstanceRecord(arn, facts.instance), facts, owner, until)
+        record, held, changed = self._settle(stored or InstanceRecord(arn, facts.instance), facts, owner, until)
+        return _Applied(record, held, changed=changed)
+
+    def _scout(self, view: InstanceView) -> list[_Scout]:
+        """For each new fault that could join a group, its group's head and the open members around it, read in the
+        background."""
+        grouping = self.grouping
+        if grouping is None:
+            return []
+        scouts: list[_Scout] = []
+        for incident in view.incidents:
+            if not incident.is_open or incident.instance.drill or incident.instance.is_alarm:
+                continue
+            arn = group_arn(group_of(incident, grouping))
+            around = (incident.opened_at - grouping.window, incident.opened_at + grouping.window)
+            scouts.append(
+                _Scout(
+                    incident,
+                    grouping,
+                    self._scouts.submit(self.store.load_group, arn),
+                    self._scouts.submit(self.store.open_members, arn, *around, limit=2 * grouping.threshold),
+                )
+            )
+        return scouts
 
     def _settle(
         self, stored: InstanceRecord, facts: EventFacts | None, owner: str, until: float
@@ -316,7 +437,8 @@ class AlertService:
             leases, _ = self._claims(record, view, owner, until)
             forget = _forgotten(record, view)
             try:
-                committed = self.store.commit(record, leases=leases, forget=forget)
+                # On the sweep's list while anything is left to tell (a closure PagerDuty has not heard of yet).
+                committed = self.store.commit(record, leases=leases, forget=forget, listed=bool(leases))
                 self._count_incidents(before, view.known)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:
@@ -351,57 +473,130 @@ class AlertService:
 
     # --- 2. Groups ---------------------------------------------------------------------------------------
 
-    def _group(self, record: InstanceRecord, checks: set[str]) -> tuple[InstanceRecord, list[GroupRecord]]:
-        """Write the instance's member of each group its changed checks belong to; note which open fleet
-        incident its incidents joined (they are muted from then on). Returns the record as stored and the groups."""
+    def _group(self, record: InstanceRecord, checks: set[str]) -> tuple[InstanceRecord, list[str]]:
+        """Write the instance's member of each group its changed checks belong to, open or close the group's fleet
+        incident when that member makes it so, and note which open fleet incident the instance's incidents count in
+        (they are muted from then on). Returns the record as stored and the groups whose fleet incidents changed."""
         if self.grouping is None or record.instance.drill or record.instance.is_alarm:
             return record, []  # a drill, or an alarm (one incident by itself), is never a member of a fleet incident
         latest = latest_incidents(self.derive(record).incidents)
-        groups: list[GroupRecord] = []
+        groups: list[str] = []
         joined: dict[str, str] = {}
         for check in sorted(checks):
             incident = latest.get(check)
             if incident is None:
                 continue
-            group = group_of(incident, self.grouping)
-            arn = group_arn(group)
-            stored = self.store.put_member(
-                arn, group, group_where(incident), record.arn, member_of(incident, record.version)
-            )
-            if record.arn not in stored.members:
-                self.count("FleetMembersNotGrouped", "Reason", "group full")
-                continue
-            stored = self._settle_fleets(stored)
-            fleet = self.derive_fleet(stored).open_fleet_of(incident.id)
-            if fleet is not None:
-                joined[incident.id] = fleet.id
-            groups.append(stored)
+            membership = self._membership(incident, record.version)
+            if membership.fleet is not None:
+                joined[incident.id] = membership.fleet
+            if membership.changed:
+                groups.append(membership.arn)
         if joined:
             record = self._join(record, joined)
         return record, groups
 
-    def _settle_fleets(self, group: GroupRecord) -> GroupRecord:
-        """Write the group's fleet identities when the derivation changed them (a fleet opened or closed)."""
+    def _membership(self, incident: Incident, version: int) -> _Membership:
+        """One instance's member of its group written; the fleet incident opened, joined, left or closed as that
+        member makes it. Every step costs the same whatever the group's size."""
+        grouping = _required_grouping(self.grouping)
+        group = group_of(incident, grouping)
+        arn = group_arn(group)
+        written = self.store.put_member(
+            arn, group, group_where(incident), incident.instance.container_instance_arn, member_of(incident, version)
+        )
+        member = written.stored
         for _ in range(MAX_WRITE_CONFLICTS):
-            view = self.derive_fleet(group)
-            if view.known == group.incidents:
-                return group
-            opened = {k.id for k in view.known if k.status == "OPEN"} - {
-                k.id for k in group.incidents if k.status == "OPEN"
-            }
-            group.incidents = view.known
-            try:
-                committed = self.store.commit_fleets(group)
-            except ConcurrentUpdateError:
-                reloaded = self.store.load_group(group.arn)
-                if reloaded is None:
-                    raise
-                group = reloaded
+            head = self.store.load_group(arn)
+            fleet = head.fleet() if head is not None else None
+            if fleet is None:
+                if not member.is_open:
+                    return _Membership(arn)
+                opened = self._open_if_crossed(arn, group, group_where(incident), head, member)
+                if opened is None:
+                    return _Membership(arn)
+                if opened is _RETRY:
+                    continue
+                return _Membership(arn, fleet=str(opened), changed=True)
+            if not counts_in(fleet, member):
+                return _Membership(arn)
+            if member.is_open:
+                if member.fleet == fleet.id:
+                    return _Membership(arn, fleet=fleet.id)  # founding, or joined before (a copy, a newer report)
+                after = self.store.advance(arn, fleet.id, joined=True)
+                if after is None:
+                    continue  # the fleet incident closed meanwhile: look again
+                self._tell(arn, after, fleet, member, told=Told.JOINED, at=member.opened_at)
+                return _Membership(arn, fleet=fleet.id, changed=True)
+            if member.told == Told.LEFT.value and member.fleet == fleet.id:
+                # Told already (a copy): the fleet incident may still be waiting to close (its closer died).
+                return _Membership(arn, changed=self._close_if_empty(arn, fleet.id))
+            after = self.store.advance(arn, fleet.id, joined=False)
+            if after is None:
                 continue
-            for _fleet in opened:
-                self.count("FleetIncidentsOpened", "Group", "fleet")
-            return committed
-        raise ConcurrentUpdateError(f"{group.arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
+            self._tell(arn, after, fleet, member, told=Told.LEFT, at=member.closed_at or member.opened_at)
+            self._close_if_empty(arn, fleet.id)
+            return _Membership(arn, changed=True)
+        raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
+
+    def _tell(
+        self, arn: str, head: GroupRecord, fleet: FleetIdentity, member: FleetMember, *, told: Told, at: datetime
+    ) -> None:
+        """The journal entry the fleet's thread names the member by, under the number `advance` took."""
+        entry = JournalEntry(head.journal_seq, fleet.id, told, member, at, self.epoch())
+        self.store.append_journal(arn, entry)
+        self.store.mark_member(arn, member, fleet=fleet.id, told=told)
+
+    def _open_if_crossed(
+        self, arn: str, group: Group, where: InstanceRef, head: GroupRecord | None, member: FleetMember
+    ) -> str | object | None:
+        """Open the group's fleet incident if `threshold` open members opened within the window around this one:
+        its id (this member is one of its founding members), _RETRY when someone else changed the fleet incidents
+        meanwhile, None when the threshold is not crossed."""
+        grouping = _required_grouping(self.grouping)
+        window = grouping.window
+        # At most 2 x threshold members: if the 2 x window around this one holds that many, one half of it holds
+        # `threshold`, so the first crossing is among the oldest of them.
+        nearby = self.store.open_members(
+            arn, member.opened_at - window, member.opened_at + window, limit=2 * grouping.threshold
+        )
+        moment = crossing([m.opened_at for m in nearby], grouping.threshold, window)
+        if moment is None:
+            return None
+        record = head if head is not None else GroupRecord(arn, group, where)
+        founding = self.store.open_members(arn, moment - window, limit=MAX_FOUNDING)
+        identity = opened_identity(record, moment, window, founding, self.clock())
+        record.incidents = trimmed([*record.incidents, identity])
+        record.open_fleet, record.joined = identity.id, len(founding)
+        try:
+            self.store.commit_fleets(record)
+        except ConcurrentUpdateError:
+            return _RETRY
+        self.count("FleetIncidentsOpened", "Group", "fleet")
+        for founder in founding:
+            self.store.mark_member(arn, founder, fleet=identity.id, told=Told.FOUNDING)
+        return identity.id
+
+    def _close_if_empty(self, arn: str, fleet_id: str) -> bool:
+        """Close the fleet incident if none of its members is open: only if nobody joined since this looked (the
+        close is conditional on the head's version). True when it closed."""
+        for _ in range(MAX_WRITE_CONFLICTS):
+            head = self.store.load_group(arn)
+            fleet = head.fleet() if head is not None else None
+            if head is None or fleet is None or fleet.id != fleet_id or fleet.since is None:
+                return False
+            if self.store.open_members(arn, fleet.since, limit=1):
+                return False
+            last = [e.at for e in self.store.journal(arn, max(head.journal_seq - 1, 0), limit=1)]
+            closed = closed_identity(head, fleet, max([fleet.anchor, *last]))
+            head.incidents = [closed if k.id == fleet.id else k for k in head.incidents]
+            head.open_fleet = None
+            try:
+                # Kept on the sweep's list until every receiver was told it is over (the sweep takes it off).
+                self.store.commit_fleets(head, expected_version=head.version, listed=True)
+            except ConcurrentUpdateError:
+                continue
+            return True
+        return False
 
     def _join(self, record: InstanceRecord, joined: dict[str, str]) -> InstanceRecord:
         """Mark the instance's incidents as members of the fleet incidents they joined (once)."""
@@ -432,21 +627,52 @@ class AlertService:
         view: InstanceView,
         *,
         held: dict[str, Lease],
-        groups: list[GroupRecord],
+        groups: list[str],
         owner: str,
         until: float,
+        sweeping: bool = False,
     ) -> dict[str, list[str]]:
         """Drain every receiver with work, the instance's and its groups' fleet incidents', all at once."""
         target = self._instance_target(record.arn)
-        jobs = self._submit(record, view, held=held, owner=owner, until=until, target=target)
-        for group in groups:
-            jobs.update(self._submit_group(group, owner, until))
+        jobs = self._submit(record, view, held=held, owner=owner, until=until, target=target, sweeping=sweeping)
+        for arn in groups:
+            jobs.update(self._submit_group(arn, owner, until, sweeping=sweeping))
         return self._collect(jobs)
 
-    def _submit_group(self, group: GroupRecord, owner: str, until: float) -> dict[str, Future[_Drained]]:
-        target = self._group_target(group.arn)
-        jobs = self._submit(group, self.derive_fleet(group), held={}, owner=owner, until=until, target=target)
+    def _submit_group(
+        self, arn: str, owner: str, until: float, *, sweeping: bool = False
+    ) -> dict[str, Future[_Drained]]:
+        """Drain the group's receivers that have work. Whether they have is decided from the head and the journal
+        alone (the member counts and lists are read by the drain, when a message is rendered)."""
+        head = self.load_fleets(arn, counts=False)
+        if head is None:
+            return {}
+        target = self._group_target(arn)
+        jobs = self._submit(
+            head, self.derive_fleet(head), held={}, owner=owner, until=until, target=target, sweeping=sweeping
+        )
         return {f"{name} (fleet)": job for name, job in jobs.items()}
+
+    def load_fleets(self, arn: str, *, counts: bool = True) -> GroupRecord | None:
+        """The group's head, and what deriving its fleet incidents reads beside it (all bounded): the open fleet
+        incident's open members (`counts`), and the journal entries some receiver has not been told yet."""
+        head = self.store.load_group(arn)
+        if head is None:
+            return None
+        fleet = head.fleet()
+        if counts and fleet is not None and fleet.since is not None:
+            head.open_count = self.store.count_open(arn, fleet.since)
+            head.listed = self.store.open_members(arn, fleet.since, limit=LISTED_MEMBERS)
+        # The receivers that keep a thread (or post webhook messages) of each fleet incident: PagerDuty keeps none.
+        receivers = {
+            incident.id: [name for name in incident.receivers if self.receivers[name].pagerduty is None]
+            for incident in self.derive_fleet(head).incidents
+        }
+        after = _untold_from(head, receivers)
+        if after is not None:
+            entries = self.store.journal(arn, after, limit=JOURNAL_PAGE)
+            head.journal = readable_journal(entries, after, self.epoch())
+        return head
 
     def _collect(self, jobs: dict[str, Future[_Drained]]) -> dict[str, list[str]]:
         outcomes = {name: job.result() for name, job in jobs.items()}
@@ -464,8 +690,10 @@ class AlertService:
         owner: str,
         until: float,
         target: _Target,
+        sweeping: bool = False,
     ) -> dict[str, Future[_Drained]]:
         arn = record.arn
+        now = self.epoch()
         jobs: dict[str, Future[_Drained]] = {}
         for name, receiver in self.receivers.items():
             lease = held.get(name)
@@ -473,8 +701,11 @@ class AlertService:
             if lease is None:
                 if not plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url):
                     continue
+                backoff = record.backoff.get(name)
+                if sweeping and backoff is not None and backoff.retry_at > now:
+                    continue  # failed recently: the sweep tries it again when its backoff ends
                 candidate = Lease(name, owner, until)
-                if not self.store.take_lease(arn, candidate, self.epoch()):
+                if not self.store.take_lease(arn, candidate, now):
                     continue  # its holder delivers this event's facts before it lets go
                 lease = candidate
             # A lease taken with this worker's write comes with the record as that write left it; a lease taken
@@ -486,7 +717,7 @@ class AlertService:
         return _Target(load=lambda: self.store.load(arn), derive=self._derive_any)
 
     def _group_target(self, arn: str) -> _Target:
-        return _Target(load=lambda: self.store.load_group(arn), derive=self._derive_any)
+        return _Target(load=lambda: self.load_fleets(arn), derive=self._derive_any)
 
     def _derive_any(self, record: InstanceRecord | GroupRecord) -> View:
         return self.derive_fleet(record) if isinstance(record, GroupRecord) else self.derive(record)
@@ -503,7 +734,9 @@ class AlertService:
     ) -> _Drained:
         """Send what `name` is missing until nothing is, then let go of its lease. Unless `record` is `fresh` (as
         the write that took the lease left it), it is read again first: what was delivered before the lease was
-        taken is never delivered again."""
+        taken is never delivered again. Every call to the receiver is fenced by the lease: it must end before the
+        lease can, or it is not made (a holder that stalled never sends after someone else took over). A failure
+        is remembered with a backoff the sweep honours."""
         drained = _Drained()
         local = record
         channel = "pagerduty" if receiver.pagerduty is not None else "slack"
@@ -526,19 +759,43 @@ class AlertService:
                     continue
                 if len(drained.sent) >= MAX_STEPS_PER_DRAIN:
                     raise RuntimeError(f"more than {MAX_STEPS_PER_DRAIN} steps for one receiver")
-                self._perform(name, receiver, lease, local=local, view=view, step=steps[0])
+                with fenced(lease.until - LEASE_SKEW_SECONDS, clock=self.epoch):
+                    self._perform(name, receiver, lease, local=local, view=view, step=steps[0])
                 drained.sent.append(steps[0].describe())
                 self.count("NotificationsSent", "Channel", channel)
+                if steps[0].batch and isinstance(local, GroupRecord):
+                    # A fleet's journal is read a page at a time: the next page, with the cursor just recorded.
+                    reloaded = target.load()
+                    if reloaded is None:
+                        raise LeaseLostError(f"{local.arn} is gone")
+                    local = reloaded
         except LeaseLostError as error:
             drained.failure = f"lease lost: {error}"
+        except LeaseEndingError as error:
+            drained.failure = str(error)
         except DeliveryError as error:
             self.count("NotificationsFailed", "Channel", channel)
             drained.failure = str(error)
+            self._back_off(local, name, lease)
         except Exception as error:  # a bug must fail the event (and reach the DLQ with its reason), not vanish
             self.count("NotificationsFailed", "Channel", channel)
             drained.failure = f"{type(error).__name__}: {error}"
+            self._back_off(local, name, lease)
         self.store.drop_lease(local.arn, lease)
         return drained
+
+    def _back_off(self, record: InstanceRecord | GroupRecord, name: str, lease: Lease) -> None:
+        """Remember the receiver's failure: the sweep waits 1, 2, 4, ... up to 15 minutes before it tries again
+        (an event tries at once: news is worth a try). A drain that completes clears it."""
+        now = self.epoch()
+        before = record.backoff.get(name)
+        failures = (before.failures if before is not None else 0) + 1
+        wait = min(BACKOFF_FIRST_SECONDS * 2 ** (failures - 1), BACKOFF_MAX_SECONDS)
+        since = before.since if before is not None else now
+        try:
+            self.store.back_off(record.arn, lease, Backoff(name, failures, since, now + wait))
+        except LeaseLostError:
+            return  # another holder took over meanwhile: its outcome is what counts
 
     def _perform(
         self,
@@ -587,6 +844,83 @@ class AlertService:
         alert = next((a for a in view.alerts if a.key == f"drain:{facts.status.event_id}"), None)
         if alert is not None and alert.drain is not None:
             self.count("DrainAttributions", "Attribution", alert.drain.cause.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    """An event's facts written: the record as stored, the leases taken with the write, whether anything was new,
+    and whether it is a new fault alone in its group (its page need not wait for the group)."""
+
+    record: InstanceRecord
+    held: dict[str, Lease]
+    changed: bool
+    alone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Scout:
+    incident: Incident
+    grouping: Grouping
+    head: Future[GroupRecord | None]
+    nearby: Future[list[FleetMember]]
+
+
+def _alone(scouts: list[_Scout]) -> bool:
+    """Whether every new fault is alone in its group: no open fleet incident it would count in, and no threshold it
+    crosses with the open members around it. Anything unknown (a read that failed) is not alone."""
+    if not scouts:
+        return False
+    for scout in scouts:
+        try:
+            head, nearby = scout.head.result(), scout.nearby.result()
+        except Exception:  # the member is written next anyway, and that path reads again
+            return False
+        incident = scout.incident
+        fleet = head.fleet() if head is not None else None
+        if fleet is not None and fleet.since is not None and incident.opened_at >= fleet.since:
+            return False
+        others = [
+            m.opened_at for m in nearby if m.instance.container_instance_arn != incident.instance.container_instance_arn
+        ]
+        if crossing([*others, incident.opened_at], scout.grouping.threshold, scout.grouping.window) is not None:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Membership:
+    """What writing one member did to its group: the fleet incident its incident counts in (None: none), and
+    whether the group's fleet incidents changed (someone joined or left, one opened or closed)."""
+
+    arn: str
+    fleet: str | None = None
+    changed: bool = False
+
+
+_RETRY = object()
+"""Someone else changed the group's fleet incidents meanwhile: read the head again."""
+
+
+def _required_grouping(grouping: Grouping | None) -> Grouping:
+    if grouping is None:
+        raise RuntimeError("fleet incidents are off (no grouping)")
+    return grouping
+
+
+def _untold_from(head: GroupRecord, receivers: dict[str, list[str]]) -> int | None:
+    """The journal number after which some receiver of a fleet incident (`receivers`: by fleet id) has not been
+    told its entries yet; None when no receiver has anything left to read."""
+    froms: list[int] = []
+    for fleet in head.incidents:
+        last = head.journal_seq if fleet.status == "OPEN" else (fleet.last_seq or fleet.first_seq)
+        if last <= fleet.first_seq:
+            continue
+        told = [head.delivery(name, fleet.id).cursor for name in receivers.get(fleet.id, [])]
+        told += [d.cursor for (_, subject), d in head.deliveries.items() if subject == fleet.id]
+        start = min(fleet.first_seq if cursor is None else cursor for cursor in told) if told else last
+        if start < last:
+            froms.append(start)
+    return min(froms) if froms else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,8 +35,8 @@ def incident_row(incident: Incident) -> dict[str, Any]:
         "assigned": _person(incident.assigned),
     }
     if incident.fleet is not None:
-        row["members_open"] = len(incident.fleet.open_members)
-        row["members"] = len(incident.fleet.members)
+        row["members_open"] = incident.fleet.open
+        row["members"] = incident.fleet.total
     return row
 
 

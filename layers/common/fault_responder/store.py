@@ -9,9 +9,15 @@ routing CLI (`make route`) and unit tests. Both keep the same contract:
   recorded only by the lease's owner;
 - a lease is released only if no facts arrived since the owner last looked (otherwise the owner looks again).
 
-Groups (fleet incidents, fault_responder.fleet) live beside the instances: a member is written only if it is
-newer than the member stored (by its instance record's version); the fleet identities only if they are still
-at the version read. Leases and deliveries work the same on a group's key as on an instance's.
+Groups (fleet incidents, fault_responder.fleet) live beside the instances: a group's record (its head) is small
+and bounded, each member is its own entry, written only if it is newer than the member stored (by its instance
+record's version), an open member is also listed by the moment it opened, and what a fleet incident's thread
+must name is a journal numbered by the head. The fleet identities are written only if they are still at the
+version read (and a close only if the head's version did not move: nobody joined since). Leases and deliveries
+work the same on a group's key as on an instance's.
+
+The sweep visits the records on its list: those with something open, and those with a closure not yet told to
+every receiver (a commit says so with `listed`); `unlist` takes a record off once it is told.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Protocol
 
 from fault_responder.domain import FleetMember, InstanceRef
-from fault_responder.fleet import MAX_MEMBERS, Group, GroupRecord, is_group
-from fault_responder.record import Delivery, InstanceRecord, Lease
+from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
+from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease
 
 
 class ConcurrentUpdateError(Exception):
@@ -61,10 +68,16 @@ class InstanceStore(Protocol):
         leases: Sequence[Lease] = (),
         deliveries: Sequence[Delivery] = (),
         forget: Sequence[tuple[str, str]] = (),
+        listed: bool = False,
     ) -> Committed:
         """Write facts and incidents if the stored version is still record.version (0: nothing stored yet),
         record the given deliveries (intents to post), drop the forgotten ones, take the leases that are free.
+        The record is on the sweep's list if it has an open incident, or if `listed` (something is still to be told).
         Raises ConcurrentUpdateError."""
+        ...
+
+    def unlist(self, arn: str, version: int) -> bool:
+        """Take the record (an instance's or a group's) off the sweep's list if it is still at `version`."""
         ...
 
     def commit_checks(
@@ -89,12 +102,17 @@ class InstanceStore(Protocol):
         ...
 
     def release(self, arn: str, lease: Lease, version: int) -> bool:
-        """Release the lease if the record is still at `version`; False (lease kept) if facts arrived
-        meanwhile. Raises LeaseLostError if the lease is not held any more."""
+        """Release the lease if the record is still at `version`, and forget the receiver's backoff (it is up to
+        date); False (lease kept) if facts arrived meanwhile. Raises LeaseLostError if the lease is not held any
+        more."""
         ...
 
     def drop_lease(self, arn: str, lease: Lease) -> None:
         """Release the lease whatever the version (after a failure: someone else may try at once)."""
+        ...
+
+    def back_off(self, arn: str, lease: Lease, backoff: Backoff) -> None:
+        """Record the receiver's failure (by the lease's holder; LeaseLostError otherwise). `release` clears it."""
         ...
 
     def delivered(self, key: str) -> bool:
@@ -111,23 +129,62 @@ class InstanceStore(Protocol):
         """The record a PagerDuty alert belongs to (remember_page), or None."""
         ...
 
-    def load_group(self, arn: str) -> GroupRecord | None: ...
+    def load_group(self, arn: str) -> GroupRecord | None:
+        """The group's head (bounded, whatever the number of members), or None."""
+        ...
 
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
-    ) -> GroupRecord:
-        """Write an instance's member of a group unless the stored one is as new or newer (by version), and
-        return the group as stored. A group already holding MAX_MEMBERS others does not take a new one."""
+    ) -> MemberWrite:
+        """Write an instance's member of a group unless the stored one is as new or newer (by version), keeping what
+        the fleet's thread was told of it while its incident is the same, and list it by the moment it opened while
+        it is open. Costs the same whatever the group's size."""
         ...
 
-    def commit_fleets(self, record: GroupRecord, *, acted: bool = False) -> GroupRecord:
-        """Write the group's fleet identities and people's actions if they are still at record.incidents_version;
-        raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action was added, which also moves
-        the group's version (a lease holder draining the group then reads it again before letting go)."""
+    def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
+        """Note that the member's incident counts in `fleet` and what its thread was told; False when the stored
+        member is another incident by now."""
+        ...
+
+    def open_members(
+        self, arn: str, since: datetime, until: datetime | None = None, *, limit: int
+    ) -> list[FleetMember]:
+        """At most `limit` open members that opened in [since, until], oldest first."""
+        ...
+
+    def count_open(self, arn: str, since: datetime) -> int:
+        """How many open members opened at or after `since`."""
+        ...
+
+    def advance(self, arn: str, fleet: str, *, joined: bool) -> GroupRecord | None:
+        """Take the next journal number for the open fleet incident `fleet` (and count one more member when
+        `joined`): the head as it is after, or None when `fleet` is not the open one any more."""
+        ...
+
+    def append_journal(self, arn: str, entry: JournalEntry) -> None: ...
+
+    def journal(self, arn: str, after: int, *, limit: int) -> list[JournalEntry]:
+        """At most `limit` journal entries numbered after `after`, in order."""
+        ...
+
+    def commit_fleets(
+        self,
+        record: GroupRecord,
+        *,
+        acted: bool = False,
+        expected_version: int | None = None,
+        listed: bool = False,
+    ) -> GroupRecord:
+        """Write the group's fleet identities, its open fleet (its id and member count) and people's actions if the
+        identities are still at record.incidents_version (0: create the head) and, with `expected_version`, the
+        head's version did not move; raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action
+        was added, which also moves the head's version (a lease holder draining the group then reads it again
+        before letting go). On the sweep's list while a fleet incident is open, or `listed`."""
         ...
 
     def open_records(self) -> Iterator[str]:
-        """The ARNs of the records (instances and groups) with an open incident or fleet incident."""
+        """The ARNs of the records (instances and groups) on the sweep's list: with an open incident or fleet
+        incident, or something still to be told. Groups come first."""
         ...
 
 
@@ -137,6 +194,9 @@ class MemoryInstanceStore:
     def __init__(self) -> None:
         self._records: dict[str, InstanceRecord] = {}
         self._groups: dict[str, GroupRecord] = {}
+        self._members: dict[str, dict[str, FleetMember]] = {}
+        self._journal: dict[str, dict[int, JournalEntry]] = {}
+        self._listed: set[str] = set()
         self._delivered: set[str] = set()
         self._pages: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -153,6 +213,7 @@ class MemoryInstanceStore:
         leases: Sequence[Lease] = (),
         deliveries: Sequence[Delivery] = (),
         forget: Sequence[tuple[str, str]] = (),
+        listed: bool = False,
     ) -> Committed:
         with self._lock:
             stored = self._records.get(record.arn)
@@ -166,6 +227,7 @@ class MemoryInstanceStore:
             written.deliveries = dict(stored.deliveries) if stored else {}
             for key in forget:
                 written.deliveries.pop(key, None)
+            self._list(written.arn, _has_open(written) or listed)
             return self._finish(written, leases, deliveries)
 
     def commit_checks(
@@ -189,7 +251,22 @@ class MemoryInstanceStore:
             for check in checks:
                 written.health[check] = list(record.health[check])
                 written.incidents[check] = copy.deepcopy(record.incidents.get(check, []))
+            self._list(written.arn, _has_open(written) or written.arn in self._listed)
             return self._finish(written, leases, deliveries)
+
+    def unlist(self, arn: str, version: int) -> bool:
+        with self._lock:
+            stored = self._any(arn)
+            if stored is None or stored.version != version:
+                return False
+            self._listed.discard(arn)
+            return True
+
+    def _list(self, arn: str, listed: bool) -> None:
+        if listed:
+            self._listed.add(arn)
+        else:
+            self._listed.discard(arn)
 
     def _finish(self, written: InstanceRecord, leases: Sequence[Lease], deliveries: Sequence[Delivery]) -> Committed:
         for delivery in deliveries:
@@ -224,7 +301,12 @@ class MemoryInstanceStore:
             if stored.version != version:
                 return False
             del stored.leases[lease.receiver]
+            stored.backoff.pop(lease.receiver, None)
             return True
+
+    def back_off(self, arn: str, lease: Lease, backoff: Backoff) -> None:
+        with self._lock:
+            self._held(arn, lease).backoff[backoff.receiver] = backoff
 
     def drop_lease(self, arn: str, lease: Lease) -> None:
         with self._lock:
@@ -255,41 +337,113 @@ class MemoryInstanceStore:
         with self._lock:
             return self._pages.get(dedup_key)
 
+    # --- Groups ---
+
     def load_group(self, arn: str) -> GroupRecord | None:
         with self._lock:
             return copy.deepcopy(self._groups.get(arn))
 
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
-    ) -> GroupRecord:
+    ) -> MemberWrite:
         with self._lock:
-            stored = self._groups.get(arn) or GroupRecord(arn, group, where)
-            current = stored.members.get(instance_arn)
-            room = current is not None or len(stored.members) < MAX_MEMBERS
-            if room and (current is None or current.version < member.version):
-                stored.members[instance_arn] = member
-                stored.version += 1
-            self._groups[arn] = stored
+            members = self._members.setdefault(arn, {})
+            current = members.get(instance_arn)
+            if current is not None and current.version >= member.version:
+                return MemberWrite(current, current, written=False)
+            stored = carried(current, member)
+            members[instance_arn] = stored
+            return MemberWrite(stored, current, written=True)
+
+    def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
+        with self._lock:
+            members = self._members.get(arn, {})
+            key = member.instance.container_instance_arn
+            current = members.get(key)
+            if current is None or current.incident != member.incident:
+                return False
+            members[key] = replace(current, fleet=fleet, told=told.value)
+            return True
+
+    def open_members(
+        self, arn: str, since: datetime, until: datetime | None = None, *, limit: int
+    ) -> list[FleetMember]:
+        with self._lock:
+            found = [
+                m
+                for m in self._members.get(arn, {}).values()
+                if m.is_open and since <= m.opened_at and (until is None or m.opened_at <= until)
+            ]
+        ordered = sorted(found, key=lambda m: (m.opened_at, m.instance.container_instance_arn))
+        return ordered[:limit]
+
+    def count_open(self, arn: str, since: datetime) -> int:
+        with self._lock:
+            return sum(1 for m in self._members.get(arn, {}).values() if m.is_open and m.opened_at >= since)
+
+    def advance(self, arn: str, fleet: str, *, joined: bool) -> GroupRecord | None:
+        with self._lock:
+            stored = self._groups.get(arn)
+            if stored is None or stored.open_fleet != fleet:
+                return None
+            stored.version += 1
+            stored.journal_seq += 1
+            if joined:
+                stored.joined += 1
             return copy.deepcopy(stored)
 
-    def commit_fleets(self, record: GroupRecord, *, acted: bool = False) -> GroupRecord:
+    def append_journal(self, arn: str, entry: JournalEntry) -> None:
+        with self._lock:
+            self._journal.setdefault(arn, {})[entry.seq] = entry
+
+    def journal(self, arn: str, after: int, *, limit: int) -> list[JournalEntry]:
+        with self._lock:
+            entries = self._journal.get(arn, {})
+            return [entries[seq] for seq in sorted(entries) if seq > after][:limit]
+
+    def commit_fleets(
+        self,
+        record: GroupRecord,
+        *,
+        acted: bool = False,
+        expected_version: int | None = None,
+        listed: bool = False,
+    ) -> GroupRecord:
         with self._lock:
             stored = self._groups.get(record.arn)
+            if record.incidents_version == 0 and stored is None:
+                stored = GroupRecord(record.arn, record.group, record.where)
+                self._groups[record.arn] = stored
             if stored is None or stored.incidents_version != record.incidents_version:
                 raise ConcurrentUpdateError(f"{record.arn}: its fleet incidents changed since they were read")
+            if expected_version is not None and stored.version != expected_version:
+                raise ConcurrentUpdateError(f"{record.arn}: a member joined or left since it was read")
             stored.incidents = copy.deepcopy(record.incidents)
             stored.actions = copy.deepcopy(record.actions)
+            if stored.open_fleet != record.open_fleet:
+                stored.open_fleet = record.open_fleet
+                stored.joined = record.joined
             stored.incidents_version += 1
             if acted:
                 stored.version += 1
+            self._list(record.arn, stored.open_fleet is not None or listed)
             return copy.deepcopy(stored)
 
     def open_records(self) -> Iterator[str]:
         with self._lock:
-            instances = [
-                arn
-                for arn, record in self._records.items()
-                if any(k.status == "OPEN" for known in record.incidents.values() for k in known)
-            ]
-            groups = [arn for arn, group in self._groups.items() if any(k.status == "OPEN" for k in group.incidents)]
-        yield from sorted(instances) + sorted(groups)
+            instances = sorted(arn for arn in self._listed if not is_group(arn))
+            groups = sorted(arn for arn in self._listed if is_group(arn))
+        # Groups first: a few records that stand for many instances (a fleet's thread waits for no instance).
+        yield from groups + instances
+
+
+def carried(current: FleetMember | None, member: FleetMember) -> FleetMember:
+    """The member to store over `current`: what the fleet's thread was told of it carries over while it is the same
+    incident (a newer report of one fault is not a new member)."""
+    if current is None or current.incident != member.incident:
+        return replace(member, fleet=None, told=None)
+    return replace(member, fleet=current.fleet, told=current.told)
+
+
+def _has_open(record: InstanceRecord) -> bool:
+    return any(k.status == "OPEN" for known in record.incidents.values() for k in known)

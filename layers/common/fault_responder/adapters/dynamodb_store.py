@@ -10,10 +10,15 @@ attributes, so each writer sets only its own with UpdateItem:
   is one of SWEEP_SHARDS values, `rid` the record's ARN) for the sweep.
 The training auto-resume notifier's delivery ledger uses pk = DELIVERY#<key>, sk = DELIVERY.
 
-One item per group of instances (fleet incidents): pk = GROUP#<group labels>, sk = RECORD, with `ver` (bumped
-by every member written), `grp` and `where` (the group), `m_<digest>` (one instance's member, written only over
-an older version of it), `f` and `fv` (the fleet identities and their own version), and the same lease and
-delivery attributes as an instance.
+A group of instances (fleet incidents) is a partition of its own, pk = GROUP#<group labels>, whatever its size:
+- sk = RECORD, the head: `grp` and `where` (the group), `f` and `fv` (the fleet identities and their version),
+  `acts` (people's actions), `of` and `ofm` (the open fleet incident and its member count), `ver` (moved by every
+  journal entry and action), `js` (the last journal number taken), and the same lease, delivery and backoff
+  attributes as an instance;
+- sk = M#<digest of the instance>: one instance's member (written only over an older version of it);
+- sk = O#<opened at>#<digest>: the same member while it is open, so that the members that opened in a window, or
+  whether any is still open, are read with one bounded query (written with its member, in one transaction);
+- sk = J#<number>: the journal, what a fleet incident's thread names (a member joining or leaving).
 
 Keys are hashed when too long for DynamoDB (partition key 2,048 bytes), and a record is compacted (oldest
 facts first) before it could pass the 400 KB item limit. Every item expires through TTL (`expires_at`): a
@@ -23,40 +28,48 @@ record with an open incident after OPEN_RECORD_TTL without news, any other after
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from fault_responder.domain import FleetMember, InstanceRef
-from fault_responder.fleet import Group, GroupRecord, is_group
-from fault_responder.record import Delivery, InstanceRecord, Lease, compact, digest
+from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
+from fault_responder.observability import count
+from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease, compact, digest
 from fault_responder.serialization import (
     action_from_dict,
     action_to_dict,
     apply_instance_facts,
+    backoff_from_dict,
+    backoff_to_dict,
     check_from_dict,
     check_to_dict,
     delivery_from_dict,
     delivery_to_dict,
+    fleet_identities_from_dict,
+    fleet_identities_to_dict,
     has_instance_facts,
     instance_facts_to_dict,
     instance_from_dict,
     instance_to_dict,
-    known_list_from_dict,
-    known_list_to_dict,
+    journal_from_dict,
+    journal_to_dict,
     lease_from_dict,
     lease_to_dict,
     member_from_dict,
     member_to_dict,
 )
-from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError
+from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError, carried
 
+log = logging.getLogger(__name__)
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 DELIVERY_TTL = timedelta(days=14)
@@ -68,9 +81,12 @@ MAX_ITEM_BYTES = 380_000
 """Below DynamoDB's 400 KB with room for attribute names and the few parts written separately."""
 MAX_KEY_BYTES = 1_900
 _CONDITION_FAILED = "ConditionalCheckFailedException"
+MAX_MEMBER_WRITES = 10
 OPEN_INDEX = "Open"
 SWEEP_SHARDS = 8
 """The Open index's partition key values: a storm's writes spread over these many index partitions."""
+GROUP_SHARD = "open#groups"
+"""Groups have a shard of their own, read first: a few records that stand for many instances."""
 
 
 def instance_pk(container_instance_arn: str) -> str:
@@ -87,8 +103,25 @@ def group_pk(arn: str) -> str:
     return f"GROUP#sha256:{digest(arn, 64)}"
 
 
-def member_attribute(instance_arn: str) -> str:
-    return f"m_{digest(instance_arn, 24)}"
+def member_key(instance_arn: str) -> str:
+    return f"M#{digest(instance_arn, 32)}"
+
+
+def open_key(opened_at: datetime, instance_arn: str) -> str:
+    return f"O#{_sortable(opened_at)}#{digest(instance_arn, 32)}"
+
+
+def journal_sk(seq: int) -> str:
+    return f"J#{seq:012d}"
+
+
+def backoff_attribute(receiver: str) -> str:
+    return f"b_{digest(receiver)}"
+
+
+def _sortable(moment: datetime) -> str:
+    """A time as text that sorts as the time does (fixed width, UTC)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def check_attribute(check: str) -> str:
@@ -125,13 +158,14 @@ class DynamoDBInstanceStore:
         leases: Sequence[Lease] = (),
         deliveries: Sequence[Delivery] = (),
         forget: Sequence[tuple[str, str]] = (),
+        listed: bool = False,
     ) -> Committed:
         update = _Update()
         parts = self._fitting_parts(record)
         update.set("ver", record.version + 1)
-        update.set("expires_at", self._expiry(record))
+        update.set("expires_at", self._expiry(record, listed=listed))
         update.set("ref", instance_to_dict(record.instance))
-        _mark_open(update, record.arn, is_open=_has_open(record))
+        _mark_open(update, record.arn, is_open=_has_open(record) or listed)
         if "inst" in parts:
             update.set("inst", parts["inst"])
         for name, value in parts.items():
@@ -211,10 +245,25 @@ class DynamoDBInstanceStore:
             compact(record)
         raise RecordTooLargeError(f"the record of {record.arn} does not fit in a DynamoDB item even compacted")
 
-    def _expiry(self, record: InstanceRecord) -> int:
-        open_incident = _has_open(record)
+    def _expiry(self, record: InstanceRecord, *, listed: bool = False) -> int:
+        open_incident = _has_open(record) or listed
         keep = max(self.retention, OPEN_RECORD_TTL) if open_incident else self.retention
         return int(time.time() + keep.total_seconds())
+
+    def unlist(self, arn: str, version: int) -> bool:
+        update = _Update()
+        update.remove("sweep")
+        update.remove("rid")
+        condition = f"attribute_exists(pk) AND {update.name('ver')} = {update.value(version)}"
+        try:
+            self._client.update_item(
+                TableName=self.table_name, Key=_key(arn), ConditionExpression=condition, **update.arguments()
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
 
     # --- Leases and deliveries -------------------------------------------------------------------------
 
@@ -242,11 +291,17 @@ class DynamoDBInstanceStore:
     def release(self, arn: str, lease: Lease, version: int) -> bool:
         update = _Update()
         update.remove(lease_attribute(lease.receiver))
+        update.remove(backoff_attribute(lease.receiver))
         try:
             self._as_holder(arn, lease, update, extra=f"{update.name('ver')} = {update.value(version)}")
         except _VersionMoved:
             return False
         return True
+
+    def back_off(self, arn: str, lease: Lease, backoff: Backoff) -> None:
+        update = _Update()
+        update.set(backoff_attribute(backoff.receiver), backoff_to_dict(backoff))
+        self._as_holder(arn, lease, update, extra=None)
 
     def drop_lease(self, arn: str, lease: Lease) -> None:
         update = _Update()
@@ -288,51 +343,196 @@ class DynamoDBInstanceStore:
 
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
-    ) -> GroupRecord:
-        update = _Update()
-        attribute = member_attribute(instance_arn)
-        name, version = update.name(attribute), update.name("ver")
-        update.set(attribute, member_to_dict(member))
-        update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(1)}")
-        for field_name, value in (("grp", [list(pair) for pair in group]), ("where", instance_to_dict(where))):
-            placeholder = update.name(field_name)
-            update.set_expression(f"{placeholder} = if_not_exists({placeholder}, {update.value(value)})")
-        update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
-        newer = f"attribute_not_exists({name}) OR {name}.{update.name('v')} < {update.value(member.version)}"
+    ) -> MemberWrite:
+        pk = group_pk(arn)
+        key = {"pk": {"S": pk}, "sk": {"S": member_key(instance_arn)}}
+        expires = int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds())
+        for _ in range(MAX_MEMBER_WRITES):
+            item = self._client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item")
+            current = member_from_dict(_plain(item)) if item else None
+            if current is not None and current.version >= member.version:
+                return MemberWrite(current, current, written=False)
+            stored = carried(current, member)
+            written = {**member_to_dict(stored), "pk": pk, "sk": member_key(instance_arn), "expires_at": expires}
+            put: dict[str, Any] = {"TableName": self.table_name, "Item": _typed(written)}
+            if current is None:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            else:
+                put["ConditionExpression"] = "#v = :v"
+                put["ExpressionAttributeNames"] = {"#v": "v"}
+                put["ExpressionAttributeValues"] = {":v": {"N": str(current.version)}}
+            actions: list[dict[str, Any]] = [{"Put": put}]
+            opened = open_key(stored.opened_at, instance_arn) if stored.is_open else None
+            if current is not None and current.is_open:
+                previous = open_key(current.opened_at, instance_arn)
+                if previous != opened:
+                    actions.append(
+                        {"Delete": {"TableName": self.table_name, "Key": {"pk": {"S": pk}, "sk": {"S": previous}}}}
+                    )
+            if opened is not None:
+                listed = {**member_to_dict(stored), "pk": pk, "sk": opened, "expires_at": expires}
+                actions.append({"Put": {"TableName": self.table_name, "Item": _typed(listed)}})
+            try:
+                self._client.transact_write_items(TransactItems=actions)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+                    continue  # another writer changed this member meanwhile: read it again
+                raise
+            return MemberWrite(stored, current, written=True)
+        raise ConcurrentUpdateError(f"the member {instance_arn} of {arn} kept changing")
+
+    def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
+        key = {"pk": {"S": group_pk(arn)}, "sk": {"S": member_key(member.instance.container_instance_arn)}}
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key=key,
+                UpdateExpression="SET #f = :f, #t = :t",
+                ConditionExpression="#i = :i",
+                ExpressionAttributeNames={"#f": "fleet", "#t": "told", "#i": "incident"},
+                ExpressionAttributeValues={
+                    ":f": {"S": fleet},
+                    ":t": {"S": told.value},
+                    ":i": {"S": member.incident},
+                },
+            )
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def open_members(
+        self, arn: str, since: datetime, until: datetime | None = None, *, limit: int
+    ) -> list[FleetMember]:
+        upper = f"O#{_sortable(until)}~" if until is not None else "O#~"
+        arguments: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": group_pk(arn)},
+                ":lo": {"S": f"O#{_sortable(since)}"},
+                ":hi": {"S": upper},
+            },
+            "ConsistentRead": True,
+        }
+        found: list[FleetMember] = []
+        while len(found) < limit:
+            page = self._client.query(**arguments, Limit=limit - len(found))
+            found.extend(member_from_dict(_plain(item)) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found
+
+    def count_open(self, arn: str, since: datetime) -> int:
+        arguments: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": group_pk(arn)},
+                ":lo": {"S": f"O#{_sortable(since)}"},
+                ":hi": {"S": "O#~"},
+            },
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            page = self._client.query(**arguments)
+            total += int(page.get("Count", 0))
+            if "LastEvaluatedKey" not in page:
+                return total
+            arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def advance(self, arn: str, fleet: str, *, joined: bool) -> GroupRecord | None:
+        additions = "#ver :one, #js :one" + (", #ofm :one" if joined else "")
         try:
             response = self._client.update_item(
                 TableName=self.table_name,
                 Key=_key(arn),
-                ConditionExpression=newer,
+                UpdateExpression=f"ADD {additions}",
+                ConditionExpression="#of = :fleet",
+                ExpressionAttributeNames={
+                    "#ver": "ver",
+                    "#js": "js",
+                    "#of": "of",
+                    **({"#ofm": "ofm"} if joined else {}),
+                },
+                ExpressionAttributeValues={":one": {"N": "1"}, ":fleet": {"S": fleet}},
                 ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.arguments(),
             )
         except ClientError as error:
-            if _too_large(error):
-                # A group past DynamoDB's item size (about a thousand members): this one is not grouped and
-                # pages on its own (MAX_MEMBERS bounds the in-memory store the same way).
-                return self.load_group(arn) or GroupRecord(arn, group, where)
-            if not _condition_failed(error):
-                raise
-            old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
-            return decode_group(arn, old) if old else GroupRecord(arn, group, where)
+            if _condition_failed(error):
+                return None
+            raise
         return decode_group(arn, response["Attributes"])
 
-    def commit_fleets(self, record: GroupRecord, *, acted: bool = False) -> GroupRecord:
+    def append_journal(self, arn: str, entry: JournalEntry) -> None:
+        item = {
+            **journal_to_dict(entry),
+            "pk": group_pk(arn),
+            "sk": journal_sk(entry.seq),
+            "expires_at": int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()),
+        }
+        self._client.put_item(TableName=self.table_name, Item=_typed(item))
+
+    def journal(self, arn: str, after: int, *, limit: int) -> list[JournalEntry]:
+        response = self._client.query(
+            TableName=self.table_name,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": {"S": group_pk(arn)},
+                ":lo": {"S": journal_sk(after + 1)},
+                ":hi": {"S": "J#~"},
+            },
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        entries: list[JournalEntry] = []
+        for item in response.get("Items", []):
+            entry = _readable(arn, "journal", partial(_journal_entry, item))
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    def commit_fleets(
+        self,
+        record: GroupRecord,
+        *,
+        acted: bool = False,
+        expected_version: int | None = None,
+        listed: bool = False,
+    ) -> GroupRecord:
         update = _Update()
-        update.set("f", known_list_to_dict(record.incidents))
+        update.set("f", fleet_identities_to_dict(record.incidents))
         update.set("fv", record.incidents_version + 1)
         update.set("acts", [action_to_dict(action) for action in record.actions])
-        if acted:
-            version = update.name("ver")
-            update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(1)}")
-        _mark_open(update, record.arn, is_open=any(k.status == "OPEN" for k in record.incidents))
+        for field_name, value in (
+            ("grp", [list(pair) for pair in record.group]),
+            ("where", instance_to_dict(record.where)),
+        ):
+            placeholder = update.name(field_name)
+            update.set_expression(f"{placeholder} = if_not_exists({placeholder}, {update.value(value)})")
+        version = update.name("ver")
+        increment = 1 if acted else 0
+        update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(increment)}")
+        if record.open_fleet is not None:
+            # The live member count is the head's (joins ADD to it): set only when this write opens the fleet.
+            update.set("of", record.open_fleet)
+            members = update.name("ofm")
+            update.set_expression(f"{members} = if_not_exists({members}, {update.value(record.joined)})")
+        else:
+            update.remove("of")
+            update.remove("ofm")
+        update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
+        _mark_open(update, record.arn, is_open=record.open_fleet is not None or listed)
         fv = update.name("fv")
         if record.incidents_version == 0:
-            condition = f"attribute_exists(pk) AND attribute_not_exists({fv})"
+            condition = "attribute_not_exists(pk)"
         else:
             condition = f"{fv} = {update.value(record.incidents_version)}"
+        if expected_version is not None:
+            condition += f" AND {version} = {update.value(expected_version)}"
         try:
             response = self._client.update_item(
                 TableName=self.table_name,
@@ -352,14 +552,15 @@ class DynamoDBInstanceStore:
     # --- The sweep ---------------------------------------------------------------------------------------------
 
     def open_records(self) -> Iterator[str]:
-        """The ARNs of the records with something open (instances and groups), from the Open index."""
-        for shard in range(SWEEP_SHARDS):
+        """The ARNs of the records on the sweep's list (instances and groups), from the Open index: the groups'
+        shard first."""
+        for shard in [GROUP_SHARD, *(_shard(number) for number in range(SWEEP_SHARDS))]:
             arguments: dict[str, Any] = {
                 "TableName": self.table_name,
                 "IndexName": OPEN_INDEX,
                 "KeyConditionExpression": "#s = :s",
                 "ExpressionAttributeNames": {"#s": "sweep"},
-                "ExpressionAttributeValues": {":s": {"S": _shard(shard)}},
+                "ExpressionAttributeValues": {":s": {"S": shard}},
             }
             while True:
                 page = self._client.query(**arguments)
@@ -480,35 +681,68 @@ def decode(arn: str, item: dict[str, Any]) -> InstanceRecord:
         elif name.startswith("l_"):
             lease = lease_from_dict(value)
             record.leases[lease.receiver] = lease
+        elif name.startswith("b_"):
+            backoff = backoff_from_dict(value)
+            record.backoff[backoff.receiver] = backoff
     if data.get("inst"):
         apply_instance_facts(record, data["inst"])
     return record
 
 
 def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
-    """A stored group item back into a record."""
+    """A stored group head back into a record. A part that cannot be read (a lease, a delivery, an action, the
+    identities) is skipped with a metric and a log line: one bad value must not make every event of the group
+    fail."""
     data = _plain(item)
     group: Group = tuple((str(name), str(value)) for name, value in data.get("grp") or [])
+    where = _readable(arn, "where", lambda: instance_from_dict(data["where"]))
     record = GroupRecord(
         arn,
         group,
-        instance_from_dict(data["where"]),
+        where or InstanceRef("", "", "", "", None, None),
         version=int(data.get("ver", 0)),
         incidents_version=int(data.get("fv", 0)),
+        open_fleet=data.get("of") if isinstance(data.get("of"), str) else None,
+        joined=int(data.get("ofm") or 0),
+        journal_seq=int(data.get("js") or 0),
     )
-    record.incidents = known_list_from_dict(data.get("f"))
-    record.actions = [action_from_dict(action) for action in data.get("acts") or []]
+    record.incidents = _readable(arn, "fleets", lambda: fleet_identities_from_dict(data.get("f"))) or []
+    actions = [_readable(arn, "action", partial(action_from_dict, action)) for action in data.get("acts") or []]
+    record.actions = [action for action in actions if action is not None]
     for name, value in data.items():
-        if name.startswith("m_"):
-            member = member_from_dict(value)
-            record.members[member.instance.container_instance_arn] = member
-        elif name.startswith("d_"):
-            delivery = delivery_from_dict(value)
-            record.deliveries[(delivery.receiver, delivery.subject)] = delivery
+        if name.startswith("d_"):
+            delivery = _readable(arn, "delivery", partial(delivery_from_dict, value))
+            if delivery is not None:
+                record.deliveries[(delivery.receiver, delivery.subject)] = delivery
         elif name.startswith("l_"):
-            lease = lease_from_dict(value)
-            record.leases[lease.receiver] = lease
+            lease = _readable(arn, "lease", partial(lease_from_dict, value))
+            if lease is not None:
+                record.leases[lease.receiver] = lease
+        elif name.startswith("b_"):
+            backoff = _readable(arn, "backoff", partial(backoff_from_dict, value))
+            if backoff is not None:
+                record.backoff[backoff.receiver] = backoff
     return record
+
+
+_T = TypeVar("_T")
+
+
+def _journal_entry(item: dict[str, Any]) -> JournalEntry:
+    return journal_from_dict(_plain(item))
+
+
+def _readable(arn: str, part: str, read: Callable[[], _T]) -> _T | None:
+    """A stored part read back, or None (counted, logged) when it cannot be."""
+    try:
+        return read()
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        count("UnreadableRecords", "Part", part)
+        log.warning(
+            "a part of a stored record cannot be read and is skipped",
+            extra={"record": arn[:300], "part": part, "error": type(error).__name__},
+        )
+        return None
 
 
 def _key(arn: str) -> dict[str, Any]:
@@ -527,7 +761,7 @@ def _shard(number: int) -> str:
 def _mark_open(update: _Update, arn: str, *, is_open: bool) -> None:
     """List the record in the Open index while it has something open, and take it off when it has not."""
     if is_open:
-        update.set("sweep", _shard(int(digest(arn), 16) % SWEEP_SHARDS))
+        update.set("sweep", GROUP_SHARD if is_group(arn) else _shard(int(digest(arn), 16) % SWEEP_SHARDS))
         update.set("rid", arn)
     else:
         update.remove("sweep")

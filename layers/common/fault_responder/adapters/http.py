@@ -28,12 +28,14 @@ the queue's redelivery does the waiting.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import random
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -184,6 +186,33 @@ def _transport_error(exc: HTTPError) -> _TransportError:
     return _TransportError(type(exc).__name__, retryable=False)
 
 
+class LeaseEndingError(DeliveryError):
+    """The call was not made: the delivery's lease would end before it could, and someone else may take over."""
+
+
+_fence = threading.local()
+
+
+@contextlib.contextmanager
+def fenced(deadline: float, *, clock: Callable[[], float] = time.time) -> Iterator[None]:
+    """Every call this thread makes inside must end by `deadline` (epoch seconds: the end of the lease under
+    which it delivers), or it is not made. Checked immediately before each request, after every other wait."""
+    previous = getattr(_fence, "limit", None)
+    _fence.limit = (deadline, clock)
+    try:
+        yield
+    finally:
+        _fence.limit = previous
+
+
+def _fence_left() -> float:
+    limit = getattr(_fence, "limit", None)
+    if limit is None:
+        return math.inf
+    deadline, clock = limit
+    return float(deadline - clock())
+
+
 FailureCheck = Callable[[HttpResponse], tuple[bool, bool, str]]
 """Classifies a 2xx response: (failed, retryable, reason)."""
 
@@ -247,12 +276,20 @@ def send_json(
         refusal = budget.refusal(service, retrying=attempt > 1)
         if refusal is not None:
             raise refusal
+        # The last check before the request goes out: whatever waited since (a retry's sleep, a stall), the call
+        # must end before the lease it is made under can pass to another worker.
+        fence = _fence_left()
+        if fence < _MIN_CALL_SECONDS:
+            raise LeaseEndingError(
+                service, None, "not sent: the delivery lease ends before the call could; left to the next holder", True
+            )
+        connect = min(policy.connect_timeout, budget.remaining(), fence / 2)
         outcome = _post_once(
             session,
             url,
             payload,
             headers=headers,
-            timeout=(min(policy.connect_timeout, budget.remaining()), min(policy.read_timeout, budget.remaining())),
+            timeout=(connect, min(policy.read_timeout, budget.remaining(), fence - connect)),
             service=service,
             is_failure=is_failure,
             form=form,

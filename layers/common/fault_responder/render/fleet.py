@@ -1,29 +1,32 @@
-"""Slack and PagerDuty messages for fleet incidents: one root and one alert for many instances.
+"""Slack and PagerDuty messages for fleet incidents: one root and one alert for many instances, at any size.
 
-The root lists the members (the first MEMBERS_IN_ROOT; the thread names every one as it joins and leaves), the
-counts, first and last seen, and what ECS's repair limit means for recovery; PagerDuty's custom details carry
-every member. Untrusted text is escaped and clipped exactly as for single incidents (render/slack.py).
+A fleet incident can have thousands of members, so no message carries them all: the root shows the counts and
+lists the open members that fit (by characters, in whole lines) and says how many it leaves out and where they
+are named (the thread names every member as it joins and as it leaves); the PagerDuty alert lists up to
+MEMBERS_IN_PAGE open members and says how many more there are. Untrusted text is escaped and clipped exactly as
+for single incidents (render/slack.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fault_responder.domain import FleetMember, Incident, TimelineEntry
+from fault_responder.domain import FleetMember, FleetSummary, Incident, TimelineEntry
 from fault_responder.fleet import group_arn, member_name, repair_rounds
 from fault_responder.render import slack as blocks
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn
 from fault_responder.timefmt import iso_utc
 
-MEMBERS_IN_ROOT = 40
 MEMBERS_IN_PAGE = 300
-"""Members listed in a PagerDuty event: about 60 KB, far below its 512 KB limit."""
-_LINES_PER_SECTION = 20
+"""Members listed in a PagerDuty event: about 75 KB, far below its 512 KB limit."""
+ROOT_MEMBER_BLOCKS = 8
+"""Sections of member lines a root may take (of Slack's 50 blocks), so the buttons and context always fit."""
+REPLY_BLOCKS = 45
+_THREAD = "the thread names each one as it joins and leaves"
 
 
 def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -> SlackMessage:
     fleet = _fleet(incident)
-    members = sorted(fleet.members, key=lambda m: (not m.is_open, m.opened_at, member_name(m)))
     if incident.is_open:
         severity = incident.classification.severity
         header = blocks._header(
@@ -37,16 +40,16 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
         *blocks._field_sections(_fields(incident)),
     ]
     if incident.is_open:
-        result.append(blocks._section(_repair_note(len(fleet.open_members))))
+        result.append(blocks._section(_repair_note(fleet.open)))
+        members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))
+        sections, shown = listing("*Impaired members*", [_member_line(m) for m in members], ROOT_MEMBER_BLOCKS)
+        result.extend(sections)
+        left_out = fleet.open - shown
+        if left_out > 0:
+            result.append(blocks._section(f"…and {left_out} more impaired not listed here: {_THREAD}."))
     else:
         result.append(blocks._section(blocks._resolution_line(incident)))
-    lines = [_member_line(member) for member in members[:MEMBERS_IN_ROOT]]
-    for start in range(0, len(lines), _LINES_PER_SECTION):
-        title = "*Members*\n" if start == 0 else ""
-        result.append(blocks._section(title + "\n".join(lines[start : start + _LINES_PER_SECTION])))
-    if len(members) > MEMBERS_IN_ROOT:
-        rest = len(members) - MEMBERS_IN_ROOT
-        result.append(blocks._section(f"…and {rest} more: the thread names each one as it joins and leaves."))
+        result.append(blocks._section(f"All {fleet.total} members recovered or left the cluster: {_THREAD}."))
     result.extend(blocks.incident_buttons(incident, fleet_record=group_arn(fleet.group)))
     result.append(blocks.root_context(_context(incident), dashboard_url))
     fallback = f"{_state(incident)} · {escape_mrkdwn(incident.classification.title)}"
@@ -56,12 +59,16 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
 def render_fleet_steps(
     incident: Incident, entries: tuple[TimelineEntry, ...], *, dashboard_url: str | None = None
 ) -> SlackMessage:
-    """One thread reply (or webhook message) for several member steps at once. A webhook message stands in the
-    channel on its own: it gets the `dashboard_url` link, a thread reply does not."""
-    lines = [blocks._step_line(entry) for entry in entries]
-    result = [blocks._section(f"*{len(entries)} updates*")]
-    for start in range(0, len(lines), _LINES_PER_SECTION):
-        result.append(blocks._section("\n".join(lines[start : start + _LINES_PER_SECTION])))
+    """One thread reply (or webhook message) for several member steps at once; every step it is given is named
+    (delivery hands it at most a hundred, whose lines are bounded). A webhook message stands in the channel on
+    its own: it gets the `dashboard_url` link, a thread reply does not."""
+    sections, shown = listing(
+        f"*{len(entries)} updates*", [blocks._step_line(entry) for entry in entries], REPLY_BLOCKS
+    )
+    result = list(sections)
+    if shown < len(entries):
+        # Not reached with delivery's bounds; said rather than lost if it ever is.
+        result.append(blocks._section(f"…and {len(entries) - shown} more updates not shown here."))
     result.append(blocks.root_context([f"Fleet incident `{escape_mrkdwn(incident.fingerprint)}`"], dashboard_url))
     fallback = f"{escape_mrkdwn(incident.classification.title)}: " + "; ".join(
         escape_mrkdwn(entry.text) for entry in entries[:20]
@@ -69,31 +76,50 @@ def render_fleet_steps(
     return SlackMessage(text=blocks._clip(fallback, blocks.MAX_FALLBACK_TEXT), blocks=blocks._fit(result))
 
 
+def listing(title: str, lines: list[str], max_blocks: int) -> tuple[list[dict[str, Any]], int]:
+    """`title` and the lines in as few sections as fit, each under Slack's section limit, whole lines only (a line
+    longer than a section is clipped), at most `max_blocks` sections: the sections and how many lines they show."""
+    sections: list[dict[str, Any]] = []
+    current, shown = title, 0
+    for raw in lines:
+        line = blocks._clip(raw, blocks.MAX_SECTION_TEXT)
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) <= blocks.MAX_SECTION_TEXT:
+            current, shown = candidate, shown + 1
+            continue
+        if len(sections) + 1 >= max_blocks:
+            break
+        sections.append(blocks._section(current))
+        current, shown = line, shown + 1
+    if current:
+        sections.append(blocks._section(current))
+    return sections, shown
+
+
 def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -> dict[str, Any]:
     fleet = _fleet(incident)
     where = incident.instance
     source = where.capacity_provider or where.cluster_name
-    titles = {member.title for member in fleet.members}
-    fault = titles.pop() if len(titles) == 1 else f"{incident.check_type} faults"
     summary = (
-        f"[FLEET] {len(fleet.open_members)} of {len(fleet.members)} instances of {source} "
-        f"(cluster {where.cluster_name}) failing {incident.check_type}: {fault}"
+        f"[FLEET] {fleet.open} of {fleet.total} instances of {source} "
+        f"(cluster {where.cluster_name}) failing {incident.check_type}: {incident.classification.title}"
     )
-    members = sorted(fleet.members, key=lambda m: (not m.is_open, m.opened_at, member_name(m)))
+    members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))[:MEMBERS_IN_PAGE]
     details: dict[str, Any] = {
         "incident": incident.id,
         "fingerprint": incident.fingerprint,
         "group": dict(fleet.group),
-        "members_total": len(members),
-        "members_open": len(fleet.open_members),
-        "first_seen": iso_utc(min(m.opened_at for m in members)),
-        "last_seen": iso_utc(max(m.closed_at or m.opened_at for m in members)),
+        "members_total": fleet.total,
+        "members_open": fleet.open,
+        "first_seen": iso_utc(fleet.first_seen or incident.opened_at),
+        "last_seen": iso_utc(fleet.last_change or incident.opened_at),
         "grouped_when": f"{fleet.threshold} or more faults within {fleet.window_minutes} min",
-        "ecs_repair": _repair_note(len(fleet.open_members), markdown=False),
-        "members": [_member_detail(member) for member in members[:MEMBERS_IN_PAGE]],
+        "ecs_repair": _repair_note(fleet.open, markdown=False),
+        "members": [_member_detail(member) for member in members],
     }
-    if len(members) > MEMBERS_IN_PAGE:
-        details["members_not_listed"] = len(members) - MEMBERS_IN_PAGE
+    if fleet.open > len(members):
+        details["members_not_listed"] = fleet.open - len(members)
+        details["members_not_listed_where"] = "the Slack thread of the fleet incident names every member"
     payload = {
         "summary": summary[:1024],
         "source": source[:255],
@@ -106,8 +132,7 @@ def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -
     }
     links = [{"href": incident.runbook.url, "text": incident.runbook.link_text}] if incident.runbook else []
     if incident.runbook is not None:
-        details = {"what_to_do": incident.runbook.action, **details}
-        payload["custom_details"] = details
+        payload["custom_details"] = {"what_to_do": incident.runbook.action, **details}
     event: dict[str, Any] = {"routing_key": routing_key, "event_action": "trigger", "dedup_key": dedup_key}
     event["payload"] = payload
     if links:
@@ -115,7 +140,7 @@ def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -
     return event
 
 
-def _fleet(incident: Incident) -> Any:
+def _fleet(incident: Incident) -> FleetSummary:
     if incident.fleet is None:
         raise ValueError(f"{incident.id} is not a fleet incident")
     return incident.fleet
@@ -123,15 +148,15 @@ def _fleet(incident: Incident) -> Any:
 
 def _fields(incident: Incident) -> list[tuple[str, str]]:
     fleet = _fleet(incident)
-    members = fleet.members
     where = incident.instance
+    members = f"{fleet.open} impaired of {fleet.total}" if incident.is_open else f"{fleet.total}, all recovered or left"
     return [
         ("Cluster", escape_mrkdwn(where.cluster_name)),
         ("Capacity provider", escape_mrkdwn(where.capacity_provider or "—")),
         ("Check", escape_mrkdwn(incident.check_type)),
-        ("Members", f"{len(fleet.open_members)} impaired of {len(members)}"),
-        ("First seen", blocks._slack_time(min(m.opened_at for m in members))),
-        ("Last change", blocks._slack_time(max(m.closed_at or m.opened_at for m in members))),
+        ("Members", members),
+        ("First seen", blocks._slack_time(fleet.first_seen or incident.opened_at)),
+        ("Last change", blocks._slack_time(fleet.last_change or incident.opened_at)),
         *blocks.people_fields(incident),
     ]
 

@@ -87,6 +87,9 @@ from fault_responder.resume.watch import (
 from fault_responder.store import ConcurrentUpdateError, InstanceStore
 
 MAX_STATE_CONFLICTS = 5
+MAX_OPEN_MEMBERS_READ = 1000
+"""Open members of a group read for the hosts to avoid (the oldest first); placement expressions fit far fewer."""
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class EcsPort(Protocol):
@@ -376,11 +379,9 @@ class ResumeSteps:
                     known.append(KnownFault(claimed.host, claimed.impaired_at, open=False))
             for check in config.check_types:
                 labels = (("cluster", fault.cluster_name), ("capacity_provider", provider), ("check_type", check))
-                group = self.incidents.load_group(group_arn(labels))
-                for member in group.members.values() if group is not None else ():
-                    if member.is_open:
-                        host = member.instance.ec2_instance_id or member.instance.container_instance_id
-                        known.append(KnownFault(host, member.opened_at, open=True))
+                for member in self.incidents.open_members(group_arn(labels), EPOCH, limit=MAX_OPEN_MEMBERS_READ):
+                    host = member.instance.ec2_instance_id or member.instance.container_instance_id
+                    known.append(KnownFault(host, member.opened_at, open=True))
         return hosts_to_avoid(failed, known)
 
     def _run_tasks(
