@@ -33,6 +33,7 @@ from sandbox.template import (
     StackIdentity,
     Template,
     TemplateError,
+    check_rules,
     creation_order,
 )
 
@@ -264,6 +265,8 @@ ResourceCreator = Callable[[StackBuilder, str], DeployedResource]
 def deploy_stack(
     template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue], aws: AwsClients
 ) -> Stack:
+    """Create the stack, after the template's Rules have accepted its parameters (as CloudFormation checks them)."""
+    check_rules(template, identity, parameters)
     return StackBuilder(template, identity, parameters, aws).build()
 
 
