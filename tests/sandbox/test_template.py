@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.aws import AwsClients
-from sandbox.stack import deploy_stack
+from sandbox.stack import SANDBOX_ALARM_TOPIC_NAME, deploy_stack, with_sandbox_subscriber
 from sandbox.template import (
     StackIdentity,
     Template,
@@ -320,3 +320,32 @@ def test_the_sandbox_refuses_a_deploy_the_rules_refuse_before_creating_anything(
     # When the sandbox deploys it, Then it is refused with the rule's description, before any AWS call
     with pytest.raises(TemplateError, match="A prod stack must name its Pager"):
         deploy_stack(rules_template, IDENTITY, parameters, nowhere)
+
+
+def test_cloudformation_refuses_the_real_templates_defaults_and_the_sandbox_names_its_own_on_call_topic(
+    real_template: Template,
+) -> None:
+    # Given the real template's defaults: no one hears the own-health alarms
+    defaults = resolve_parameters(real_template, {})
+    [description] = rule_violations(real_template, IDENTITY, defaults)
+    assert "AlarmTopicArn" in description
+    with pytest.raises(TemplateError, match="OwnHealthEmail"):
+        check_rules(real_template, IDENTITY, defaults)
+
+    # When the sandbox deploys them, Then it names its example topic as AlarmTopicArn (documented in
+    # docs/alarms.md), which the Rules accept, and nothing else changes
+    sandboxed = with_sandbox_subscriber(real_template, IDENTITY, defaults)
+    assert sandboxed == {**defaults, "AlarmTopicArn": f"arn:aws:sns:us-east-1:123456789012:{SANDBOX_ALARM_TOPIC_NAME}"}
+    check_rules(real_template, IDENTITY, sandboxed)
+
+
+@pytest.mark.parametrize(
+    "subscriber",
+    [{"OwnHealthEmail": "gpu-oncall@example.com"}, {"OwnHealthPagerDuty": "Enabled"}],
+)
+def test_a_sandbox_deploy_that_names_a_subscriber_keeps_its_parameters(
+    real_template: Template, subscriber: dict[str, str]
+) -> None:
+    parameters = resolve_parameters(real_template, subscriber)
+
+    assert with_sandbox_subscriber(real_template, IDENTITY, parameters) == parameters
