@@ -33,7 +33,9 @@ from sandbox.template import (
     StackIdentity,
     Template,
     TemplateError,
+    check_rules,
     creation_order,
+    rule_violations,
 )
 
 
@@ -261,10 +263,32 @@ class StackBuilder:
 ResourceCreator = Callable[[StackBuilder, str], DeployedResource]
 
 
+SANDBOX_ALARM_TOPIC_NAME = "sandbox-on-call"
+"""The SNS topic a sandbox deploy names as AlarmTopicArn when it names no one to hear the own-health alarms."""
+
+
 def deploy_stack(
     template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue], aws: AwsClients
 ) -> Stack:
+    """Create the stack, after the template's Rules have accepted its parameters (as CloudFormation checks them)."""
+    parameters = with_sandbox_subscriber(template, identity, parameters)
+    check_rules(template, identity, parameters)
     return StackBuilder(template, identity, parameters, aws).build()
+
+
+def with_sandbox_subscriber(
+    template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue]
+) -> Mapping[str, ParameterValue]:
+    """The parameters, with the sandbox's example topic as AlarmTopicArn when the Rules refuse them for want of it.
+
+    CloudFormation refuses a deploy whose own-health alarms reach no one; so would the sandbox, every scenario and
+    replay included, though it creates no topic and evaluates no alarm (it replays their state changes). So a
+    deploy that names no subscriber gets `arn:...:sns:<region>:<account>:sandbox-on-call` as its AlarmTopicArn,
+    shown in the report's parameters (docs/alarms.md); one that fails a rule otherwise is still refused."""
+    if parameters.get("AlarmTopicArn") != "" or not rule_violations(template, identity, parameters):
+        return parameters
+    topic = f"arn:{identity.partition}:sns:{identity.region}:{identity.account_id}:{SANDBOX_ALARM_TOPIC_NAME}"
+    return {**parameters, "AlarmTopicArn": topic}
 
 
 # --- Creators ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The sandbox builds the stack from template.yaml itself, never from a hand-kept copy, so a change to
 the template is what the sandbox runs. This module knows the parts of the template language the
-stack uses: short-form tags, parameters (defaults, overrides, constraints), Conditions, intrinsic
+stack uses: short-form tags, parameters (defaults, overrides, constraints), Rules, Conditions, intrinsic
 functions, pseudo parameters, AWS::NoValue, and SAM's Globals. Resource attributes (a queue's URL,
 a rule's ARN) come from whoever creates the resources, through `ResourceAttributes`.
 """
@@ -68,6 +68,10 @@ class Template:
     @property
     def conditions(self) -> Mapping[str, Any]:
         return self.body.get("Conditions") or {}
+
+    @property
+    def rules(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.body.get("Rules") or {}
 
     @property
     def resources(self) -> Mapping[str, Mapping[str, Any]]:
@@ -443,6 +447,45 @@ def _sub_text(name: str, value: Any) -> str:
     if isinstance(value, list | dict) or value is NO_VALUE:
         raise TemplateError(f"Fn::Sub variable ${{{name}}} is not a string: {value!r}")
     return _scalar_text(value)
+
+
+# --- Rules ---------------------------------------------------------------------------------------
+
+
+class _ParametersOnly:
+    """What a rule's `Ref` finds beyond the parameters: nothing, as CloudFormation checks Rules before any resource
+    exists."""
+
+    def ref(self, logical_id: str) -> Any:
+        raise TemplateError(f"a rule refers to resource {logical_id}: Rules may refer to parameters only")
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        raise TemplateError(f"a rule refers to {logical_id}.{attribute}: Rules may refer to parameters only")
+
+
+def rule_violations(template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue]) -> list[str]:
+    """The AssertDescription of each assertion of the template's Rules that these parameters fail.
+
+    CloudFormation checks them before it creates or updates anything and refuses the change set with that
+    description. A rule whose RuleCondition is false asserts nothing. The rule functions the sandbox knows are the
+    condition functions (Fn::Equals, Fn::Not, Fn::And, Fn::Or) and Ref; any other is refused by name."""
+    resolver = Resolver(template, identity, parameters, _ParametersOnly())
+    failed: list[str] = []
+    for name, rule in template.rules.items():
+        condition = rule.get("RuleCondition")
+        if condition is not None and not _truth(resolver.resolve(condition), f"rule {name}'s RuleCondition"):
+            continue
+        for assertion in rule.get("Assertions") or []:
+            if not _truth(resolver.resolve(assertion["Assert"]), f"rule {name}'s Assert"):
+                failed.append(str(assertion.get("AssertDescription") or f"rule {name} is not satisfied"))
+    return failed
+
+
+def check_rules(template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue]) -> None:
+    """Refuse parameters that the template's Rules refuse, with their AssertDescription, as CloudFormation does."""
+    failed = rule_violations(template, identity, parameters)
+    if failed:
+        raise TemplateError(f"{template.path.name}'s Rules refuse these parameters: {' '.join(failed)}")
 
 
 # --- Dependencies ----------------------------------------------------------------------------------

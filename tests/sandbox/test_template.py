@@ -6,14 +6,19 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.aws import AwsClients
+from sandbox.stack import SANDBOX_ALARM_TOPIC_NAME, deploy_stack, with_sandbox_subscriber
 from sandbox.template import (
+    StackIdentity,
     Template,
     TemplateError,
+    check_rules,
     creation_order,
     load_template,
     merge_globals,
     parse_parameter_overrides,
     resolve_parameters,
+    rule_violations,
 )
 from tests.sandbox.conftest import resolver_for
 
@@ -242,3 +247,105 @@ def test_loading_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text("Resources: [unclosed\n")
     with pytest.raises(TemplateError, match="is not valid YAML"):
         load_template(bad)
+
+
+# --- Rules -----------------------------------------------------------------------------------------
+
+RULES_TEMPLATE = """
+Parameters:
+  Stage: {Type: String, Default: dev, AllowedValues: [dev, prod]}
+  Pager: {Type: String, Default: ""}
+Rules:
+  ProdPages:
+    RuleCondition: !Equals [!Ref Stage, prod]
+    Assertions:
+      - Assert: !Not [!Equals [!Ref Pager, ""]]
+        AssertDescription: A prod stack must name its Pager.
+Resources:
+  Queue: {Type: AWS::SQS::Queue}
+"""
+
+
+@pytest.fixture
+def rules_template(tmp_path: Path) -> Template:
+    template_path = tmp_path / "template.yaml"
+    template_path.write_text(RULES_TEMPLATE)
+    return load_template(template_path)
+
+
+IDENTITY = StackIdentity("test-stack")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        ({"Stage": "prod"}, True),
+        ({"Stage": "prod", "Pager": "oncall"}, False),
+        ({}, False),  # the RuleCondition is false: nothing is asserted
+    ],
+)
+def test_rules_refuse_parameters_with_their_assert_description(
+    rules_template: Template, overrides: dict[str, str], refused: bool
+) -> None:
+    # Given parameters that pass their own constraints
+    parameters = resolve_parameters(rules_template, overrides)
+
+    # When the Rules are checked, Then only an assertion whose condition holds and that fails refuses them, with its
+    # description
+    assert rule_violations(rules_template, IDENTITY, parameters) == (["A prod stack must name its Pager."] * refused)
+    if refused:
+        with pytest.raises(TemplateError, match="Rules refuse these parameters: A prod stack must name its Pager"):
+            check_rules(rules_template, IDENTITY, parameters)
+    else:
+        check_rules(rules_template, IDENTITY, parameters)
+
+
+def test_a_rule_may_not_refer_to_a_resource(tmp_path: Path) -> None:
+    template_path = tmp_path / "template.yaml"
+    template_path.write_text(
+        "Rules:\n  R:\n    Assertions:\n      - Assert: !Equals [!Ref Queue, q]\n"
+        "Resources:\n  Queue: {Type: AWS::SQS::Queue}\n"
+    )
+    template = load_template(template_path)
+
+    with pytest.raises(TemplateError, match="Rules may refer to parameters only"):
+        check_rules(template, IDENTITY, resolve_parameters(template, {}))
+
+
+def test_the_sandbox_refuses_a_deploy_the_rules_refuse_before_creating_anything(rules_template: Template) -> None:
+    # Given a deploy the template's Rules refuse, and AWS clients that reach nothing (a closed port)
+    parameters = resolve_parameters(rules_template, {"Stage": "prod"})
+    nowhere = AwsClients("http://127.0.0.1:9", IDENTITY.region)
+
+    # When the sandbox deploys it, Then it is refused with the rule's description, before any AWS call
+    with pytest.raises(TemplateError, match="A prod stack must name its Pager"):
+        deploy_stack(rules_template, IDENTITY, parameters, nowhere)
+
+
+def test_cloudformation_refuses_the_real_templates_defaults_and_the_sandbox_names_its_own_on_call_topic(
+    real_template: Template,
+) -> None:
+    # Given the real template's defaults: no one hears the own-health alarms
+    defaults = resolve_parameters(real_template, {})
+    [description] = rule_violations(real_template, IDENTITY, defaults)
+    assert "AlarmTopicArn" in description
+    with pytest.raises(TemplateError, match="OwnHealthEmail"):
+        check_rules(real_template, IDENTITY, defaults)
+
+    # When the sandbox deploys them, Then it names its example topic as AlarmTopicArn (documented in
+    # docs/alarms.md), which the Rules accept, and nothing else changes
+    sandboxed = with_sandbox_subscriber(real_template, IDENTITY, defaults)
+    assert sandboxed == {**defaults, "AlarmTopicArn": f"arn:aws:sns:us-east-1:123456789012:{SANDBOX_ALARM_TOPIC_NAME}"}
+    check_rules(real_template, IDENTITY, sandboxed)
+
+
+@pytest.mark.parametrize(
+    "subscriber",
+    [{"OwnHealthEmail": "gpu-oncall@example.com"}, {"OwnHealthPagerDuty": "Enabled"}],
+)
+def test_a_sandbox_deploy_that_names_a_subscriber_keeps_its_parameters(
+    real_template: Template, subscriber: dict[str, str]
+) -> None:
+    parameters = resolve_parameters(real_template, subscriber)
+
+    assert with_sandbox_subscriber(real_template, IDENTITY, parameters) == parameters

@@ -48,6 +48,7 @@ def test_the_recommended_and_own_health_alarms_exist() -> None:
         "RuleTargetDLQAlarm",
         "ResumeTriggerDLQAlarm",
         "ResumeTrainingFailedAlarm",
+        "ClosurePendingAlarm",
     }
 
 
@@ -141,6 +142,30 @@ def test_notifications_failed_is_watched_with_the_dimensions_the_router_emits(
         assert service == variables["POWERTOOLS_SERVICE_NAME"]
     channels = {next(d["Value"] for d in m["Dimensions"] if d["Name"] == "Channel") for m in alarm_metrics}
     assert channels == {"slack", "pagerduty"}
+
+
+def test_closures_pending_too_long_are_an_own_health_alarm_on_the_sweeps_metric() -> None:
+    # Given the closure-pending alarm and the functions' metric namespace and service as the template sets them
+    props = _props("ClosurePendingAlarm")
+    variables = TEMPLATE.body["Globals"]["Function"]["Environment"]["Variables"]
+
+    # Then it watches the age of the oldest closure not yet delivered to every receiver, as the sweep emits it once
+    # per run (its Sweep dimension, and the service dimension Powertools adds), in the functions' namespace
+    assert (props["Namespace"], props["MetricName"]) == (
+        variables["POWERTOOLS_METRICS_NAMESPACE"],
+        "PendingClosureAgeMinutes",
+    )
+    assert {d["Name"]: d["Value"] for d in props["Dimensions"]} == {
+        "Sweep": "closures",
+        "service": variables["POWERTOOLS_SERVICE_NAME"],
+    }
+    # ... and fires in the first minute whose oldest pending closure is ClosurePendingAlarmMinutes old (15 by
+    # default), while no data (no sweep run reported) is no alarm
+    assert (props["Statistic"], props["Period"], props["EvaluationPeriods"]) == ("Maximum", 60, 1)
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert props["Threshold"] == {"Ref": "ClosurePendingAlarmMinutes"}
+    assert TEMPLATE.parameters["ClosurePendingAlarmMinutes"]["Default"] == 15
+    assert props["TreatMissingData"] == "notBreaching"
 
 
 def test_the_topic_admits_only_this_stacks_alarms_of_this_account() -> None:

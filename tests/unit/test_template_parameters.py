@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from sandbox.template import TemplateError, load_template, parse_parameter_overrides, resolve_parameters
+from sandbox.template import (
+    StackIdentity,
+    TemplateError,
+    check_rules,
+    load_template,
+    parse_parameter_overrides,
+    resolve_parameters,
+)
 from tests.conftest import ROOT
 
 TEMPLATE = load_template(ROOT / "template.yaml")
@@ -64,6 +71,8 @@ TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall-alarms"
         ("SlackSecretName", "team/gpu-fault-responder/slack"),
         ("TrainingCapacityProviders", "p5-training,p4d_training"),
         ("CheckpointBuckets", "my-training-checkpoints,ckpt.example"),
+        ("OwnHealthEmail", ""),
+        ("OwnHealthEmail", "gpu-oncall+alarms@example.co.uk"),
     ],
 )
 def test_patterns_accept_well_formed_values(name: str, value: str) -> None:
@@ -81,6 +90,9 @@ def test_patterns_accept_well_formed_values(name: str, value: str) -> None:
         ("SlackSecretName", "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpu-fault-responder/slack-AbCdEf"),
         ("TrainingCapacityProviders", "p5 training"),
         ("CheckpointBuckets", "s3://my-training-checkpoints"),
+        ("OwnHealthEmail", "gpu-oncall"),  # no domain
+        ("OwnHealthEmail", "a@example.com,b@example.com"),  # one address (a list's address for several people)
+        ("OwnHealthEmail", "REPLACE-ME<your-email-address>"),  # samconfig's placeholder
     ],
 )
 def test_patterns_reject_malformed_values(name: str, value: str) -> None:
@@ -88,9 +100,22 @@ def test_patterns_reject_malformed_values(name: str, value: str) -> None:
         resolve_parameters(TEMPLATE, {name: value})
 
 
-def test_the_default_environment_deploys_at_info_level() -> None:
-    assert _overrides("default")["LogLevel"] == "INFO"
-    resolve_parameters(TEMPLATE, _overrides("default"))
+def _deployable(overrides: dict[str, str]) -> None:
+    """Accepted as CloudFormation accepts a change set: each parameter's constraints, then the Rules."""
+    check_rules(TEMPLATE, StackIdentity("test"), resolve_parameters(TEMPLATE, overrides))
+
+
+def test_the_default_environment_deploys_at_info_level_once_it_names_who_hears_the_own_health_alarms() -> None:
+    # Given the default environment
+    default = _overrides("default")
+
+    # Then it deploys at INFO level, and its own-health email is a placeholder that cannot be deployed as it is
+    # (the pattern rejects it), while everything else it sets is valid and passes the Rules once it is replaced
+    assert default["LogLevel"] == "INFO"
+    assert "REPLACE" in default["OwnHealthEmail"]
+    with pytest.raises(TemplateError, match="OwnHealthEmail"):
+        resolve_parameters(TEMPLATE, default)
+    _deployable({**default, "OwnHealthEmail": "gpu-oncall@example.com"})
 
 
 def test_prod_names_a_region_and_an_alarm_topic_that_must_be_replaced() -> None:
@@ -98,13 +123,14 @@ def test_prod_names_a_region_and_an_alarm_topic_that_must_be_replaced() -> None:
     prod = _overrides("prod")
 
     # Then it deploys to a named Region at INFO level, and its alarm topic placeholder cannot be deployed as it
-    # is (CloudFormation rejects it by the same pattern), while everything else it sets is valid
+    # is (CloudFormation rejects it by the same pattern), while everything else it sets is valid; the topic, once
+    # replaced, is what hears the own-health alarms, so the Rules accept it
     assert SAMCONFIG["prod"]["global"]["parameters"]["region"]
     assert prod["LogLevel"] == "INFO"
     assert "REPLACE" in prod["AlarmTopicArn"]
     with pytest.raises(TemplateError, match="AlarmTopicArn"):
         resolve_parameters(TEMPLATE, prod)
-    resolve_parameters(TEMPLATE, {**prod, "AlarmTopicArn": TOPIC})
+    _deployable({**prod, "AlarmTopicArn": TOPIC})
 
 
 def test_the_incidents_table_outlives_the_stack() -> None:
