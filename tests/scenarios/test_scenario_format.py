@@ -4,15 +4,17 @@ summary of an execution's history."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sandbox.errors import SandboxError
 from sandbox.expectations import check, field_matches, matches, pagerduty_requests, slack_messages, values_at
-from sandbox.scenario import Expectation, load_scenario, moment
+from sandbox.scenario import Expectation, Scenario, load_scenario, moment
 from sandbox.statemachine import substitute
 from sandbox.stepfunctions import WorkflowInvocation, summarize_execution
 from sandbox.template import StackIdentity
@@ -607,3 +609,15 @@ def test_a_webhook_that_cannot_be_sent_as_written_is_refused(tmp_path: Path, ste
 )
 def test_a_moment_is_relative_to_now_or_an_iso_time_with_its_zone(text: str, expected: datetime) -> None:
     assert moment(text, datetime(2026, 4, 11, 12, 0, tzinfo=UTC)) == expected
+
+
+def test_every_yaml_example_of_the_faults_section_of_the_docs_loads() -> None:
+    # Given the YAML examples docs/scenarios.md shows under `faults` (the schedule, a late webhook, replayed presses)
+    text = (REPO_ROOT / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    section = text.split("### `faults`", 1)[1].split("\n### ", 1)[0]
+    examples = [yaml.safe_load(block) for block in re.findall(r"^```yaml\n(.*?)^```", section, re.S | re.M)]
+    assert len(examples) >= 3
+
+    # When each is read as part of a scenario, Then it is a valid one, as written
+    for example in examples:
+        Scenario.model_validate({"events": [{"sweep": True}], **example})
