@@ -532,11 +532,19 @@ class Scenario(_Model):
             replay = step.click.replay if step.click is not None else None
             if replay is None:
                 continue
-            earlier = [n for n, s in enumerate(self.events[: number - 1], start=1) if s.click is not None]
-            if replay is True and not earlier:
-                raise ValueError(f"events: step {number} replays the latest press, and no click step comes before it")
-            if replay is not True and replay not in earlier:
-                raise ValueError(f"events: step {number} replays step {replay}, which is not an earlier click step")
+            # A replay of a replay would be the same request again: name the press itself.
+            presses = [
+                n
+                for n, s in enumerate(self.events[: number - 1], start=1)
+                if s.click is not None and s.click.replay is None
+            ]
+            if replay is True and not presses:
+                raise ValueError(f"events: step {number} replays the latest press, and no press comes before it")
+            if replay is not True and replay not in presses:
+                raise ValueError(
+                    f"events: step {number} replays step {replay}, which is not an earlier press (a click step with "
+                    "a button)"
+                )
         return self
 
     def parameter_overrides(self) -> dict[str, str]:

@@ -530,12 +530,19 @@ def test_a_click_can_be_signed_in_the_past_or_replay_an_earlier_press(tmp_path: 
 @pytest.mark.parametrize(
     ("steps", "says"),
     [
-        ("[{click: {replay: true}}]", "step 1 replays the latest press, and no click step comes before it"),
-        ("[{sweep: true}, {click: {replay: 1}}]", "step 2 replays step 1, which is not an earlier click step"),
+        ("[{click: {replay: true}}]", "step 1 replays the latest press, and no press comes before it"),
+        (
+            "[{sweep: true}, {click: {replay: 1}}]",
+            r"step 2 replays step 1, which is not an earlier press \(a click step",
+        ),
+        (
+            "[{click: {button: resolve, user: U0ONCALL01}}, {click: {replay: 1}}, {click: {replay: 2}}]",
+            "step 3 replays step 2, which is not an earlier press",
+        ),
         (
             "[{click: {button: resolve, user: U0ONCALL01}}, {click: {replay: 3}},"
             " {click: {button: resolve, user: U0ONCALL02}}]",
-            "step 2 replays step 3, which is not an earlier click step",
+            "step 2 replays step 3, which is not an earlier press",
         ),
         ("[{click: {replay: false}}]", "replay is true .* or the number of an earlier click step"),
         ("[{click: {replay: 0}}]", "replay is true .* or the number of an earlier click step"),
