@@ -206,6 +206,9 @@ Signed = Literal["rightly", "wrongly", "not"]
 or not at all (no signature headers)."""
 SlackUser = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,31}$")]
 
+Moment = Annotated[str, Field(min_length=1, max_length=200)]
+"""When a step says something happened: `now-6m`, an ISO 8601 time, ... (see `moment`)."""
+
 _RELATIVE = re.compile(r"^now(?:([+-])(\d{1,7}(?:\.\d{1,6})?)([smhd]))?$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -219,7 +222,10 @@ def moment(text: str, now: datetime) -> datetime:
         if relative.group(1) is None:
             return now
         seconds = float(relative.group(2)) * _UNIT_SECONDS[relative.group(3)]
-        return now + timedelta(seconds=seconds if relative.group(1) == "+" else -seconds)
+        try:
+            return now + timedelta(seconds=seconds if relative.group(1) == "+" else -seconds)
+        except OverflowError:
+            raise ValueError(f"{text!r} is further from now than a date can be") from None
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -233,13 +239,10 @@ def moment(text: str, now: datetime) -> datetime:
 
 
 def _a_moment(text: str | None) -> str | None:
-    """Checked at load unless a placeholder fills it when the step runs (checked then)."""
+    """`text`, checked now; one with a placeholder is checked once the step fills it."""
     if text is not None and "{{" not in text:
         moment(text, datetime.now(UTC))
     return text
-
-
-Moment = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class ClickStep(_Model):

@@ -475,7 +475,7 @@ def service_faults(service: str, value: object) -> ServiceFaults:
     saying what is wrong and what to write (scenario files and SANDBOX_FAULTS take the same)."""
     entries, latency = value, 0.0
     if isinstance(value, Mapping):
-        unknown = sorted(set(value) - {"faults", "latency"})
+        unknown = sorted(str(key) for key in set(value) - {"faults", "latency"})
         if unknown:
             raise ValueError(f"unknown keys {unknown}; an object has faults (a list) and latency (seconds)")
         entries, latency = value.get("faults", []), _seconds(value.get("latency", 0), "latency")
@@ -498,7 +498,7 @@ def _phase(service: str, entry: object, where: str) -> Phase:
             raise ValueError(f'{where} {entry!r}: {{"pass": n}} takes nothing else')
         return None, _times(entry["pass"], f"{where} {entry!r}: pass")
     if isinstance(entry, Mapping) and "fail" in entry:
-        unknown = sorted(set(entry) - {"fail", "times"})
+        unknown = sorted(str(key) for key in set(entry) - {"fail", "times"})
         if unknown:
             raise ValueError(f'{where} {entry!r}: unknown keys {unknown}; write {{"fail": 500, "times": 3}}')
         return _fault(service, entry["fail"], f"{where} {entry!r}: fail", alone=False), _times(

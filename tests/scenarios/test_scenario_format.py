@@ -592,6 +592,7 @@ def test_a_webhook_can_name_its_alert_and_when_it_happened(tmp_path: Path) -> No
         ("{webhook: resolved, incident: 1, dedup_key: k}", "by incident number or by dedup_key, not both"),
         ("{webhook: resolved, occurred_at: yesterday}", "'yesterday' is not a moment: write now, now-6m"),
         ("{webhook: resolved, occurred_at: now-6 m}", "is not a moment"),
+        ("{webhook: resolved, occurred_at: now-9999999d}", "'now-9999999d' is further from now than a date can be"),
         ("{webhook: resolved, dedup_key: ''}", r"pagerduty\.dedup_key: String should have at least 1 character"),
     ],
 )
