@@ -131,11 +131,13 @@ def pagerduty_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, 
 
 
 def pagerduty_alerts(alerts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One item per PagerDuty alert at the end: dedup_key, status (triggered, acknowledged, resolved), summary,
-    severity, assignees, and `actions`: what happened to it, in order (the Events API's trigger, acknowledge and
-    resolve; acknowledged, unacknowledged, resolved and reassigned when someone did it in PagerDuty)."""
+    """One item per PagerDuty alert at the end: number (PagerDuty's incident number: the alerts in the order they
+    opened, from 1), dedup_key, status (triggered, acknowledged, resolved), summary, severity, assignees, and
+    `actions`: what happened to it, in order (the Events API's trigger, acknowledge and resolve; acknowledged,
+    unacknowledged, resolved and reassigned when someone did it in PagerDuty)."""
     return [
         {
+            "number": alert.get("number"),
             "dedup_key": alert.get("dedup_key"),
             "status": alert.get("status"),
             "summary": alert.get("summary"),

@@ -23,10 +23,10 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
 - pagerduty_changes: the change events PagerDuty accepted; actions: [{action, after_seconds, outcome, ...}]
 - cli: [{step, args, exit_code, expect_exit, passed, stdout, stderr}], one per `cli` step (python -m
   fault_responder.cli run in process against the stack's IncidentsTable)
-- clicks: [{step, button, user, signed, instance, status, message_ts, outcome}], one per `click` step (a press of an
-  incident root's button through SlackActionsFunction's function URL)
-- webhooks: [{step, webhook, by, agent, signed, assignee, event_id, dedup_key, status, outcome}], one per
-  `pagerduty` step (a v3 webhook through PagerDutyWebhookFunction's function URL)
+- clicks: [{step, button, user, signed, instance, signed_at, replay_of, status, refused, message_ts, outcome}], one per
+  `click` step (a press of an incident root's button through SlackActionsFunction's function URL, or a replay of one)
+- webhooks: [{step, webhook, by, agent, signed, assignee, event_id, incident, dedup_key, occurred_at, status, refused,
+  outcome}], one per `pagerduty` step (a v3 webhook through PagerDutyWebhookFunction's function URL)
 - expectations: [{name, select, passed, selected, problems}]
 """
 
@@ -35,11 +35,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 import shlex
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -59,7 +60,7 @@ from sandbox.scenario import LoadedScenario
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import BatchOutcome, SqsEventSourceMapping
 from sandbox.stack import layer_on_path
-from sandbox.standins import PAGERDUTY_WEBHOOK_SECRET, SLACK_SIGNING_SECRET, Fault, signed_click
+from sandbox.standins import PAGERDUTY_WEBHOOK_SECRET, SLACK_SIGNING_SECRET, signed_click
 from sandbox.stepfunctions import (
     ExecutionTracker,
     LambdaDispatch,
@@ -91,10 +92,10 @@ class RunResult:
 def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
     scenario = loaded.scenario
     template = load_template(loaded.find(scenario.template))
-    faults: dict[str, list[Fault]] = {
-        name: list(entries)
-        for name, entries in (("slack", scenario.faults.slack), ("pagerduty", scenario.faults.pagerduty))
-        if entries
+    faults = {
+        name: schedule
+        for name, schedule in (("slack", scenario.faults.slack), ("pagerduty", scenario.faults.pagerduty))
+        if schedule
     }
     timeline.scenario(loaded.name, loaded.path, scenario.description)
     with contextlib.ExitStack() as context:
@@ -152,6 +153,8 @@ class _Run:
     timed_out: list[str] = field(default_factory=list)
     cli_steps: list[dict[str, Any]] = field(default_factory=list)
     clicks: list[dict[str, Any]] = field(default_factory=list)
+    presses: dict[int, tuple[dict[str, str], bytes, dict[str, Any]]] = field(default_factory=dict)
+    """Step number -> the latest press that click step sent (headers, body, its report entry), for a replay."""
     webhooks: list[dict[str, Any]] = field(default_factory=list)
     bus: EventBus | None = None
     mappings: list[SqsEventSourceMapping] = field(default_factory=list)
@@ -199,7 +202,7 @@ class _Run:
                 elif step.click is not None:
                     self._click(number, step.click, world)
                 elif step.pagerduty is not None:
-                    self._webhook(number, step.pagerduty)
+                    self._webhook(number, step.pagerduty, world)
                 else:
                     self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
@@ -449,17 +452,15 @@ class _Run:
 
     def _click(self, number: int, click: model.ClickStep, world: World) -> None:
         """A person presses an incident root's button: the newest root carrying it (of `click.instance`'s incident,
-        when named), signed as the step says, through SlackActionsFunction's function URL."""
+        when named), signed as the step says, through SlackActionsFunction's function URL. Or a replay: an earlier
+        press sent again exactly."""
+        if click.replay is not None:
+            self._replay(number, click.replay)
+            return
         action_id = f"incident_{click.button}"
-        self.timeline.step(number, f"click {click.button} as {click.user} ({click.signed} signed)")
-        entry: dict[str, Any] = {
-            "step": number,
-            "button": click.button,
-            "user": click.user,
-            "signed": click.signed,
-            "instance": click.instance,
-            "status": None,
-        }
+        at = f", at {click.signed_at}" if click.signed_at else ""
+        self.timeline.step(number, f"click {click.button} as {click.user} ({click.signed} signed{at})")
+        entry = _click_entry(number, button=click.button, user=click.user, signed=click.signed, instance=click.instance)
         function, url = self._function_url(SLACK_ACTIONS_FUNCTION)
         found = self._incident_button(action_id, click.instance, world)
         if function is None or url is None:
@@ -470,27 +471,70 @@ class _Run:
         else:
             channel_id, message_ts, value = found
             secret = SLACK_SIGNING_SECRET if click.signed == "rightly" else "not-the-signing-secret"
+            timestamp = int(self._moment(number, "signed_at", click.signed_at, world).timestamp())
             headers, body = signed_click(
                 action_id=action_id,
                 value=value,
-                user_id=click.user,
+                user_id=str(click.user),
                 response_url=self.sandbox.standins.response_url(uuid.uuid4().hex),
-                timestamp=int(time.time()),
+                timestamp=timestamp,
                 secret=secret,
                 channel_id=channel_id,
                 message_ts=message_ts,
             )
             if click.signed == "not":
                 headers = {k: v for k, v in headers.items() if not k.startswith("x-slack-")}
-            invocation = function.invoke(request_event(url, headers, body))
-            result = invocation.result if isinstance(invocation.result, dict) else {}
-            entry["status"] = result.get("statusCode")
-            entry["message_ts"] = message_ts
-            entry["outcome"] = f"pressed {click.button} on the root {message_ts}: HTTP {entry['status']}" + (
-                f" ({invocation.error.get('errorType')})" if invocation.error else ""
-            )
+            entry.update(message_ts=message_ts, signed_at=_iso(timestamp))
+            self.presses[number] = (headers, body, entry)
+            self._send_press(function, url, headers, body, entry, f"pressed {click.button} on the root {message_ts}")
         self.clicks.append(entry)
         self.timeline.action({"action": "click", **entry})
+
+    def _replay(self, number: int, replay: bool | int) -> None:
+        """An earlier press sent again exactly (the same headers and body: signature and timestamp included), as
+        someone who recorded it would: `replay` is True (the latest press sent) or the click step whose press."""
+        sent = [step for step in self.presses if replay is True or step == replay]
+        original = max(sent) if sent else None
+        of = original if original is not None else (None if replay is True else replay)
+        self.timeline.step(number, f"replay of the press of step {of}" if of else "replay of the latest press")
+        entry = _click_entry(number, replay_of=of)
+        function, url = self._function_url(SLACK_ACTIONS_FUNCTION)
+        if original is None:
+            entry["outcome"] = "not performed: " + (f"step {of} sent no press" if of else "no press was sent before")
+        elif function is None or url is None:
+            entry["outcome"] = f"not performed: the stack has no {SLACK_ACTIONS_FUNCTION} with a function URL"
+        else:
+            headers, body, pressed = self.presses[original]
+            entry.update({name: pressed[name] for name in ("button", "user", "signed", "instance", "signed_at")})
+            entry["message_ts"] = pressed["message_ts"]
+            self._send_press(function, url, headers, body, entry, f"replayed the press of step {original}")
+        self.clicks.append(entry)
+        self.timeline.action({"action": "click", **entry})
+
+    def _send_press(
+        self,
+        function: SharedFunction,
+        url: FunctionUrl,
+        headers: dict[str, str],
+        body: bytes,
+        entry: dict[str, Any],
+        what: str,
+    ) -> None:
+        invocation = function.invoke(request_event(url, headers, body))
+        result = invocation.result if isinstance(invocation.result, dict) else {}
+        entry.update(status=result.get("statusCode"), refused=_refusal(invocation.logs))
+        entry["outcome"] = f"{what}: HTTP {entry['status']}" + _why(invocation.error, entry["refused"])
+
+    def _moment(self, number: int, name: str, text: str | None, world: World) -> datetime:
+        """A step's `signed_at` or `occurred_at` (placeholders filled), now when not given."""
+        now = datetime.now(UTC)
+        if text is None:
+            return now
+        filled = str(world.fill(text, now))
+        try:
+            return model.moment(filled, now)
+        except ValueError as exc:
+            raise SandboxError(f"{self.loaded.path}: step {number}: {name}: {exc}") from None
 
     def _incident_button(self, action_id: str, instance: str | None, world: World) -> tuple[str, str, str] | None:
         """(channel id, root ts, value) of the newest root with the button, of `instance`'s incident when named."""
@@ -507,10 +551,13 @@ class _Run:
                     return channel_id, ts, value
         return None
 
-    def _webhook(self, number: int, step: model.PagerDutyStep) -> None:
-        """Someone acts on the newest alert in PagerDuty: the stand-in changes it and its v3 webhook goes, signed as
-        the step says, through PagerDutyWebhookFunction's function URL."""
+    def _webhook(self, number: int, step: model.PagerDutyStep, world: World) -> None:
+        """Someone acts on an alert in PagerDuty (the newest, or the one the step names): the stand-in changes it
+        and its v3 webhook goes, signed as the step says and with the step's `occurred_at`, through
+        PagerDutyWebhookFunction's function URL."""
         self.timeline.step(number, f"PagerDuty webhook incident.{step.webhook} by {step.by} ({step.signed} signed)")
+        dedup_key = str(world.fill(step.dedup_key)) if step.dedup_key is not None else None
+        occurred_at = self._moment(number, "occurred_at", step.occurred_at, world)
         entry: dict[str, Any] = {
             "step": number,
             "webhook": step.webhook,
@@ -519,8 +566,11 @@ class _Run:
             "signed": step.signed,
             "assignee": step.assignee,
             "event_id": None,
-            "dedup_key": None,
+            "incident": step.incident,
+            "dedup_key": dedup_key,
+            "occurred_at": None,
             "status": None,
+            "refused": None,
         }
         function, url = self._function_url(PAGERDUTY_WEBHOOK_FUNCTION)
         if function is None or url is None:
@@ -528,20 +578,38 @@ class _Run:
         else:
             secret = {"rightly": PAGERDUTY_WEBHOOK_SECRET, "wrongly": "not-the-webhook-secret", "not": None}
             sent = self.sandbox.standins.pagerduty_webhook(
-                step.webhook, by=step.by, agent=step.agent, assignee=step.assignee, secret=secret[step.signed]
+                step.webhook,
+                by=step.by,
+                agent=step.agent,
+                assignee=step.assignee,
+                secret=secret[step.signed],
+                occurred_at=occurred_at,
+                incident=step.incident,
+                dedup_key=dedup_key,
             )
             if sent is None:
-                entry["outcome"] = "not performed: PagerDuty has no alert to act on"
+                named = (
+                    f" numbered {step.incident}"
+                    if step.incident is not None
+                    else (f" with dedup key {dedup_key}" if dedup_key is not None else "")
+                )
+                entry["outcome"] = f"not performed: PagerDuty has no alert{named} to act on"
             else:
                 headers, body, event = sent
                 invocation = function.invoke(request_event(url, headers, body))
                 result = invocation.result if isinstance(invocation.result, dict) else {}
                 entry.update(
-                    event_id=event["id"], dedup_key=event["data"]["incident_key"], status=result.get("statusCode")
+                    event_id=event["id"],
+                    incident=event["data"]["number"],
+                    dedup_key=event["data"]["incident_key"],
+                    occurred_at=event["occurred_at"],
+                    status=result.get("statusCode"),
+                    refused=_refusal(invocation.logs),
                 )
-                entry["outcome"] = f"sent incident.{step.webhook} for {entry['dedup_key']}: HTTP {entry['status']}" + (
-                    f" ({invocation.error.get('errorType')})" if invocation.error else ""
-                )
+                entry["outcome"] = (
+                    f"sent incident.{step.webhook} for incident #{entry['incident']} ({entry['dedup_key']}), "
+                    f"occurred at {entry['occurred_at']}: HTTP {entry['status']}"
+                ) + _why(invocation.error, entry["refused"])
         self.webhooks.append(entry)
         self.timeline.action({"action": "pagerduty webhook", **entry})
 
@@ -654,6 +722,38 @@ class _Run:
                 ],
             }
         ]
+
+
+REFUSALS = ("request refused", "webhook refused")
+"""What SlackActionsFunction and PagerDutyWebhookFunction log when they refuse a request, with its `reason`."""
+
+
+def _refusal(logs: Sequence[str]) -> str | None:
+    """The reason the function logged for refusing the request (a 401 or a 400), or None."""
+    for line in logs:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("message") in REFUSALS:
+            return str(record.get("reason"))
+    return None
+
+
+def _why(error: Mapping[str, Any] | None, refused: str | None) -> str:
+    if error:
+        return f" ({error.get('errorType')})"
+    return f" (refused: {refused})" if refused else ""
+
+
+def _click_entry(number: int, **known: Any) -> dict[str, Any]:
+    """A `clicks` item, every field present from the start (what is not known yet is null)."""
+    fields = ("button", "user", "signed", "instance", "signed_at", "replay_of", "status", "refused")
+    return {"step": number, **dict.fromkeys(fields), **known}
+
+
+def _iso(epoch_seconds: int) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _keys(sandbox: Sandbox, logical_id: str) -> tuple[str, str]:

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sandbox.errors import SandboxError
+from sandbox.standins import SERVICES, service_faults
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -196,22 +206,93 @@ Signed = Literal["rightly", "wrongly", "not"]
 or not at all (no signature headers)."""
 SlackUser = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,31}$")]
 
+Moment = Annotated[str, Field(min_length=1, max_length=200)]
+"""When a step says something happened: `now-6m`, an ISO 8601 time, ... (see `moment`)."""
+
+_RELATIVE = re.compile(r"^now(?:([+-])(\d{1,7}(?:\.\d{1,6})?)([smhd]))?$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def moment(text: str, now: datetime) -> datetime:
+    """A moment a step names: `now`, `now-6m`, `now+90s`, `now-2h`, `now-1d` (from `now`), or an ISO 8601 time with
+    its time zone (`2026-04-11T00:49:09Z`, or a placeholder that becomes one). Raises ValueError saying what to
+    write."""
+    relative = _RELATIVE.match(text)
+    if relative is not None:
+        if relative.group(1) is None:
+            return now
+        seconds = float(relative.group(2)) * _UNIT_SECONDS[relative.group(3)]
+        try:
+            return now + timedelta(seconds=seconds if relative.group(1) == "+" else -seconds)
+        except OverflowError:
+            raise ValueError(f"{text!r} is further from now than a date can be") from None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise ValueError(
+            f"{text!r} is not a moment: write now, now-6m, now-90s, now-2h, now-1d or an ISO 8601 time with its time "
+            "zone (2026-04-11T00:49:09Z)"
+        )
+    return parsed.astimezone(UTC)
+
+
+def _a_moment(text: str | None) -> str | None:
+    """`text`, checked now; one with a placeholder is checked once the step fills it."""
+    if text is not None and "{{" not in text:
+        moment(text, datetime.now(UTC))
+    return text
+
 
 class ClickStep(_Model):
     """`click:` a person presses an incident root's button in Slack: the Slack stand-in signs the press and sends it
-    to SlackActionsFunction's function URL."""
+    to SlackActionsFunction's function URL. Or, with `replay`, an earlier press is sent again exactly (the same body,
+    signature and timestamp), as someone who recorded it would."""
 
-    button: Literal["acknowledge", "resolve", "silence_1h", "silence_4h"]
-    user: SlackUser
-    """The Slack user id who presses."""
+    button: Literal["acknowledge", "resolve", "silence_1h", "silence_4h"] | None = None
+    """Required, unless this is a replay."""
+    user: SlackUser | None = None
+    """The Slack user id who presses. Required, unless this is a replay."""
     signed: Signed = "rightly"
     instance: Name | None = None
     """The root of this instance's incident (default: the newest root with the button)."""
+    signed_at: Moment | None = None
+    """The X-Slack-Request-Timestamp it is signed with (default: now): `now-6m`, an ISO 8601 time, ..."""
+    replay: bool | int | None = None
+    """`true`: the latest press a click step sent, sent again exactly; a step number: that click step's press."""
+
+    @field_validator("signed_at")
+    @classmethod
+    def _signed_at_a_moment(cls, value: str | None) -> str | None:
+        return _a_moment(value)
+
+    @field_validator("replay", mode="before")
+    @classmethod
+    def _replay_true_or_a_step(cls, value: Any) -> Any:
+        if value is None or value is True or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError("replay is true (the latest press sent) or the number of an earlier click step (1, 2, ...)")
+
+    @model_validator(mode="after")
+    def _a_press_or_a_replay(self) -> ClickStep:
+        if self.replay is None:
+            missing = [name for name in ("button", "user") if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"a click names its {' and '.join(missing)} (or replays an earlier press)")
+            return self
+        given = sorted(self.model_fields_set - {"replay"})
+        if given:
+            raise ValueError(
+                f"a replay sends an earlier press exactly: it takes no {', '.join(given)} (the press it replays has "
+                "them)"
+            )
+        return self
 
 
 class PagerDutyStep(_Model):
-    """`pagerduty:` someone acts on the newest alert in PagerDuty: the PagerDuty stand-in changes the alert and sends
-    the v3 webhook to PagerDutyWebhookFunction's function URL."""
+    """`pagerduty:` someone acts on an alert in PagerDuty (the newest, or the one named): the PagerDuty stand-in
+    changes the alert and sends the v3 webhook to PagerDutyWebhookFunction's function URL."""
 
     webhook: Literal["acknowledged", "unacknowledged", "resolved", "reassigned"]
     by: str = Field(default="Jane Doe", min_length=1, max_length=100)
@@ -222,6 +303,17 @@ class PagerDutyStep(_Model):
     signed: Signed = "rightly"
     assignee: str | None = Field(default=None, min_length=1, max_length=100)
     """For `reassigned`: who it now goes to (required there, refused elsewhere)."""
+    incident: int | None = Field(default=None, ge=1, le=1_000_000)
+    """The alert it is about, by PagerDuty's incident number (the alerts in the order they opened, from 1)."""
+    dedup_key: str | None = Field(default=None, min_length=1, max_length=1000)
+    """Or the newest alert with this dedup key (placeholders filled when the step runs)."""
+    occurred_at: Moment | None = None
+    """When it happened in PagerDuty (the webhook's `occurred_at`; default now): `now-6m`, an ISO 8601 time, ..."""
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _occurred_at_a_moment(cls, value: str | None) -> str | None:
+        return _a_moment(value)
 
     @model_validator(mode="after")
     def _assignee_for_reassigned_only(self) -> PagerDutyStep:
@@ -229,6 +321,8 @@ class PagerDutyStep(_Model):
             raise ValueError("a reassigned webhook names its assignee")
         if self.webhook != "reassigned" and self.assignee is not None:
             raise ValueError("assignee is for reassigned webhooks")
+        if self.incident is not None and self.dedup_key is not None:
+            raise ValueError("a webhook names its alert by incident number or by dedup_key, not both")
         return self
 
 
@@ -327,9 +421,17 @@ class RunTaskFault(_Model):
 
 
 class Faults(_Model):
-    slack: list[int | str] = []
-    pagerduty: list[int | str] = []
+    slack: list[Any] | dict[str, Any] = []
+    """Slack's schedule, as SANDBOX_FAULTS takes it: `[429, {pass: 2}, {fail: 500, times: 4}]`, ..."""
+    pagerduty: list[Any] | dict[str, Any] = []
+    """PagerDuty's schedule."""
     run_task: RunTaskFault | None = None
+
+    @field_validator(*SERVICES, mode="before")
+    @classmethod
+    def _a_schedule(cls, value: Any, info: ValidationInfo) -> Any:
+        service_faults(str(info.field_name), value)  # its ValueError says what is wrong and what to write
+        return value
 
 
 class EcsSettings(_Model):
@@ -426,6 +528,27 @@ class Scenario(_Model):
     faults: Faults = Faults()
     actions: list[Action] = []
     expect: list[Expectation] = []
+
+    @model_validator(mode="after")
+    def _replays_name_earlier_clicks(self) -> Scenario:
+        for number, step in enumerate(self.events, start=1):
+            replay = step.click.replay if step.click is not None else None
+            if replay is None:
+                continue
+            # A replay of a replay would be the same request again: name the press itself.
+            presses = [
+                n
+                for n, s in enumerate(self.events[: number - 1], start=1)
+                if s.click is not None and s.click.replay is None
+            ]
+            if replay is True and not presses:
+                raise ValueError(f"events: step {number} replays the latest press, and no press comes before it")
+            if replay is not True and replay not in presses:
+                raise ValueError(
+                    f"events: step {number} replays step {replay}, which is not an earlier press (a click step with "
+                    "a button)"
+                )
+        return self
 
     def parameter_overrides(self) -> dict[str, str]:
         """Parameters as `sam deploy --parameter-overrides` takes them (lists comma-joined)."""

@@ -9,15 +9,18 @@ crossed the wire and what on-call would see.
 PagerDuty Change Events (`/v2/change/enqueue`, informational: they never open an alert) are validated and
 recorded apart from the alerts.
 
-The other direction, what these services send to the stack: `signed_click` (a button press as Slack signs it) and
-`StandIns.pagerduty_webhook` (a v3 webhook about the newest alert, as PagerDuty signs it, after changing the alert
-as a person would have in PagerDuty). The sandbox hands both to the function URL in process.
+The other direction, what these services send to the stack: `signed_click` (a button press as Slack signs it, at any
+timestamp) and `StandIns.pagerduty_webhook` (a v3 webhook about the newest alert, or the one named by its incident
+number or dedup key, as PagerDuty signs it, after changing the alert as a person would have in PagerDuty, at any
+`occurred_at`). The sandbox hands both to the function URL in process.
 
 Slack messages keep the metadata they were posted with; conversations.history, conversations.replies and
 conversations.list answer from the workspace's state (with `include_all_metadata`), so a client can look for a
-message whose post timed out. Faults are injected per service: an HTTP status, Slack's `ok_false`, or a delay
-(`{"delay": 11}`: the request takes effect, the answer comes late, as when a client's read times out); a
-service can also answer every request late (`{"latency": 11, "faults": [...]}`).
+message whose post timed out. Faults are injected per service, as a schedule of its next requests: an HTTP status,
+Slack's `ok_false`, or a delay (`{"delay": 11}`: the request takes effect, the answer comes late, as when a client's
+read times out) answers one request; `{"fail": 500, "times": 8}` answers the next eight so; `{"pass": 2}` lets the
+next two through, answered as usual; once the schedule is used up, every request is answered as usual (the service
+has recovered). A service can also answer every request late (`{"latency": 11, "faults": [...]}`).
 
 Not emulated: form-encoded chat.* calls, Slack methods other than those above, real rate limiting (inject
 429s through `faults`) and payload-size limits.
@@ -48,6 +51,10 @@ from sandbox.errors import SandboxError
 Fault = int | str | dict[str, float]
 """An HTTP status to answer with, OK_FALSE (Slack's HTTP 200 `ok: false`), or {"delay": seconds}: the request
 takes effect and is answered that much later (TIMEOUT is a delay longer than any client waits)."""
+Phase = tuple[Fault | None, int]
+"""Part of a service's schedule: how its next requests are answered (a fault, or None: as usual), and how many."""
+MAX_TIMES = 100_000
+"""The most requests one entry of a schedule answers (`times`, `pass`)."""
 
 OK_FALSE = "ok_false"
 TIMEOUT = "timeout"
@@ -80,6 +87,8 @@ _TS_STEP_MICROS = 100
 _CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{8,}")
 _PD_SEVERITIES = ("critical", "error", "warning", "info")
 _PD_ACTIONS = ("trigger", "acknowledge", "resolve")
+_WEBHOOK_STATUS = {"acknowledged": "acknowledged", "unacknowledged": "triggered", "resolved": "resolved"}
+"""The status an incident has once a webhook of this kind happened (a reassignment leaves it as it was)."""
 
 
 @dataclass
@@ -111,8 +120,8 @@ class StandIns:
         slack_scopes: frozenset[str] = SLACK_SCOPES,
     ) -> None:
         checked = _checked_faults(faults or {})
-        self._faults = {service: deque(checked.get(service, _ServiceFaults()).faults) for service in SERVICES}
-        self._latency = {service: checked.get(service, _ServiceFaults()).latency for service in SERVICES}
+        self._faults = {service: _Schedule(checked.get(service, ServiceFaults()).phases) for service in SERVICES}
+        self._latency = {service: checked.get(service, ServiceFaults()).latency for service in SERVICES}
         self._slack = _SlackWorkspace(slack_token, known_channels, slack_scopes)
         self._pagerduty = _PagerDutyEvents(
             {SANDBOX_ROUTING_KEY} if pagerduty_routing_keys is None else pagerduty_routing_keys
@@ -125,8 +134,8 @@ class StandIns:
 
     @staticmethod
     def faults_from_env(environ: Mapping[str, str]) -> dict[str, Any] | None:
-        """SANDBOX_FAULTS, e.g. `{"slack": [429, 500, {"delay": 11}], "pagerduty": {"latency": 3}}`; None when
-        unset."""
+        """SANDBOX_FAULTS, e.g. `{"slack": [429, 500, {"delay": 11}], "pagerduty": [{"pass": 1}, {"fail": 500,
+        "times": 8}]}` or `{"pagerduty": {"latency": 3}}`; None when unset."""
         raw = environ.get("SANDBOX_FAULTS", "").strip()
         if not raw:
             return None
@@ -245,19 +254,26 @@ class StandIns:
         assignee: str | None = None,
         secret: str | None = PAGERDUTY_WEBHOOK_SECRET,
         occurred_at: datetime | None = None,
+        incident: int | None = None,
+        dedup_key: str | None = None,
     ) -> tuple[dict[str, str], bytes, dict[str, Any]] | None:
-        """A person (agent `user`) or a service (`service`) acted on the newest alert in PagerDuty: the alert
-        changes as it would (acknowledged, back to triggered, resolved, reassigned), and the v3 webhook PagerDuty
-        then sends is returned as (headers, body, the event), signed with `secret` (`v1=` HMAC-SHA256 of the body;
-        None: unsigned). None when no alert was opened."""
+        """A person (agent `user`) or a service (`service`) acted in PagerDuty on an alert: the newest, or PagerDuty's
+        incident number `incident` (the alerts in the order they opened, from 1), or the newest with `dedup_key`.
+        The alert changes as it would (acknowledged, back to triggered, resolved, reassigned; a resolved alert stays
+        resolved), and the v3 webhook PagerDuty then sends is returned as (headers, body, the event), its
+        `occurred_at` as given (default now), signed with `secret` (`v1=` HMAC-SHA256 of the body; None: unsigned).
+        None when there is no such alert."""
         if kind not in WEBHOOK_KINDS:
             raise ValueError(f"a webhook is one of {', '.join(WEBHOOK_KINDS)}")
         if agent not in ("user", "service"):
             raise ValueError("a webhook's agent is user or service")
+        if incident is not None and dedup_key is not None:
+            raise ValueError("a webhook names its alert by incident number or by dedup key, not both")
         with self._lock:
-            event = self._pagerduty.webhook_event(kind, by, agent, assignee, occurred_at or datetime.now(UTC))
-        if event is None:
-            return None
+            alert = self._pagerduty.find(incident, dedup_key)
+            if alert is None:
+                return None
+            event = self._pagerduty.webhook_event(alert, kind, by, agent, assignee, occurred_at or datetime.now(UTC))
         body = json.dumps({"event": event}).encode()
         headers = {
             "content-type": "application/json; charset=utf-8",
@@ -277,7 +293,7 @@ class StandIns:
         service = "pagerduty" if path.startswith("/v2/") else "slack"
         # One lock around answer and record: the order of `requests` is the order of effects.
         with self._lock:
-            fault = self._faults[service].popleft() if self._faults[service] else None
+            fault = self._faults[service].next()
             delay = self._latency[service]
             if isinstance(fault, dict) or fault == TIMEOUT:
                 delay = TIMEOUT_SECONDS if fault == TIMEOUT else float(fault["delay"])  # type: ignore[index]
@@ -413,49 +429,109 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @dataclass(frozen=True)
-class _ServiceFaults:
-    faults: tuple[Fault, ...] = ()
+class ServiceFaults:
+    """One service's checked faults: its schedule, and the delay of every answer."""
+
+    phases: tuple[Phase, ...] = ()
     latency: float = 0.0
 
 
-def _checked_faults(faults: object) -> dict[str, _ServiceFaults]:
+class _Schedule:
+    """How a service answers its next requests, phase by phase; once every phase is used up, as usual (recovered)."""
+
+    def __init__(self, phases: tuple[Phase, ...]) -> None:
+        self._phases = deque(phases)
+        self._used = 0
+        """Requests answered by the current (first) phase so far."""
+
+    def next(self) -> Fault | None:
+        """The fault to answer the next request with, or None (as usual). Called under the stand-ins' lock."""
+        if not self._phases:
+            return None
+        fault, times = self._phases[0]
+        self._used += 1
+        if self._used == times:
+            self._phases.popleft()
+            self._used = 0
+        return fault
+
+
+def _checked_faults(faults: object) -> dict[str, ServiceFaults]:
     if not isinstance(faults, Mapping):
         raise SandboxError('faults must be an object like {"slack": [429, 500], "pagerduty": [500]}')
-    checked: dict[str, _ServiceFaults] = {}
+    checked: dict[str, ServiceFaults] = {}
     for service, value in faults.items():
         if service not in SERVICES:
             raise SandboxError(f"faults: unknown service {service!r}; expected one of {', '.join(SERVICES)}")
-        entries, latency = value, 0.0
-        if isinstance(value, Mapping):
-            unknown = sorted(set(value) - {"faults", "latency"})
-            if unknown:
-                raise SandboxError(f"faults: {service} has unknown keys {unknown}; use faults and latency")
-            entries, latency = value.get("faults", []), _seconds(value.get("latency", 0), f"{service} latency")
-        if not isinstance(entries, list):
-            raise SandboxError(f"faults: {service} must be a list of faults or an object with faults and latency")
-        for entry in entries:
-            _check_fault(service, entry)
-        checked[service] = _ServiceFaults(tuple(entries), latency)
+        try:
+            checked[service] = service_faults(service, value)
+        except ValueError as exc:
+            raise SandboxError(f"faults: {service}: {exc}") from None
     return checked
 
 
-def _check_fault(service: str, entry: object) -> None:
-    if isinstance(entry, Mapping):
-        if set(entry) != {"delay"}:
-            raise SandboxError(f'faults: {service} entry {entry!r}: a delay is {{"delay": seconds}}')
-        _seconds(entry["delay"], f"{service} delay")
-        return
-    is_status = isinstance(entry, int) and not isinstance(entry, bool) and 100 <= entry <= 599
-    if is_status or entry == TIMEOUT or (entry == OK_FALSE and service == "slack"):
-        return
-    allowed = 'an HTTP status (100-599), "timeout", {"delay": seconds}'
-    allowed += ' or "ok_false"' if service == "slack" else ""
-    raise SandboxError(f"faults: {service} entry {entry!r} is not {allowed}")
+def service_faults(service: str, value: object) -> ServiceFaults:
+    """One service's faults: a schedule (a list), or {"latency": seconds, "faults": schedule}. Raises ValueError
+    saying what is wrong and what to write (scenario files and SANDBOX_FAULTS take the same)."""
+    entries, latency = value, 0.0
+    if isinstance(value, Mapping):
+        unknown = sorted(str(key) for key in set(value) - {"faults", "latency"})
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; an object has faults (a list) and latency (seconds)")
+        entries, latency = value.get("faults", []), _seconds(value.get("latency", 0), "latency")
+    if not isinstance(entries, list):
+        raise ValueError(
+            'must be a list, e.g. [429, 500] or [{"pass": 1}, {"fail": 500, "times": 8}], or an object with faults '
+            "and latency"
+        )
+    return ServiceFaults(
+        tuple(_phase(service, entry, f"entry {index} of {len(entries)}") for index, entry in enumerate(entries, 1)),
+        latency,
+    )
+
+
+def _phase(service: str, entry: object, where: str) -> Phase:
+    """One entry of a schedule: a fault (one request), {"fail": fault, "times": n} (the next n requests) or
+    {"pass": n} (the next n requests answered as usual)."""
+    if isinstance(entry, Mapping) and "pass" in entry:
+        if set(entry) != {"pass"}:
+            raise ValueError(f'{where} {entry!r}: {{"pass": n}} takes nothing else')
+        return None, _times(entry["pass"], f"{where} {entry!r}: pass")
+    if isinstance(entry, Mapping) and "fail" in entry:
+        unknown = sorted(str(key) for key in set(entry) - {"fail", "times"})
+        if unknown:
+            raise ValueError(f'{where} {entry!r}: unknown keys {unknown}; write {{"fail": 500, "times": 3}}')
+        return _fault(service, entry["fail"], f"{where} {entry!r}: fail", alone=False), _times(
+            entry.get("times", 1), f"{where} {entry!r}: times"
+        )
+    if isinstance(entry, Mapping) and "times" in entry:
+        raise ValueError(f'{where} {entry!r}: times goes with fail, e.g. {{"fail": {{"delay": 11}}, "times": 3}}')
+    return _fault(service, entry, f"{where} {entry!r}", alone=True), 1
+
+
+def _fault(service: str, entry: object, where: str, *, alone: bool) -> Fault:
+    """A fault; `alone`: an entry of its own (where a repeated fault or a pass may also stand)."""
+    if isinstance(entry, Mapping) and set(entry) == {"delay"}:
+        return {"delay": _seconds(entry["delay"], f"{where}: delay")}
+    if isinstance(entry, int) and not isinstance(entry, bool) and 100 <= entry <= 599:
+        return entry
+    if isinstance(entry, str) and (entry == TIMEOUT or (entry == OK_FALSE and service == "slack")):
+        return entry
+    allowed = ["an HTTP status (100-599)", '"timeout"', '{"delay": seconds}']
+    allowed += ['"ok_false"'] if service == "slack" else []
+    allowed += ['{"fail": fault, "times": n}', '{"pass": n}'] if alone else []
+    raise ValueError(f"{where} is not {', '.join(allowed[:-1])} or {allowed[-1]}")
+
+
+def _times(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TIMES:
+        raise ValueError(f"{what} must be a whole number of requests from 1 to {MAX_TIMES}, got {value!r}")
+    return value
 
 
 def _seconds(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 120:
-        raise SandboxError(f"faults: {what} must be a number of seconds from 0 to 120, got {value!r}")
+        raise ValueError(f"{what} must be a number of seconds from 0 to 120, got {value!r}")
     return float(value)
 
 
@@ -1010,21 +1086,23 @@ class _PagerDutyEvents:
         )
         return _Reply(HTTPStatus.ACCEPTED, {"status": "success", "message": "Change event processed"}, effect="change")
 
+    def find(self, incident: int | None, dedup_key: str | None) -> dict[str, Any] | None:
+        """The alert PagerDuty shows as incident number `incident`, else the newest with `dedup_key`, else the
+        newest; None when there is none."""
+        if incident is not None:
+            return self.alerts[incident - 1] if 1 <= incident <= len(self.alerts) else None
+        return next((a for a in reversed(self.alerts) if dedup_key in (None, a["dedup_key"])), None)
+
     def webhook_event(
-        self, kind: str, by: str, agent: str, assignee: str | None, occurred_at: datetime
-    ) -> dict[str, Any] | None:
-        """The newest alert changed by `by` in PagerDuty, and the v3 webhook event that says so."""
-        if not self.alerts:
-            return None
-        alert = self.alerts[-1]
-        number = len(self.alerts)
+        self, alert: dict[str, Any], kind: str, by: str, agent: str, assignee: str | None, occurred_at: datetime
+    ) -> dict[str, Any]:
+        """`alert` changed by `by` in PagerDuty, and the v3 webhook event that says so."""
+        number = alert["number"]
         incident_id = f"Q0SANDBOX{number:05d}"
-        if kind == "acknowledged":
-            alert["status"] = "acknowledged"
-        elif kind == "unacknowledged":
-            alert["status"] = "triggered"
-        elif kind == "resolved":
-            alert["status"] = "resolved"
+        # PagerDuty never reopens a resolved incident: a webhook about it that arrives late changes nothing there.
+        if alert["status"] != "resolved":
+            alert["status"] = _WEBHOOK_STATUS.get(kind, alert["status"])
+        if kind == "resolved":
             for key, open_alert in list(self._open.items()):
                 if open_alert is alert:
                     del self._open[key]
@@ -1053,7 +1131,7 @@ class _PagerDutyEvents:
                 "self": f"https://api.pagerduty.com/incidents/{incident_id}",
                 "html_url": f"https://sandbox.pagerduty.com/incidents/{incident_id}",
                 "number": number,
-                "status": alert["status"],
+                "status": _WEBHOOK_STATUS.get(kind, alert["status"]),
                 "incident_key": alert["dedup_key"],
                 "title": alert.get("summary") or "",
                 "urgency": "high",
@@ -1099,6 +1177,7 @@ class _PagerDutyEvents:
                 alert["log"].append(entry)
                 return "appended"
             alert = {
+                "number": len(self.alerts) + 1,
                 "dedup_key": dedup_key,
                 "status": "triggered",
                 **{

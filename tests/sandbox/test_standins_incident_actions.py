@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,74 @@ def test_each_webhook_has_its_own_event_id_and_a_service_agent_when_asked(standi
     assert alert["status"] == "resolved" and alert["assignees"] == ["Ana Lopez"]
 
 
+def test_a_webhook_names_an_earlier_episode_by_incident_number_and_says_when_it_happened(standins: StandIns) -> None:
+    # Given two episodes of the same fault in PagerDuty (incident #1 resolved by the responder, #2 open with the same
+    # dedup key) and another fault's alert (#3)
+    _trigger(standins)
+    _trigger(standins, "resolve")
+    _trigger(standins)
+    other = "gpu-training/aaaabbbbccccdddd/ACCELERATED_COMPUTE"
+    assert requests.post(
+        standins.pagerduty_url,
+        json={
+            "routing_key": SANDBOX_ROUTING_KEY,
+            "event_action": "trigger",
+            "dedup_key": other,
+            "payload": {"summary": "XID 79 on gpu-b", "source": "gpu-b", "severity": "critical"},
+        },
+        timeout=5,
+    ).ok
+    occurred_at = datetime.now(UTC).replace(microsecond=123000) - timedelta(minutes=12)
+
+    # When Jane's resolve of incident #1, twelve minutes ago, comes as a late webhook
+    sent = standins.pagerduty_webhook("resolved", by="Jane Doe", incident=1, occurred_at=occurred_at)
+
+    # Then the webhook is about incident #1 (its number, id and dedup key) and says when it happened
+    assert sent is not None
+    headers, body, event = sent
+    verify_pagerduty_request([PAGERDUTY_WEBHOOK_SECRET], headers, body)
+    assert (event["data"]["number"], event["data"]["id"], event["data"]["incident_key"]) == (1, "Q0SANDBOX00001", KEY)
+    assert event["data"]["status"] == "resolved"
+    parsed = parse_webhook(body)
+    assert (parsed.occurred_at, parsed.incident_number, parsed.incident_key) == (occurred_at, 1, KEY)
+    action = action_for(parsed)
+    assert isinstance(action, IncidentAction) and (action.at, action.dedup_key) == (occurred_at, KEY)
+    # and PagerDuty's incidents: #1 stays resolved (the webhook is logged on it), #2 and #3 are untouched
+    first, second, third = pagerduty_alerts(standins.pagerduty_alerts())
+    assert (first["number"], first["status"], first["actions"]) == (1, "resolved", ["trigger", "resolve", "resolved"])
+    assert (second["number"], second["dedup_key"], second["status"], second["actions"]) == (
+        2,
+        KEY,
+        "triggered",
+        ["trigger"],
+    )
+    assert (third["number"], third["status"]) == (3, "triggered")
+
+    # When someone acknowledges the newest alert with that dedup key
+    acknowledged = standins.pagerduty_webhook("acknowledged", by="Ana Lopez", dedup_key=KEY)
+
+    # Then it is incident #2 (not the newest alert of all, #3), acknowledged now
+    assert acknowledged is not None
+    assert (acknowledged[2]["data"]["number"], acknowledged[2]["data"]["incident_key"]) == (2, KEY)
+    assert abs(datetime.fromisoformat(acknowledged[2]["occurred_at"]) - datetime.now(UTC)) < timedelta(seconds=5)
+    assert [a["status"] for a in pagerduty_alerts(standins.pagerduty_alerts())] == [
+        "resolved",
+        "acknowledged",
+        "triggered",
+    ]
+
+
+def test_a_webhook_about_an_alert_that_does_not_exist_is_not_made(standins: StandIns) -> None:
+    _trigger(standins)
+
+    assert standins.pagerduty_webhook("resolved", by="Jane Doe", incident=2) is None
+    assert standins.pagerduty_webhook("resolved", by="Jane Doe", dedup_key="gpu-training/other/X") is None
+    with pytest.raises(ValueError, match="by incident number or by dedup key, not both"):
+        standins.pagerduty_webhook("resolved", by="Jane Doe", incident=1, dedup_key=KEY)
+    [alert] = pagerduty_alerts(standins.pagerduty_alerts())
+    assert (alert["status"], alert["actions"]) == ("triggered", ["trigger"])
+
+
 def test_a_webhook_signed_wrongly_or_not_at_all_does_not_verify(standins: StandIns) -> None:
     _trigger(standins)
     wrongly = standins.pagerduty_webhook("acknowledged", by="Jane Doe", secret="another-secret")
@@ -196,7 +265,7 @@ def test_click_and_pagerduty_steps_load_with_their_defaults(tmp_path: Path) -> N
     ("step", "says"),
     [
         ("{click: {button: approve, user: U0ONCALL01}}", "click.button"),
-        ("{click: {button: acknowledge}}", "click.user: Field required"),
+        ("{click: {button: acknowledge}}", "click: Value error, a click names its user"),
         ("{click: {button: acknowledge, user: jane}}", "click.user: String should match pattern"),
         ("{click: {button: acknowledge, user: U0ONCALL01, signed: badly}}", "click.signed"),
         ("{click: {button: resolve, user: U0ONCALL01, instanse: gpu-a}}", "click.instanse: Extra inputs"),

@@ -4,15 +4,17 @@ summary of an execution's history."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sandbox.errors import SandboxError
 from sandbox.expectations import check, field_matches, matches, pagerduty_requests, slack_messages, values_at
-from sandbox.scenario import Expectation, load_scenario
+from sandbox.scenario import Expectation, Scenario, load_scenario, moment
 from sandbox.statemachine import substitute
 from sandbox.stepfunctions import WorkflowInvocation, summarize_execution
 from sandbox.template import StackIdentity
@@ -458,3 +460,172 @@ def test_an_instance_health_check_needs_a_status_and_a_moment_relative_to_now(tm
     bad = _scenario_file(tmp_path, world % "{status: IMPAIRED, since: yesterday}" + "events: [{reconcile: true}]\n")
     with pytest.raises(SandboxError, match="since"):
         load_scenario(bad)
+
+
+# --- Staging the worst day: fault schedules, replayed and late presses, named and late webhooks ---------------------
+
+
+def test_faults_take_a_schedule_or_the_plain_list_as_before(tmp_path: Path) -> None:
+    path = _scenario_file(
+        tmp_path,
+        "faults:\n"
+        "  slack: [429, ok_false]\n"
+        "  pagerduty:\n"
+        "    - pass: 1\n"
+        "    - fail: 500\n"
+        "      times: 8\n"
+        "    - fail: {delay: 11}\n"
+        "    - timeout\n"
+        "events: [{sweep: true}]\n",
+    )
+
+    faults = load_scenario(path).scenario.faults
+
+    assert faults.slack == [429, "ok_false"]
+    assert faults.pagerduty == [{"pass": 1}, {"fail": 500, "times": 8}, {"fail": {"delay": 11}}, "timeout"]
+
+
+@pytest.mark.parametrize(
+    ("faults", "says"),
+    [
+        (
+            "{pagerduty: [{pass: 1}, {fail: 500, times: 0}]}",
+            r"faults\.pagerduty: .*entry 2 of 2 .*times must be a whole",
+        ),
+        ("{pagerduty: [{fail: 500, times: 3, pass: 1}]}", r"faults\.pagerduty: .*\{\"pass\": n\} takes nothing else"),
+        ("{pagerduty: [{times: 3}]}", r"faults\.pagerduty: .*times goes with fail"),
+        ("{pagerduty: [ok_false]}", r"faults\.pagerduty: .*'ok_false' is not an HTTP status"),
+        ("{slack: [{fail: 700}]}", r"faults\.slack: .*fail is not an HTTP status"),
+        ("{slack: 500}", r"faults\.slack: .*must be a list"),
+        ("{teams: [500]}", r"faults\.teams: Extra inputs"),
+    ],
+)
+def test_a_fault_schedule_that_makes_no_sense_is_refused_saying_where_and_what_to_write(
+    tmp_path: Path, faults: str, says: str
+) -> None:
+    path = _scenario_file(tmp_path, f"faults: {faults}\nevents: [{{sweep: true}}]\n")
+
+    with pytest.raises(SandboxError, match=says):
+        load_scenario(path)
+
+
+def test_a_click_can_be_signed_in_the_past_or_replay_an_earlier_press(tmp_path: Path) -> None:
+    path = _scenario_file(
+        tmp_path,
+        "events:\n"
+        "  - click: {button: acknowledge, user: U0ONCALL01, signed_at: now-6m}\n"
+        "  - click: {button: resolve, user: U0ONCALL02, signed_at: '2026-04-11T00:49:09Z'}\n"
+        "  - click: {replay: true}\n"
+        "  - click: {replay: 1}\n",
+    )
+
+    past, absolute, latest, first = (step.click for step in load_scenario(path).scenario.events)
+
+    assert past is not None and (past.signed_at, past.replay) == ("now-6m", None)
+    assert absolute is not None and absolute.signed_at == "2026-04-11T00:49:09Z"
+    assert latest is not None and latest.replay is True and latest.button is None
+    assert first is not None and first.replay == 1 and first.replay is not True
+
+
+@pytest.mark.parametrize(
+    ("steps", "says"),
+    [
+        ("[{click: {replay: true}}]", "step 1 replays the latest press, and no press comes before it"),
+        (
+            "[{sweep: true}, {click: {replay: 1}}]",
+            r"step 2 replays step 1, which is not an earlier press \(a click step",
+        ),
+        (
+            "[{click: {button: resolve, user: U0ONCALL01}}, {click: {replay: 1}}, {click: {replay: 2}}]",
+            "step 3 replays step 2, which is not an earlier press",
+        ),
+        (
+            "[{click: {button: resolve, user: U0ONCALL01}}, {click: {replay: 3}},"
+            " {click: {button: resolve, user: U0ONCALL02}}]",
+            "step 2 replays step 3, which is not an earlier press",
+        ),
+        ("[{click: {replay: false}}]", "replay is true .* or the number of an earlier click step"),
+        ("[{click: {replay: 0}}]", "replay is true .* or the number of an earlier click step"),
+        (
+            "[{click: {button: resolve, user: U0ONCALL01}}, {click: {replay: true, user: U0ONCALL02, signed: not}}]",
+            "a replay sends an earlier press exactly: it takes no signed, user",
+        ),
+        ("[{click: {user: U0ONCALL01}}]", "a click names its button"),
+        ("[{click: {button: resolve, user: U0ONCALL01, signed_at: 6 minutes ago}}]", "'6 minutes ago' is not a moment"),
+        ("[{click: {button: resolve, user: U0ONCALL01, signed_at: '2026-04-11T00:49:09'}}]", "with its time zone"),
+    ],
+)
+def test_a_click_that_cannot_be_sent_as_written_is_refused(tmp_path: Path, steps: str, says: str) -> None:
+    path = _scenario_file(tmp_path, f"events: {steps}\n")
+
+    with pytest.raises(SandboxError, match=says):
+        load_scenario(path)
+
+
+def test_a_webhook_can_name_its_alert_and_when_it_happened(tmp_path: Path) -> None:
+    path = _scenario_file(
+        tmp_path,
+        "events:\n"
+        "  - pagerduty: {webhook: resolved, incident: 1, occurred_at: now-12m}\n"
+        "  - pagerduty:\n"
+        "      webhook: acknowledged\n"
+        "      dedup_key: '{{clusters.gpu.name}}/{{instances.gpu-a.id}}/ACCELERATED_COMPUTE'\n"
+        "      occurred_at: '{{instances.gpu-a.health.ACCELERATED_COMPUTE.since}}'\n",
+    )
+
+    by_number, by_key = (step.pagerduty for step in load_scenario(path).scenario.events)
+
+    assert by_number is not None and (by_number.incident, by_number.dedup_key, by_number.occurred_at) == (
+        1,
+        None,
+        "now-12m",
+    )
+    # placeholders are kept as written: filled (and then checked) when the step runs
+    assert by_key is not None and by_key.incident is None
+    assert by_key.dedup_key == "{{clusters.gpu.name}}/{{instances.gpu-a.id}}/ACCELERATED_COMPUTE"
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        ("{webhook: resolved, incident: 0}", r"pagerduty\.incident: Input should be greater than or equal to 1"),
+        ("{webhook: resolved, incident: 1, dedup_key: k}", "by incident number or by dedup_key, not both"),
+        ("{webhook: resolved, occurred_at: yesterday}", "'yesterday' is not a moment: write now, now-6m"),
+        ("{webhook: resolved, occurred_at: now-6 m}", "is not a moment"),
+        ("{webhook: resolved, occurred_at: now-9999999d}", "'now-9999999d' is further from now than a date can be"),
+        ("{webhook: resolved, dedup_key: ''}", r"pagerduty\.dedup_key: String should have at least 1 character"),
+    ],
+)
+def test_a_webhook_that_cannot_be_sent_as_written_is_refused(tmp_path: Path, step: str, says: str) -> None:
+    path = _scenario_file(tmp_path, f"events: [{{pagerduty: {step}}}]\n")
+
+    with pytest.raises(SandboxError, match=says):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("now", datetime(2026, 4, 11, 12, 0, tzinfo=UTC)),
+        ("now-6m", datetime(2026, 4, 11, 11, 54, tzinfo=UTC)),
+        ("now+90s", datetime(2026, 4, 11, 12, 1, 30, tzinfo=UTC)),
+        ("now-1.5h", datetime(2026, 4, 11, 10, 30, tzinfo=UTC)),
+        ("now-1d", datetime(2026, 4, 10, 12, 0, tzinfo=UTC)),
+        ("2026-04-11T00:49:09Z", datetime(2026, 4, 11, 0, 49, 9, tzinfo=UTC)),
+        ("2026-04-11T02:49:09+02:00", datetime(2026, 4, 11, 0, 49, 9, tzinfo=UTC)),
+    ],
+)
+def test_a_moment_is_relative_to_now_or_an_iso_time_with_its_zone(text: str, expected: datetime) -> None:
+    assert moment(text, datetime(2026, 4, 11, 12, 0, tzinfo=UTC)) == expected
+
+
+def test_every_yaml_example_of_the_faults_section_of_the_docs_loads() -> None:
+    # Given the YAML examples docs/scenarios.md shows under `faults` (the schedule, a late webhook, replayed presses)
+    text = (REPO_ROOT / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    section = text.split("### `faults`", 1)[1].split("\n### ", 1)[0]
+    examples = [yaml.safe_load(block) for block in re.findall(r"^```yaml\n(.*?)^```", section, re.S | re.M)]
+    assert len(examples) >= 3
+
+    # When each is read as part of a scenario, Then it is a valid one, as written
+    for example in examples:
+        Scenario.model_validate({"events": [{"sweep": True}], **example})
