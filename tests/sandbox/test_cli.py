@@ -166,6 +166,7 @@ def test_replay_writes_a_report_of_the_whole_run(tmp_path: Path) -> None:
         ("RouterThrottlesAlarm", "AWS::CloudWatch::Alarm"),
         ("AlertQueueAgeAlarm", "AWS::CloudWatch::Alarm"),
         ("NotificationsFailedAlarm", "AWS::CloudWatch::Alarm"),
+        ("ClosurePendingAlarm", "AWS::CloudWatch::Alarm"),
         ("OwnHealthAlarmTopic", "AWS::SNS::Topic"),
         ("OwnHealthAlarmTopicPolicy", "AWS::SNS::TopicPolicy"),
         ("SweepRole", "AWS::IAM::Role"),

@@ -82,16 +82,20 @@ def charted(body: Mapping[str, Any]) -> Iterator[tuple[str, str, frozenset[str],
 
 
 def emitted_counts() -> set[tuple[str, str]]:
-    """(metric, dimension) of every `count(...)` in the functions and the layer, read from the source."""
+    """(metric, dimension) of every `count(...)` and `measure(...)` in the functions and the layer, read from the
+    source."""
     found: set[tuple[str, str]] = set()
     for root in EMITTING_CODE:
         for path in root.rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not isinstance(node, ast.Call) or len(node.args) != 3:
+                if not isinstance(node, ast.Call) or len(node.args) not in (3, 4):
                     continue
                 called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
                 name, dimension = node.args[0], node.args[1]
-                if called != "count" or not (isinstance(dimension, ast.Constant) and isinstance(dimension.value, str)):
+                expected = 3 if called == "count" else 4 if called == "measure" else None
+                if len(node.args) != expected or not (
+                    isinstance(dimension, ast.Constant) and isinstance(dimension.value, str)
+                ):
                     continue
                 names = [name.body, name.orelse] if isinstance(name, ast.IfExp) else [name]
                 for each in names:

@@ -52,6 +52,7 @@ KINDS_BY_NAME: dict[str, str] = {
     "rule-target-dlq-depth": RESPONDER_HEALTH,
     "resume-trigger-dlq-depth": RESPONDER_HEALTH,
     "resume-workflow-failed": RESPONDER_HEALTH,
+    "closure-pending": RESPONDER_HEALTH,
 }
 """The `<what>` of each alarm template.yaml creates (tests/unit/test_template_alarms.py keeps them in step)."""
 MAX_DEDUP_KEY = 255
