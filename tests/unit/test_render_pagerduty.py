@@ -272,3 +272,16 @@ def test_source_component_and_group_are_names_of_at_most_255_characters() -> Non
 
     assert [len(payload[name]) for name in ("source", "component", "group")] == [255, 255, 255]
     assert all(payload[name].endswith("… (shortened)") for name in ("source", "component", "group"))
+
+
+def test_an_instance_arn_with_no_id_still_gives_pagerduty_a_source() -> None:
+    # Given a container instance ARN ending in "/" (it passes the event's validation) and no EC2 instance id
+    arn = "arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/"
+    instance = dataclasses.replace(INSTANCE, container_instance_arn=arn, ec2_instance_id=None)
+
+    # When the trigger is rendered
+    event = render_trigger(dataclasses.replace(an_incident(), instance=instance), ROUTING_KEY)
+
+    # Then PagerDuty gets the ARN as the source rather than a blank one it would refuse
+    assert event["payload"]["source"] == arn
+    assert event_errors(event, frozenset({ROUTING_KEY})) == []

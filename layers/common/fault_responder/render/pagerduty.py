@@ -244,7 +244,8 @@ def _within_size(event: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
 
 
 def _source(instance: InstanceRef) -> str:
-    return instance.ec2_instance_id or instance.container_instance_id
+    # PagerDuty refuses a blank source, and an ARN ending in "/" passes the event's validation with an empty id.
+    return instance.ec2_instance_id or instance.container_instance_id or instance.container_instance_arn
 
 
 def _checked_dedup_key(key: str) -> str:

@@ -122,8 +122,8 @@ def fit_lines(
     and `left_out` == len(lines) is the caller's to say. No lines, no blocks.
     """
     head = [title] if title else []
-    room = min(max_line, MAX_SECTION_TEXT - sum(len(text) + 1 for text in head))
-    items = [_clip(line if line.strip() else "—", room, marker) for line in lines]
+    room = MAX_SECTION_TEXT - sum(len(text) + 1 for text in head)
+    items = [_clip(line if line.strip() else "—", min(max_line, room), marker) for line in lines]
     packer = _Packer(
         head,
         max_blocks,
@@ -202,13 +202,15 @@ class _Packer:
         return shown
 
     def _place(self, item: str) -> bool:
-        if self.sections:
+        if self.sections and self.fits(self.sections[-1], self.sizes[-1], item):
+            # Where it fits the last section, the character budget alone decides: a new section would not save it.
             added = self.separator + len(item)
-            if self.fits(self.sections[-1], self.sizes[-1], item) and self.used + added <= self.max_chars:
-                self.sections[-1].append(item)
-                self.sizes[-1] += added
-                self.used += added
-                return True
+            if self.used + added > self.max_chars:
+                return False
+            self.sections[-1].append(item)
+            self.sizes[-1] += added
+            self.used += added
+            return True
         start = [] if self.sections else self.head
         size = self._size([*start, item])
         if len(self.sections) >= self.max_blocks or self.used + size > self.max_chars:
@@ -588,7 +590,7 @@ def _header(emoji: str, label: str, title: str) -> dict[str, Any]:
 def _headed(emoji: str, label: str, title: str) -> list[dict[str, Any]]:
     """The header, and the whole title right under it when the header had to cut it."""
     header = _header(emoji, label, title)
-    if header["text"]["text"].endswith(ELLIPSIS) and not title.endswith(ELLIPSIS):
+    if header["text"]["text"] != f"{emoji} {label} · {escape_mrkdwn(title)}":
         return [header, _section(f"*Title:* {escape_mrkdwn(title)}")]
     return [header]
 
