@@ -43,6 +43,8 @@ from tests.builders import OPENED, ROUTING_KEY
 SHORTENED = "… (shortened)"
 MAX_EVENT_BYTES = 512 * 1024
 """PagerDuty's limit on an event, as sent."""
+MAX_MESSAGE_TEXT = 10_000
+"""Text in all of a message's blocks: Slack refuses `msg_blocks_too_long` from about 12,000 (undocumented)."""
 DASHBOARD = "https://us-west-2.console.aws.amazon.com/cloudwatch/home?region=us-west-2#dashboards/dashboard/gfr"
 
 # Any character but a lone surrogate, and more often than chance: Slack's control characters, mrkdwn's markup, a
@@ -163,6 +165,18 @@ def alerts(draw: st.DrawFn) -> Alert:
 def assert_slack_limits(message: SlackMessage) -> None:
     assert block_errors(message.blocks) == []
     assert len(message.text) <= 40_000
+    assert sum(len(text) for text in all_texts(message.blocks)) <= MAX_MESSAGE_TEXT
+
+
+def all_texts(blocks: list[dict[str, Any]]) -> list[str]:
+    """Every text of every text object: headers, sections, fields, context elements, button labels."""
+    found = []
+    for block in blocks:
+        objects = [block["text"]] if isinstance(block.get("text"), dict) else []
+        for item in block.get("fields", []) + block.get("elements", []):
+            objects.append(item["text"] if isinstance(item.get("text"), dict) else item)
+        found += [obj["text"] for obj in objects if isinstance(obj.get("text"), str)]
+    return found
 
 
 def assert_pagerduty_limits(event: dict[str, Any]) -> None:

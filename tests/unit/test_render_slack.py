@@ -14,6 +14,7 @@ from fault_responder.render import slack
 from fault_responder.render.slack import (
     MAX_CONTEXT_ELEMENTS,
     MAX_LISTING_TEXT,
+    MAX_MESSAGE_TEXT,
     SlackMessage,
     escape_mrkdwn,
     render_alert,
@@ -531,3 +532,32 @@ def test_the_opening_step_cut_short_in_the_root_says_so_without_pointing_at_a_th
 
     # Then the line says it was shortened (the Reason field has more)
     assert latest.endswith("x… (shortened)")
+
+
+def test_a_root_of_long_hostile_text_everywhere_stays_within_the_text_slack_takes_in_one_message() -> None:
+    # Given an incident whose every free text is thousands of characters long
+    long = HOSTILE * 500
+    incident = resolved(an_incident(reason=long, title=long), reason=long)
+    incident = dataclasses.replace(
+        incident,
+        route=long,
+        found=long,
+        fleet_id=long,
+        muted={f"receiver-{n}": f"{n} {long}" for n in range(12)},
+        drain=DrainAttribution(DrainCause.ECS_REPORTED, long, long),
+    )
+
+    # When its root is rendered
+    message = render_incident_root(incident)
+
+    # Then its blocks hold no more text than Slack takes in one message, the longest texts each cut saying so
+    texts = [obj["text"] for obj in text_objects(message) if isinstance(obj.get("text"), str)]
+    assert sum(len(text) for text in texts) <= MAX_MESSAGE_TEXT
+    assert sum(text.endswith("… (shortened)") for text in texts) >= 5
+    assert_within_slack_limits(message)
+
+
+def test_a_message_within_the_text_budget_is_left_as_it_is() -> None:
+    message = render_incident_root(draining(an_incident()))
+
+    assert not any("(shortened)" in json.dumps(block) for block in message.blocks)

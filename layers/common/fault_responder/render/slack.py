@@ -44,10 +44,13 @@ SHORTENED = f"{ELLIPSIS} (shortened)"
 """Ends a text cut to fit a limit, so the reader knows there was more."""
 MORE_IN_THREAD = f"{ELLIPSIS} (more in the thread)"
 """Ends a root's step cut short: its thread reply has the step's text at full length (or says it is cut)."""
+MAX_MESSAGE_TEXT = 10_000
+"""The characters of text a message's blocks may hold in all. Beyond Block Kit's documented limits, Slack refuses
+a message whose blocks hold more than about 12,000 (`msg_blocks_too_long`, undocumented; reported refused from
+~11,300 to ~13,300): `_fit` keeps a margin below that."""
 MAX_LISTING_TEXT = 6000
-"""The characters a list (a notice's details, a fleet's members) may take in one message. Beyond Block Kit's
-documented limits, Slack refuses a message whose blocks hold more than about 12,000 characters of text in all
-(`msg_blocks_too_long`, undocumented; reported at ~11,300 to 13,300): a list takes at most half of that."""
+"""The characters a list (a notice's details, a fleet's members) may take in one message: most of
+MAX_MESSAGE_TEXT, and room left for the header, the fields and the context."""
 
 SEVERITY_EMOJI: dict[Severity, str] = {
     Severity.CRITICAL: ":rotating_light:",
@@ -120,6 +123,9 @@ def fit_lines(
     Guarantees: at most `max_blocks` blocks, each text within the section limit, at most `max_chars` characters
     of text in all, and `shown` + `left_out` == len(lines). If not even the note fits, there are no blocks,
     and `left_out` == len(lines) is the caller's to say. No lines, no blocks.
+
+    Give a long list `max_chars` (MAX_LISTING_TEXT): a message holding more than MAX_MESSAGE_TEXT characters in
+    all has its longest texts cut by `_fit`, and lines cut there are cut, not counted.
     """
     head = [title] if title else []
     room = MAX_SECTION_TEXT - sum(len(text) + 1 for text in head)
@@ -638,10 +644,15 @@ def _count(count: int, noun: str) -> str:
 
 
 def _fit(blocks: list[dict[str, Any]], *, where: str = "") -> list[dict[str, Any]]:
-    """At most Slack's 50 blocks. Past that, the body's last blocks make way for a note naming each of them, and
-    the message keeps its header and its closing buttons and context. `where` says where to see what was dropped
-    (e.g. ": the thread has each one"). Renderers fit their lists first (fit_lines, fit_fields): this is the
-    last guard."""
+    """At most Slack's 50 blocks and MAX_MESSAGE_TEXT characters of text. Past 50, the body's last blocks make way
+    for a note naming each of them, and the message keeps its header and its closing buttons and context; `where`
+    says where to see what was dropped (e.g. ": the thread has each one"). Past the characters, the longest texts
+    are cut, each to the same length and saying so. Renderers fit their lists first (fit_lines, fit_fields):
+    this is the last guard."""
+    return _within_message_text(_within_blocks(blocks, where))
+
+
+def _within_blocks(blocks: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
     if len(blocks) <= MAX_BLOCKS:
         return blocks
     tail = 0
@@ -653,6 +664,44 @@ def _fit(blocks: list[dict[str, Any]], *, where: str = "") -> list[dict[str, Any
     named = "; ".join(_block_name(block) for block in dropped)
     note = f"{_count(len(dropped), 'more block')} not shown ({named}){where}"
     return [*kept, _context([note]), *closing]
+
+
+def _within_message_text(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks, their longest mrkdwn texts cut to one length (the highest that fits) when they hold too much."""
+    texts = [text for block in blocks for text in _text_objects(block)]
+    cuttable = [len(text["text"]) for text in texts if text["type"] == "mrkdwn"]
+    budget = MAX_MESSAGE_TEXT - sum(len(text["text"]) for text in texts if text["type"] != "mrkdwn")
+    if sum(cuttable) <= budget:
+        return blocks
+    low, high = len(SHORTENED), max(cuttable)
+    while low < high:
+        level = (low + high + 1) // 2
+        low, high = (level, high) if sum(min(size, level) for size in cuttable) <= budget else (low, level - 1)
+    return [_cut_texts(block, low) for block in blocks]
+
+
+def _text_objects(block: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [block["text"]] if isinstance(block.get("text"), dict) else []
+    found += block.get("fields", [])
+    found += [element for element in block.get("elements", []) if element.get("type") in ("mrkdwn", "plain_text")]
+    found += [element["text"] for element in block.get("elements", []) if isinstance(element.get("text"), dict)]
+    return found
+
+
+def _cut_texts(block: dict[str, Any], limit: int) -> dict[str, Any]:
+    def cut(text: dict[str, Any]) -> dict[str, Any]:
+        if text["type"] != "mrkdwn" or len(text["text"]) <= limit:
+            return text
+        return {**text, "text": _clip(text["text"], limit, SHORTENED)}
+
+    changed = dict(block)
+    if isinstance(block.get("text"), dict):
+        changed["text"] = cut(block["text"])
+    if "fields" in block:
+        changed["fields"] = [cut(field) for field in block["fields"]]
+    if block["type"] == "context":
+        changed["elements"] = [cut(element) for element in block["elements"]]
+    return changed
 
 
 def _block_name(block: dict[str, Any]) -> str:
