@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 from fault_responder.domain import EventKind, FaultClass, Severity
-from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
+from fault_responder.render.pagerduty import MAX_EVENT_BYTES, render_alert_trigger, render_resolve, render_trigger
 from fault_responder.routing import RouteRunbook
 from fault_responder.runbooks import CLASS_RUNBOOKS, NVIDIA_XID_CATALOG, XID_RUNBOOKS, runbook_for
 from sandbox.standins import event_errors
@@ -53,11 +54,17 @@ def test_summary_of_a_draining_incident_names_the_drain_attribution() -> None:
     assert summary.endswith("(DRAINING, ECS auto-repair (XID 79))")
 
 
-def test_summary_is_truncated_to_1024_characters() -> None:
-    summary = render_trigger(an_incident(title="XID 79: " + "z" * 2000), ROUTING_KEY)["payload"]["summary"]
+def test_a_long_title_is_shortened_in_the_summary_which_still_says_where_and_is_whole_in_the_details() -> None:
+    # Given a title of 1,000 characters: with where it is, more than PagerDuty's summary holds
+    title = "XID 79: " + "z" * 992
 
-    assert len(summary) == 1024
-    assert summary.endswith("…")
+    # When the trigger is rendered
+    payload = render_trigger(an_incident(title=title), ROUTING_KEY)["payload"]
+
+    # Then the summary is 1,024 characters: the title cut saying so, then the instance, cluster and phase
+    assert len(payload["summary"]) == 1024
+    assert payload["summary"].endswith("z… (shortened) on i-0abcdef1234567890 in cluster gpu-training (IMPAIRED)")
+    assert payload["custom_details"]["title"] == title
 
 
 @pytest.mark.parametrize("severity", list(Severity))
@@ -108,6 +115,21 @@ def test_custom_details_keep_only_the_last_five_steps() -> None:
     timeline = render_trigger(incident, ROUTING_KEY)["payload"]["custom_details"]["timeline"]
 
     assert [step["phase"] for step in timeline] == ["STEP_7", "STEP_8", "STEP_9", "STEP_10", "STEP_11"]
+
+
+def test_custom_details_count_the_steps_they_leave_out_and_say_where_they_are() -> None:
+    incident = an_incident()
+    incident.timeline = [step(OPENED, f"evt-{i}", f"STEP_{i}", "step") for i in range(12)]
+
+    details = render_trigger(incident, ROUTING_KEY)["payload"]["custom_details"]
+
+    assert details["timeline_not_listed"] == "7 earlier steps: the Slack thread has each one"
+
+
+def test_custom_details_of_a_short_timeline_leave_nothing_out() -> None:
+    details = render_trigger(draining(an_incident()), ROUTING_KEY)["payload"]["custom_details"]
+
+    assert "timeline_not_listed" not in details
 
 
 def test_trigger_links_to_the_console_and_the_runbook() -> None:
@@ -161,6 +183,7 @@ def test_long_untrusted_detail_strings_are_clipped() -> None:
     details = render_trigger(incident, ROUTING_KEY)["payload"]["custom_details"]
 
     assert len(details["reason"]) == 1024
+    assert details["reason"].endswith("r… (shortened)")
 
 
 # --- Runbooks --------------------------------------------------------------------------------------------------------
@@ -200,3 +223,65 @@ def test_a_trigger_without_a_runbook_links_only_to_the_console() -> None:
 
     assert [link["href"] for link in event["links"]] == [CONSOLE_URL]
     assert "what_to_do" not in event["payload"]["custom_details"]
+
+
+# --- Nothing left out in silence, nothing over a limit ---------------------------------------------------------------
+
+
+def test_a_notice_with_more_details_than_an_event_lists_counts_the_rest() -> None:
+    alert = dataclasses.replace(SPOT_INTERRUPTION, details={f"key-{i}": f"value-{i}" for i in range(80)})
+
+    details = render_alert_trigger(alert, ROUTING_KEY, "standalone/evt-spot")["payload"]["custom_details"]
+
+    assert list(details["details"]) == [f"key-{i}" for i in range(50)]
+    assert details["details_not_listed"] == (
+        "30 more details, left out to keep the event small: ECS event evt-spot has them"
+    )
+
+
+def test_detail_keys_are_cut_too_and_two_that_cut_alike_both_stay() -> None:
+    alert = dataclasses.replace(SPOT_INTERRUPTION, details={"k" * 5000 + "1": "one", "k" * 5000 + "2": "two"})
+
+    listed = render_alert_trigger(alert, ROUTING_KEY, "standalone/evt-spot")["payload"]["custom_details"]["details"]
+
+    assert list(listed.values()) == ["one", "two"]
+    assert all(len(key) <= 1024 and "… (shortened)" in key for key in listed)
+
+
+def test_an_event_of_long_escaped_text_is_built_again_with_shorter_strings_to_stay_within_512_kb() -> None:
+    # Given a notice whose 50 details each have a key and a value of 1,024 characters that JSON escapes to 12 bytes
+    wide = "\U0001f680" * 1100
+    alert = dataclasses.replace(SPOT_INTERRUPTION, details={f"{i}{wide}": wide for i in range(50)})
+
+    # When its trigger is rendered
+    event = render_alert_trigger(alert, ROUTING_KEY, "standalone/evt-spot")
+
+    # Then it is within PagerDuty's limit as sent, every detail still listed, each string saying it was cut
+    assert len(json.dumps(event).encode()) <= MAX_EVENT_BYTES
+    listed = event["payload"]["custom_details"]["details"]
+    assert len(listed) == 50
+    assert all(value.endswith("… (shortened)") and len(value) == 256 for value in listed.values())
+    assert event_errors(event, frozenset({ROUTING_KEY})) == []
+
+
+def test_source_component_and_group_are_names_of_at_most_255_characters() -> None:
+    instance = dataclasses.replace(INSTANCE, ec2_instance_id="i-" + "0" * 600, capacity_provider="p" * 600)
+    incident = dataclasses.replace(an_incident(check_type="C" * 600), instance=instance, fingerprint="f")
+
+    payload = render_trigger(incident, ROUTING_KEY)["payload"]
+
+    assert [len(payload[name]) for name in ("source", "component", "group")] == [255, 255, 255]
+    assert all(payload[name].endswith("… (shortened)") for name in ("source", "component", "group"))
+
+
+def test_an_instance_arn_with_no_id_still_gives_pagerduty_a_source() -> None:
+    # Given a container instance ARN ending in "/" (it passes the event's validation) and no EC2 instance id
+    arn = "arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-training/"
+    instance = dataclasses.replace(INSTANCE, container_instance_arn=arn, ec2_instance_id=None)
+
+    # When the trigger is rendered
+    event = render_trigger(dataclasses.replace(an_incident(), instance=instance), ROUTING_KEY)
+
+    # Then PagerDuty gets the ARN as the source rather than a blank one it would refuse
+    assert event["payload"]["source"] == arn
+    assert event_errors(event, frozenset({ROUTING_KEY})) == []

@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 
 from fault_responder.domain import DrainAttribution, DrainCause, FaultClass, Severity
+from fault_responder.render import slack
 from fault_responder.render.slack import (
+    MAX_CONTEXT_ELEMENTS,
+    MAX_LISTING_TEXT,
+    MAX_MESSAGE_TEXT,
     SlackMessage,
     escape_mrkdwn,
     render_alert,
@@ -138,12 +142,12 @@ def test_every_mrkdwn_object_is_verbatim_so_bare_mentions_stay_text() -> None:
     assert all(obj["verbatim"] is True for obj in mrkdwn)
 
 
-def test_very_long_reason_is_truncated_to_fit_the_field_limit() -> None:
+def test_very_long_reason_is_cut_to_the_field_limit_and_says_so() -> None:
     message = render_incident_root(an_incident(reason="XID_79 " + "x" * 10_000))
 
     reason = field_text(message, "Reason")
     assert len("*Reason*\n" + reason) == 2000
-    assert reason.endswith("…")
+    assert reason.endswith("x… (shortened)")
     assert_within_slack_limits(message)
 
 
@@ -151,15 +155,35 @@ def test_truncation_never_leaves_half_an_entity() -> None:
     message = render_incident_root(an_incident(reason="&" * 5_000))
 
     reason = field_text(message, "Reason")
-    assert reason.endswith("&amp;…")
+    assert reason.endswith("&amp;… (shortened)")
     assert_within_slack_limits(message)
 
 
-def test_very_long_title_is_truncated_to_the_header_limit() -> None:
-    message = render_incident_root(an_incident(title="XID 79: " + "y" * 500))
+def test_very_long_title_is_cut_in_the_header_and_shown_whole_right_under_it() -> None:
+    # Given a title far longer than a header may be
+    title = "XID 79: " + "y" * 500
 
-    assert len(header_text(message)) == 150
-    assert header_text(message).endswith("…")
+    # When the root, a webhook message and a notice are rendered
+    incident = an_incident(title=title)
+    messages = [
+        render_incident_root(incident),
+        render_webhook_step(incident, incident.timeline[-1]),
+        render_alert(an_alert(title=title)),
+        render_superseded_alert(an_alert(title=title), incident),
+    ]
+
+    # Then each header is cut to Slack's limit, and the next block has the whole title
+    for message in messages:
+        assert len(header_text(message)) == 150
+        assert header_text(message).endswith("y…")
+        assert message.blocks[1]["text"]["text"] == f"*Title:* {title}"
+        assert_within_slack_limits(message)
+
+
+def test_a_title_that_fits_the_header_is_not_repeated() -> None:
+    message = render_incident_root(an_incident())
+
+    assert not any(text.startswith("*Title:*") for text in section_texts(message))
 
 
 def test_very_long_step_text_and_drain_reason_fit_the_section_limit() -> None:
@@ -182,13 +206,22 @@ def test_root_of_a_60_entry_timeline_stays_within_limits() -> None:
     assert_within_slack_limits(message)
 
 
-def test_alert_with_hundreds_of_details_is_capped_at_50_blocks() -> None:
+def test_a_notice_with_hundreds_of_details_shows_what_fits_and_counts_the_rest() -> None:
+    # Given a notice with 600 details
     alert = an_alert(details={f"key-{i}": f"value-{i}" for i in range(600)})
 
+    # When it is rendered
     message = render_alert(alert)
 
-    assert len(message.blocks) == 50
-    assert message.blocks[-1]["elements"][0]["text"].endswith("more blocks not shown")
+    # Then the fields shown and the count of the rest add up to every field, and the message keeps its context
+    fields = [f["text"] for block in message.blocks for f in block.get("fields", [])]
+    shown = [text for text in fields if text.startswith("*key-")]
+    assert shown == [f"*key-{i}*\nvalue-{i}" for i in range(len(shown))]
+    assert fields[-1] == (
+        f"*Not shown*\n{600 - len(shown)} more fields, left out to fit Slack: ECS event `evt-manual` has them"
+    )
+    assert sum(len(text) for text in fields) <= MAX_LISTING_TEXT
+    assert message.blocks[-1]["elements"][0]["text"] == "instance_state · ECS event `evt-manual`"
     assert_within_slack_limits(message)
 
 
@@ -382,3 +415,149 @@ def test_an_incident_without_a_runbook_has_no_runbook_section() -> None:
     message = render_incident_root(dataclasses.replace(an_incident(), runbook=None))
 
     assert not any("Runbook" in text or "What to do" in text for text in section_texts(message))
+
+
+# --- Nothing left out in silence -------------------------------------------------------------------------------------
+
+
+def test_a_root_with_a_long_history_counts_the_earlier_steps_and_points_at_the_thread() -> None:
+    # Given an incident with 12 steps, one of them muted (it went nowhere, so no thread has it either)
+    incident = an_incident()
+    incident.timeline = [step(OPENED + timedelta(seconds=i), f"evt-{i}", f"STEP_{i}", f"step {i}") for i in range(12)]
+    incident.timeline[3] = dataclasses.replace(incident.timeline[3], muted="inhibited")
+
+    # When its root is rendered
+    [latest] = [text for text in section_texts(render_incident_root(incident)) if text.startswith("*Latest*")]
+
+    # Then it says how many earlier steps are in the thread, then the newest three
+    lines = latest.split("\n")
+    assert lines[1] == "…8 earlier steps: see the thread"
+    assert [line.split("*")[1] for line in lines[2:]] == ["STEP_9", "STEP_10", "STEP_11"]
+
+
+def test_a_root_with_a_short_history_has_no_count() -> None:
+    [latest] = [text for text in section_texts(render_incident_root(an_incident())) if text.startswith("*Latest*")]
+
+    assert "earlier" not in latest
+
+
+def test_a_step_cut_short_in_the_root_says_its_thread_reply_has_more() -> None:
+    # Given a step whose text is longer than a root's line
+    incident = an_incident()
+    entry = step(OPENED, "evt-long", "TASK_STOPPED", "t" * 1000)
+    incident.timeline = [entry]
+
+    # When the root and the step's thread reply are rendered
+    [latest] = [text for text in section_texts(render_incident_root(incident)) if text.startswith("*Latest*")]
+    reply = render_timeline_reply(incident, entry).blocks[0]["text"]["text"]
+
+    # Then the root's line points at the thread, where the reply has the whole text
+    assert latest.endswith("t… (more in the thread)")
+    assert reply.endswith("t" * 1000)
+
+
+def test_a_thread_reply_gives_a_long_step_all_the_room_of_its_section_and_says_what_it_cut() -> None:
+    # Given a draining step with a long text and a long drain reason
+    drain = DrainAttribution(DrainCause.ECS_REPORTED, "ECS reported", "r" * 5_000)
+    incident = draining(an_incident(), drain)
+    entry = step(OPENED, "evt-long", "DRAINING", "t" * 20_000)
+
+    # When its thread reply is rendered
+    message = render_timeline_reply(incident, entry)
+
+    # Then the section is full, the text and the drain reason each say they were cut, the drain label is whole
+    text = message.blocks[0]["text"]["text"]
+    assert len(text) == 3000
+    phase, body, label, reason = text.split("\n")
+    assert phase.startswith("*DRAINING* · ")
+    assert body.endswith("t… (shortened)")
+    assert len(body) > 2000
+    assert label == "*Drain:* ECS reported"
+    assert reason.endswith("r… (shortened)")
+    assert_within_slack_limits(message)
+
+
+def test_context_elements_past_ten_share_the_last_one_so_no_quiet_reason_is_dropped() -> None:
+    # Given an incident quiet for 14 different reasons
+    muted = {f"receiver-{n}": f"silence {n:02d}" for n in range(14)}
+    incident = dataclasses.replace(an_incident(), muted=muted)
+
+    # When its root is rendered without a dashboard link
+    [context] = [block for block in render_incident_root(incident).blocks if block["type"] == "context"]
+
+    # Then there are ten elements and every reason is in one of them
+    texts = [element["text"] for element in context["elements"]]
+    assert len(texts) == MAX_CONTEXT_ELEMENTS
+    assert all(f"Quiet: silence {n:02d}" in " · ".join(texts) for n in range(14))
+
+
+def test_the_block_limit_guard_names_what_it_drops_and_keeps_the_closing_blocks() -> None:
+    # Given 60 blocks: a header, 57 sections, buttons and a context
+    header = {"type": "header", "text": {"type": "plain_text", "text": "Fleet"}}
+    sections = [{"type": "section", "text": {"type": "mrkdwn", "text": f"member {i}\nmore"}} for i in range(57)]
+    closing = [{"type": "actions", "elements": []}, {"type": "context", "elements": []}]
+
+    # When they are fitted to Slack's 50
+    fitted = slack._fit([header, *sections, *closing], where=": the thread has each one")
+
+    # Then the header, the first 46 sections, a note naming the 11 dropped ones, and the closing blocks remain
+    assert len(fitted) == 50
+    assert fitted[:47] == [header, *sections[:46]]
+    assert fitted[47]["elements"][0]["text"] == (
+        "11 more blocks not shown (" + "; ".join(f"member {i}" for i in range(46, 57)) + "): the thread has each one"
+    )
+    assert fitted[48:] == closing
+
+
+def test_an_incident_whose_ids_are_too_long_for_a_button_says_it_has_no_buttons() -> None:
+    # Given an instance whose ARN makes a button value longer than Slack allows
+    arn = INSTANCE.container_instance_arn + "x" * 2000
+    incident = dataclasses.replace(an_incident(), instance=dataclasses.replace(INSTANCE, container_instance_arn=arn))
+
+    # When its root is rendered
+    message = render_incident_root(incident)
+
+    # Then there are no buttons, and a line says why
+    assert not any(block["type"] == "actions" for block in message.blocks)
+    assert "No buttons: this incident's ids exceed Slack's 2,000 characters per button" in json.dumps(message.blocks)
+    assert_within_slack_limits(message)
+
+
+def test_the_opening_step_cut_short_in_the_root_says_so_without_pointing_at_a_thread_reply_it_has_none() -> None:
+    # Given an incident whose opening step (said by the root itself, never a thread reply) is long
+    incident = an_incident(reason="XID_79 " + "x" * 1000)
+
+    # When its root is rendered
+    [latest] = [text for text in section_texts(render_incident_root(incident)) if text.startswith("*Latest*")]
+
+    # Then the line says it was shortened (the Reason field has more)
+    assert latest.endswith("x… (shortened)")
+
+
+def test_a_root_of_long_hostile_text_everywhere_stays_within_the_text_slack_takes_in_one_message() -> None:
+    # Given an incident whose every free text is thousands of characters long
+    long = HOSTILE * 500
+    incident = resolved(an_incident(reason=long, title=long), reason=long)
+    incident = dataclasses.replace(
+        incident,
+        route=long,
+        found=long,
+        fleet_id=long,
+        muted={f"receiver-{n}": f"{n} {long}" for n in range(12)},
+        drain=DrainAttribution(DrainCause.ECS_REPORTED, long, long),
+    )
+
+    # When its root is rendered
+    message = render_incident_root(incident)
+
+    # Then its blocks hold no more text than Slack takes in one message, the longest texts each cut saying so
+    texts = [obj["text"] for obj in text_objects(message) if isinstance(obj.get("text"), str)]
+    assert sum(len(text) for text in texts) <= MAX_MESSAGE_TEXT
+    assert sum(text.endswith("… (shortened)") for text in texts) >= 5
+    assert_within_slack_limits(message)
+
+
+def test_a_message_within_the_text_budget_is_left_as_it_is() -> None:
+    message = render_incident_root(draining(an_incident()))
+
+    assert not any("(shortened)" in json.dumps(block) for block in message.blocks)

@@ -18,7 +18,7 @@ import pytest
 
 from fault_responder import lifecycle
 from fault_responder.alarms import alarm_facts
-from fault_responder.domain import Alert, FaultClass, Incident, Severity
+from fault_responder.domain import Alert, EntryKind, FaultClass, Incident, Severity
 from fault_responder.models.alarms import AlarmStateChangeEvent
 from fault_responder.models.events import parse_ecs_event
 from fault_responder.record import FOUND_BY_SWEEP, InstanceRecord
@@ -62,6 +62,30 @@ def xid79_with_a_route_runbook() -> Incident:
         action="Follow the GPU team's XID 79 runbook; page #gpu-hardware if more than one host is hit.",
     )
     return dataclasses.replace(an_incident(), runbook=runbook_for(FaultClass.XID_CRITICAL, 79, override=override))
+
+
+def xid79_with_a_long_history() -> Incident:
+    """Tasks stopped one after another, then the drain: more steps than the root repeats and PagerDuty lists."""
+    incident = an_incident()
+    stopped = [
+        step(
+            OPENED + timedelta(seconds=5 * n),
+            f"evt-task-{n}",
+            "TASK_STOPPED",
+            f"Task trainer-{n} stopped",
+            EntryKind.TASK,
+        )
+        for n in range(1, 9)
+    ]
+    incident = dataclasses.replace(incident, timeline=[*incident.timeline, *stopped])
+    return draining(incident, at=OPENED + timedelta(minutes=1))
+
+
+def xid79_with_long_untrusted_text() -> Incident:
+    """A title too long for a header and a reason too long for a field: both cut, each saying so."""
+    reason = "XID_79 " + "GPU 0000:8A:00.0 has fallen off the bus; " * 60
+    title = "XID 79: GPU has fallen off the bus (" + "reported again by the driver, " * 5 + "see the reason)"
+    return an_incident(reason=reason, title=title)
 
 
 def alarm_incident(*samples: str) -> Incident:
@@ -119,6 +143,8 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "xid79_resolved": lambda: incident_payloads(xid79_resolved()),
     "xid79_route_runbook": lambda: incident_payloads(xid79_with_a_route_runbook()),
     "xid79_found_by_the_sweep": lambda: incident_payloads(xid79_found_by_the_sweep()),
+    "xid79_long_history": lambda: incident_payloads(xid79_with_a_long_history()),
+    "xid79_long_untrusted_text": lambda: incident_payloads(xid79_with_long_untrusted_text()),
     "manual_drain_alert": lambda: alert_payloads(
         an_alert(event_id="evt-manual-drain", details={"status": "DRAINING", "running tasks": "3"})
     ),
