@@ -28,7 +28,7 @@ from fault_responder.adapters.slack import SlackPostRef
 from fault_responder.domain import Alert, EntryKind, Incident, TimelineEntry
 from fault_responder.fleet import journal_seq
 from fault_responder.record import Delivery, Pending
-from fault_responder.render.fleet import render_fleet_root, render_fleet_steps, render_fleet_trigger
+from fault_responder.render.fleet import render_fleet_root, render_fleet_steps, render_fleet_trigger, steps_that_fit
 from fault_responder.render.pagerduty import (
     render_acknowledge,
     render_alert_trigger,
@@ -219,7 +219,7 @@ def _slack_plan(
         if incident.fleet is not None:
             due = fleet_batch_due(incident, unsent, sent) or not incident.is_open
             if unsent and due:
-                batch = tuple(unsent[:FLEET_REPLY_MAX])
+                batch = fleet_batch(unsent)
                 steps.append(Step(StepKind.REPLY, incident.id, batch[0], batch=batch))
             if not due:
                 continue  # the root is brought up to date with the next batch
@@ -250,7 +250,7 @@ def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], rec
         ]
         if incident.fleet is not None:
             if unsent and fleet_batch_due(incident, unsent, sent):
-                batch = tuple(unsent[:FLEET_REPLY_MAX])
+                batch = fleet_batch(unsent)
                 steps.append(Step(StepKind.POST_STEP, incident.id, batch[0], batch=batch))
         else:
             steps.extend(Step(StepKind.POST_STEP, incident.id, entry) for entry in unsent)
@@ -287,6 +287,14 @@ def fleet_batch_due(incident: Incident, unsent: list[TimelineEntry], sent: Deliv
     if fleet is None or fleet.as_of is None or sent.last_at is None:
         return True
     return fleet.as_of - sent.last_at >= FLEET_BATCH_WAIT
+
+
+def fleet_batch(unsent: list[TimelineEntry]) -> tuple[TimelineEntry, ...]:
+    """The member steps one reply names: the oldest untold, member updates in their journal's order, as many as
+    fit one message (the rest go in the next)."""
+    ordered = sorted(unsent, key=lambda e: (journal_seq(e.key) is None, journal_seq(e.key) or 0, e.at, e.key))
+    batch = tuple(ordered[:FLEET_REPLY_MAX])
+    return batch[: max(1, steps_that_fit(batch))]
 
 
 def told(entry: TimelineEntry, sent: Delivery, incident: Incident) -> bool:

@@ -472,7 +472,7 @@ def _timeline(
                     entry.at,
                     entry.member.incident,
                     "RECOVERED",
-                    f"{name} is no longer impaired (recovered or left the cluster)",
+                    f"{name}: recovered or left the cluster",
                     EntryKind.CHANGED,
                 )
             )

@@ -13,15 +13,19 @@ from typing import Any
 
 from fault_responder.domain import FleetMember, FleetSummary, Incident, TimelineEntry
 from fault_responder.fleet import group_arn, member_name, repair_rounds
+from fault_responder.render import pagerduty
 from fault_responder.render import slack as blocks
 from fault_responder.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn
-from fault_responder.timefmt import iso_utc
+from fault_responder.timefmt import as_utc, iso_utc
 
 MEMBERS_IN_PAGE = 300
 """Members listed in a PagerDuty event: about 75 KB, far below its 512 KB limit."""
 ROOT_MEMBER_BLOCKS = 8
 """Sections of member lines a root may take (of Slack's 50 blocks), so the buttons and context always fit."""
 REPLY_BLOCKS = 45
+THREAD_TEXT = 160
+"""Characters of a member step's text in a thread reply: its name and its fault, the first lines of a title."""
+FALLBACK_STEPS = 20
 _THREAD = "the thread names each one as it joins and leaves"
 
 
@@ -29,24 +33,32 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
     fleet = _fleet(incident)
     if incident.is_open:
         severity = incident.classification.severity
-        header = blocks._header(
+        header = blocks._headed(
             SEVERITY_EMOJI[severity], f"{severity.value.upper()} FLEET", incident.classification.title
         )
     else:
-        header = blocks._header(blocks.RESOLVED_EMOJI, "RESOLVED FLEET", incident.classification.title)
+        header = blocks._headed(blocks.RESOLVED_EMOJI, "RESOLVED FLEET", incident.classification.title)
     result: list[dict[str, Any]] = [
-        header,
+        *header,
         *blocks._runbook_sections(incident.runbook, with_action=incident.is_open),
         *blocks._field_sections(_fields(incident)),
     ]
     if incident.is_open:
         result.append(blocks._section(_repair_note(fleet.open)))
         members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))
-        sections, shown = listing("*Impaired members*", [_member_line(m) for m in members], ROOT_MEMBER_BLOCKS)
-        result.extend(sections)
-        left_out = fleet.open - shown
-        if left_out > 0:
-            result.append(blocks._section(f"…and {left_out} more impaired not listed here: {_THREAD}."))
+        # The open members read for this message (at most LISTED_MEMBERS) and those not read count alike: each
+        # one not shown is counted, and the thread names each as it joins and leaves.
+        not_read = fleet.open - len(members)
+        members_listing = blocks.fit_lines(
+            [_member_line(m) for m in members],
+            title="*Impaired members*",
+            max_blocks=ROOT_MEMBER_BLOCKS,
+            max_chars=blocks.MAX_LISTING_TEXT,
+            left_out=lambda n: f"…and {n + not_read} more impaired not listed here: {_THREAD}.",
+        )
+        result.extend(members_listing.blocks)
+        if not members_listing.left_out and not_read > 0:
+            result.append(blocks._section(f"…and {not_read} more impaired not listed here: {_THREAD}."))
     else:
         result.append(blocks._section(blocks._resolution_line(incident)))
         result.append(blocks._section(f"All {fleet.total} members recovered or left the cluster: {_THREAD}."))
@@ -59,55 +71,63 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
 def render_fleet_steps(
     incident: Incident, entries: tuple[TimelineEntry, ...], *, dashboard_url: str | None = None
 ) -> SlackMessage:
-    """One thread reply (or webhook message) for several member steps at once; every step it is given is named
-    (delivery hands it at most a hundred, whose lines are bounded). A webhook message stands in the channel on
-    its own: it gets the `dashboard_url` link, a thread reply does not."""
-    sections, shown = listing(
-        f"*{len(entries)} updates*", [blocks._step_line(entry) for entry in entries], REPLY_BLOCKS
-    )
-    result = list(sections)
-    if shown < len(entries):
-        # Not reached with delivery's bounds; said rather than lost if it ever is.
-        result.append(blocks._section(f"…and {len(entries) - shown} more updates not shown here."))
+    """One thread reply (or webhook message) naming several member steps at once: delivery hands it no more than
+    `steps_that_fit` says fit, so every step it is given is named. A webhook message stands in the channel on its
+    own: it gets the `dashboard_url` link, a thread reply does not."""
+    fitted = _steps_listing(entries)
+    result = list(fitted.blocks)
+    if fitted.left_out:
+        # Not reached with delivery's batches; said rather than lost if it ever is.
+        result.append(blocks._section(f"…and {fitted.left_out} more updates not shown here."))
     result.append(blocks.root_context([f"Fleet incident `{escape_mrkdwn(incident.fingerprint)}`"], dashboard_url))
-    fallback = f"{escape_mrkdwn(incident.classification.title)}: " + "; ".join(
-        escape_mrkdwn(entry.text) for entry in entries[:20]
-    )
+    shown = entries[:FALLBACK_STEPS]
+    fallback = f"{escape_mrkdwn(incident.classification.title)}: " + "; ".join(escape_mrkdwn(e.text) for e in shown)
+    if len(entries) > len(shown):
+        fallback += f"; and {len(entries) - len(shown)} more"
     return SlackMessage(text=blocks._clip(fallback, blocks.MAX_FALLBACK_TEXT), blocks=blocks._fit(result))
 
 
-def listing(title: str, lines: list[str], max_blocks: int) -> tuple[list[dict[str, Any]], int]:
-    """`title` and the lines in as few sections as fit, each under Slack's section limit, whole lines only (a line
-    longer than a section is clipped), at most `max_blocks` sections: the sections and how many lines they show."""
-    sections: list[dict[str, Any]] = []
-    current, shown = title, 0
-    for raw in lines:
-        line = blocks._clip(raw, blocks.MAX_SECTION_TEXT)
-        candidate = f"{current}\n{line}" if current else line
-        if len(candidate) <= blocks.MAX_SECTION_TEXT:
-            current, shown = candidate, shown + 1
-            continue
-        if len(sections) + 1 >= max_blocks:
-            break
-        sections.append(blocks._section(current))
-        current, shown = line, shown + 1
-    if current:
-        sections.append(blocks._section(current))
-    return sections, shown
+def steps_that_fit(entries: tuple[TimelineEntry, ...]) -> int:
+    """How many of these member steps (the first ones) one reply names in full."""
+    return _steps_listing(entries).shown
+
+
+def _steps_listing(entries: tuple[TimelineEntry, ...]) -> blocks.Listing:
+    return blocks.fit_lines(
+        [_thread_line(entry) for entry in entries],
+        title=f"*{len(entries)} updates*",
+        max_blocks=REPLY_BLOCKS,
+        max_chars=blocks.MAX_LISTING_TEXT,
+    )
+
+
+def _thread_line(entry: TimelineEntry) -> str:
+    """A member step, short: a fleet's thread names hundreds of them."""
+    at = as_utc(entry.at).strftime("%H:%M:%S UTC")
+    return f"• {at} *{escape_mrkdwn(entry.phase)}* {blocks._clip(escape_mrkdwn(entry.text), THREAD_TEXT)}"
 
 
 def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -> dict[str, Any]:
+    """The fleet's alert: its counts, and the open members read for it (at most MEMBERS_IN_PAGE) in its details;
+    how many more are open, and where every one is named, when it lists fewer than are open. Every text cut to fit
+    says so, and the event stays within PagerDuty's 512 KB."""
+    return pagerduty._within_size(lambda limit: _fleet_trigger(incident, routing_key, dedup_key, limit))
+
+
+def _fleet_trigger(incident: Incident, routing_key: str, dedup_key: str, limit: int) -> dict[str, Any]:
     fleet = _fleet(incident)
     where = incident.instance
     source = where.capacity_provider or where.cluster_name
-    summary = (
-        f"[FLEET] {fleet.open} of {fleet.total} instances of {source} "
-        f"(cluster {where.cluster_name}) failing {incident.check_type}: {incident.classification.title}"
+    summary = pagerduty._summary(
+        incident.classification.title,
+        f" [FLEET: {fleet.open} of {fleet.total} instances of {source} (cluster {where.cluster_name}) failing "
+        f"{incident.check_type}]",
     )
     members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))[:MEMBERS_IN_PAGE]
     details: dict[str, Any] = {
         "incident": incident.id,
         "fingerprint": incident.fingerprint,
+        "title": incident.classification.title,
         "group": dict(fleet.group),
         "members_total": fleet.total,
         "members_open": fleet.open,
@@ -120,23 +140,22 @@ def render_fleet_trigger(incident: Incident, routing_key: str, dedup_key: str) -
     if fleet.open > len(members):
         details["members_not_listed"] = fleet.open - len(members)
         details["members_not_listed_where"] = "the Slack thread of the fleet incident names every member"
+    if incident.runbook is not None:
+        details = {"what_to_do": incident.runbook.action, **details}
     payload = {
-        "summary": summary[:1024],
-        "source": source[:255],
+        "summary": summary,
+        "source": pagerduty._clip(source, 255) or "fleet",
         "severity": incident.classification.severity.value,
         "timestamp": iso_utc(incident.last_status_change or incident.opened_at),
-        "component": incident.check_type,
-        "group": where.capacity_provider or where.cluster_name,
+        "component": pagerduty._clip(incident.check_type, 255),
+        "group": pagerduty._clip(where.capacity_provider or where.cluster_name, 255),
         "class": incident.classification.fault_class.value,
-        "custom_details": details,
+        "custom_details": pagerduty._clipped(details, limit),
     }
-    links = [{"href": incident.runbook.url, "text": incident.runbook.link_text}] if incident.runbook else []
-    if incident.runbook is not None:
-        payload["custom_details"] = {"what_to_do": incident.runbook.action, **details}
     event: dict[str, Any] = {"routing_key": routing_key, "event_action": "trigger", "dedup_key": dedup_key}
     event["payload"] = payload
-    if links:
-        event["links"] = links
+    if incident.runbook is not None:
+        event["links"] = [{"href": incident.runbook.url, "text": incident.runbook.link_text}]
     return event
 
 
@@ -171,9 +190,9 @@ def _member_line(member: FleetMember) -> str:
 
 def _member_detail(member: FleetMember) -> dict[str, Any]:
     return {
-        "container_instance_arn": member.instance.container_instance_arn[:300],
+        "container_instance_arn": member.instance.container_instance_arn,
         "ec2_instance_id": member.instance.ec2_instance_id,
-        "title": member.title[:200],
+        "title": member.title,
         "xid": member.xid,
         "phase": member.phase if member.is_open else "RESOLVED",
         "opened_at": iso_utc(member.opened_at),
