@@ -102,7 +102,7 @@ SWEEP_MARGIN_SECONDS = 10.0
 """A bound on one worker's loop; far above what one instance ever needs."""
 BACKOFF_FIRST_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 900.0
-"""The sweep tries a receiver that failed again after 1, 2, 4, 8, then every 15 minutes."""
+"""The sweep tries a receiver that failed again at its next run, then after 1, 2, 4, 8 and every 15 minutes."""
 LEASE_SKEW_SECONDS = 1.0
 """A call to a receiver must end this long before its lease does: clocks of two Lambdas may differ a little."""
 
@@ -785,12 +785,12 @@ class AlertService:
         return drained
 
     def _back_off(self, record: InstanceRecord | GroupRecord, name: str, lease: Lease) -> None:
-        """Remember the receiver's failure: the sweep waits 1, 2, 4, ... up to 15 minutes before it tries again
-        (an event tries at once: news is worth a try). A drain that completes clears it."""
+        """Remember the receiver's failure: the sweep tries again at its next run, then waits 1, 2, 4, ... up to 15
+        minutes between tries (an event tries at once: news is worth a try). A drain that completes clears it."""
         now = self.epoch()
         before = record.backoff.get(name)
         failures = (before.failures if before is not None else 0) + 1
-        wait = min(BACKOFF_FIRST_SECONDS * 2 ** (failures - 1), BACKOFF_MAX_SECONDS)
+        wait = 0.0 if failures == 1 else min(BACKOFF_FIRST_SECONDS * 2 ** (failures - 2), BACKOFF_MAX_SECONDS)
         since = before.since if before is not None else now
         try:
             self.store.back_off(record.arn, lease, Backoff(name, failures, since, now + wait))

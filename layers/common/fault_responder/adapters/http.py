@@ -148,6 +148,13 @@ class HttpSession:
         self._pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=certifi.where())
 
     def post(self, url: str, *, body: bytes, headers: Mapping[str, str], timeout: tuple[float, float]) -> HttpResponse:
+        # The last check before the request goes out, after every wait (a retry's sleep, a stall): the call must end
+        # before the lease it is made under can pass to another worker (`fenced`), or it is not made.
+        fence = _fence_left()
+        if fence < _MIN_CALL_SECONDS:
+            raise _Fenced
+        connect = min(timeout[0], fence / 2)
+        timeout = (connect, min(timeout[1], fence - connect))
         try:
             response = self._pool.request(
                 "POST",
@@ -188,6 +195,10 @@ def _transport_error(exc: HTTPError) -> _TransportError:
 
 class LeaseEndingError(DeliveryError):
     """The call was not made: the delivery's lease would end before it could, and someone else may take over."""
+
+
+class _Fenced(Exception):
+    """Raised by the transport in place of a request the fence refused (send_json says which service)."""
 
 
 _fence = threading.local()
@@ -276,20 +287,12 @@ def send_json(
         refusal = budget.refusal(service, retrying=attempt > 1)
         if refusal is not None:
             raise refusal
-        # The last check before the request goes out: whatever waited since (a retry's sleep, a stall), the call
-        # must end before the lease it is made under can pass to another worker.
-        fence = _fence_left()
-        if fence < _MIN_CALL_SECONDS:
-            raise LeaseEndingError(
-                service, None, "not sent: the delivery lease ends before the call could; left to the next holder", True
-            )
-        connect = min(policy.connect_timeout, budget.remaining(), fence / 2)
         outcome = _post_once(
             session,
             url,
             payload,
             headers=headers,
-            timeout=(connect, min(policy.read_timeout, budget.remaining(), fence - connect)),
+            timeout=(min(policy.connect_timeout, budget.remaining()), min(policy.read_timeout, budget.remaining())),
             service=service,
             is_failure=is_failure,
             form=form,
@@ -349,6 +352,9 @@ def _post_once(
         sent_headers.setdefault("Content-Type", "application/json")
     try:
         response = session.post(url, body=body, headers=sent_headers, timeout=timeout)
+    except _Fenced:
+        reason = "not sent: the delivery lease ends before the call could; left to the next holder"
+        raise LeaseEndingError(service, None, reason, retryable=True) from None
     except _TransportError as exc:
         error = DeliveryError(service, None, exc.name, exc.retryable, unknown_outcome=exc.unknown_outcome)
         return _Failed(error, timed_out=exc.timed_out)
