@@ -44,9 +44,12 @@ class World:
             ReceiverCourier(self.channels, clock=lambda: self.now),
             lifecycle.Settings(hold_down=HOLD_DOWN),
             clock=lambda: self.now,
-            epoch=lambda: self.now.timestamp(),
+            epoch=self.epoch,
             measure=lambda metric, dimension, value, amount: self.measured.append((metric, amount)),
         )
+
+    def epoch(self) -> float:
+        return self.now.timestamp()  # the clock moves: read it at each call
 
     def sweep(self, after: timedelta) -> dict[str, int]:
         self.now += after
