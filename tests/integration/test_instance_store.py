@@ -305,13 +305,29 @@ def put(store: DynamoDBInstanceStore, member: FleetMember) -> MemberWrite:
 
 
 def a_fleet(store: DynamoDBInstanceStore, members: int = 3) -> GroupRecord:
-    for number in range(members):
-        put(store, a_member(number, minutes=number))
     head = GroupRecord(group_arn(GROUP), GROUP, INSTANCE)
-    founding = store.open_members(head.arn, AT - timedelta(minutes=10), limit=100)
-    head.incidents = [opened_identity(head, AT + timedelta(minutes=2), timedelta(minutes=10), founding, AT)]
-    head.open_fleet, head.joined = head.incidents[0].id, len(founding)
-    return store.commit_fleets(head)
+    for number in range(members):
+        member = a_member(number, minutes=number)
+        put(store, member)
+        head = store.register(head.arn, GROUP, INSTANCE, member.instance.container_instance_arn, member.opened_at)
+    moment = AT + timedelta(minutes=2)
+    identity = opened_identity(head, moment, timedelta(minutes=10), head.recent, member=member, now=AT)
+    head.incidents, head.open_fleet, head.joined = [identity], identity.id, len(head.recent)
+    return store.commit_fleets(head, forget=sorted(head.recent))
+
+
+def test_members_register_among_the_recent_ones_each_seeing_those_before_until_a_fleet_opens(
+    store: DynamoDBInstanceStore,
+) -> None:
+    arn = group_arn(GROUP)
+    first = store.register(arn, GROUP, INSTANCE, f"{ARN}0001", AT)
+    second = store.register(arn, GROUP, INSTANCE, f"{ARN}0002", AT + timedelta(minutes=1))
+    assert list(first.recent) == [f"{ARN}0001"] and sorted(second.recent) == [f"{ARN}0001", f"{ARN}0002"]
+    store.forget_recent(arn, [f"{ARN}0001"])
+    head = a_fleet(store)
+    # Once a fleet incident is open, registering writes nothing and answers with the head as it is
+    after = store.register(arn, GROUP, INSTANCE, f"{ARN}0009", AT + timedelta(minutes=3))
+    assert after.open_fleet == head.open_fleet and after.recent == {}
 
 
 def test_a_member_is_written_over_an_older_version_only_and_listed_while_it_is_open(

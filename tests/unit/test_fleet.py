@@ -157,7 +157,8 @@ def test_two_faults_below_the_threshold_are_two_ordinary_incidents() -> None:
     for event in storm(2, reports=1):
         world.service.handle(event)
     assert world.pages_opened() == 2
-    assert world.store.load_group(group_arn(GROUP)) is None  # no fleet incident: nothing but the members
+    group = world.store.load_group(group_arn(GROUP))
+    assert group is not None and group.incidents == [] and len(group.recent) == 2  # two recent members, no fleet
 
 
 def test_the_fleet_is_the_same_whatever_order_its_members_arrive_in() -> None:

@@ -75,9 +75,9 @@ LISTED_MEMBERS = 300
 """Open members read to render a fleet incident's root and page (when they are sent, never per member)."""
 JOURNAL_PAGE = 100
 """Journal entries read at a time: what one thread reply can name."""
-MAX_FOUNDING = 1000
-"""Founding members the opener counts and marks; a larger burst before anyone saw the threshold (not seen: every
-member written checks it) would leave the rest to join when next reported."""
+MAX_FOUNDERS = 100
+"""Founding members a fleet incident remembers by name; more (a burst larger than this before anyone crossed the
+threshold, which each member written checks) are counted when they are next reported, as members that join."""
 ABANDONED_AFTER = timedelta(minutes=16)
 """A journal number taken but never written (its worker died in between) is passed over after this long: no
 Lambda invocation outlives 15 minutes, so nothing can write it any more."""
@@ -107,6 +107,9 @@ class FleetIdentity(KnownIncident):
     """Founding members plus members that joined; while it is open, GroupRecord.joined is the live count."""
     last_seq: int | None = None
     """When it closed: the last journal entry of its thread."""
+    founders: list[str] = field(default_factory=list)
+    """The founding members (digests of their instance ARNs, at most MAX_FOUNDERS): counted when it opened, so
+    when one of them is next reported it is in the fleet already, not a member that joins."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,11 @@ class GroupRecord:
     """Members of the open fleet incident so far (founding and joined)."""
     journal_seq: int = 0
     """The last journal number taken."""
+    recent: dict[str, datetime] = field(default_factory=dict)
+    """While no fleet incident is open: the open members reported lately (instance ARN -> when its incident
+    opened), what a new member counts to know whether it crosses the threshold. Written with each new member in
+    one conditional write that returns them, so concurrent members each see the ones written before them; emptied
+    when a fleet incident opens (then the fleet's members are the ones that count), so it stays small."""
     open_count: int = 0
     listed: list[FleetMember] = field(default_factory=list)
     journal: list[JournalEntry] = field(default_factory=list)
@@ -288,26 +296,53 @@ def fingerprint(group: Group) -> str:
 
 
 def opened_identity(
-    record: GroupRecord, moment: datetime, window: timedelta, founding: Sequence[FleetMember], now: datetime | None
+    record: GroupRecord,
+    moment: datetime,
+    window: timedelta,
+    founders: dict[str, datetime],
+    *,
+    member: FleetMember,
+    now: datetime | None,
 ) -> FleetIdentity:
-    """The identity of the fleet incident that opens at `moment` with these founding members."""
-    worst = _worst(founding)
+    """The identity of the fleet incident that opens at `moment` with these founding members (instance ARN -> when
+    its incident opened), `member` the one whose report crossed the threshold (what it is is the fleet's, until
+    the members it lists say more)."""
     labels = dict(record.group)
     return FleetIdentity(
         id=f"fleet:{fingerprint(record.group)}@{iso_utc(moment)}",
         check_type=labels.get("check_type") or "health",
         anchor=moment,
         status="OPEN",
-        opened_at=min((m.opened_at for m in founding), default=moment),
-        severity=worst.severity.value if worst else None,
-        title=_common_title(founding, labels.get("check_type") or "health"),
-        fault_class=worst.fault_class.value if worst else None,
-        xid=_common_xid(founding),
+        opened_at=min(founders.values(), default=moment),
+        severity=member.severity.value,
+        title=member.title,
+        fault_class=member.fault_class.value,
+        xid=member.xid,
         known_at=now,
         since=moment - window,
         first_seq=record.journal_seq,
-        members=len(founding),
+        members=len(founders),
+        founders=sorted(digest(arn, 24) for arn in founders)[:MAX_FOUNDERS],
     )
+
+
+def founders_of(record: GroupRecord, moment: datetime, window: timedelta) -> dict[str, datetime]:
+    """The members that found a fleet incident opening at `moment`: those reported open lately that opened within
+    its window or after."""
+    return {arn: opened for arn, opened in record.recent.items() if opened >= moment - window}
+
+
+def is_founder(fleet: FleetIdentity, member: FleetMember) -> bool:
+    return digest(member.instance.container_instance_arn, 24) in fleet.founders
+
+
+def stale_recent(record: GroupRecord, window: timedelta) -> list[str]:
+    """Members reported open lately that opened too long before the newest to count in any crossing with it: the
+    next write forgets them, so the head stays small while no fleet incident opens."""
+    if not record.recent:
+        return []
+    newest = max(record.recent.values())
+    return sorted(arn for arn, opened in record.recent.items() if opened < newest - 2 * window)
 
 
 def closed_identity(record: GroupRecord, fleet: FleetIdentity, at: datetime) -> FleetIdentity:

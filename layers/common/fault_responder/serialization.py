@@ -182,6 +182,7 @@ def fleet_identities_to_dict(known: list[FleetIdentity]) -> list[dict[str, Any]]
             "first_seq": k.first_seq,
             "last_seq": k.last_seq,
             "members": k.members,
+            "founders": list(k.founders),
         }
         for k in known
     ]
@@ -199,6 +200,7 @@ def fleet_identities_from_dict(data: list[dict[str, Any]] | None) -> list[FleetI
                 first_seq=int(item.get("first_seq") or 0),
                 last_seq=int(item["last_seq"]) if item.get("last_seq") is not None else None,
                 members=int(item.get("members") or 0),
+                founders=[str(founder) for founder in item.get("founders") or []],
             )
         )
     return identities

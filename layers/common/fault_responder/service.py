@@ -37,14 +37,12 @@ from fault_responder.delivery import (
     with_pending,
     without_pending,
 )
-from fault_responder.domain import FleetMember, Incident, InstanceRef
+from fault_responder.domain import FleetMember, Incident
 from fault_responder.fleet import (
     JOURNAL_PAGE,
     LISTED_MEMBERS,
-    MAX_FOUNDING,
     FleetIdentity,
     FleetView,
-    Group,
     GroupRecord,
     JournalEntry,
     Told,
@@ -52,14 +50,17 @@ from fault_responder.fleet import (
     counts_in,
     crossing,
     derive_fleet,
+    founders_of,
     group_arn,
     group_of,
     group_where,
+    is_founder,
     is_group,
     latest_incidents,
     member_of,
     opened_identity,
     readable_journal,
+    stale_recent,
     trimmed,
 )
 from fault_responder.incident_actions import ActionKind, IncidentAction, is_action, parse_action
@@ -103,6 +104,8 @@ SWEEP_MARGIN_SECONDS = 10.0
 BACKOFF_FIRST_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 900.0
 """The sweep tries a receiver that failed again at its next run, then after 1, 2, 4, 8 and every 15 minutes."""
+MAX_FORGET = 50
+"""Stale recent members a member's write forgets at most (the rest go with the next ones)."""
 LEASE_SKEW_SECONDS = 1.0
 """A call to a receiver must end this long before its lease does: clocks of two Lambdas may differ a little."""
 
@@ -396,8 +399,8 @@ class AlertService:
         return _Applied(record, held, changed=changed)
 
     def _scout(self, view: InstanceView) -> list[_Scout]:
-        """For each new fault that could join a group, its group's head and the open members around it, read in the
-        background."""
+        """For each new fault that could join a group, its registration among the group's recent members, written
+        in the background: the head it returns says whether the fault is alone."""
         grouping = self.grouping
         if grouping is None:
             return []
@@ -405,16 +408,12 @@ class AlertService:
         for incident in view.incidents:
             if not incident.is_open or incident.instance.drill or incident.instance.is_alarm:
                 continue
-            arn = group_arn(group_of(incident, grouping))
-            around = (incident.opened_at - grouping.window, incident.opened_at + grouping.window)
-            scouts.append(
-                _Scout(
-                    incident,
-                    grouping,
-                    self._scouts.submit(self.store.load_group, arn),
-                    self._scouts.submit(self.store.open_members, arn, *around, limit=2 * grouping.threshold),
-                )
+            group = group_of(incident, grouping)
+            instance = incident.instance.container_instance_arn
+            head = self._scouts.submit(
+                self.store.register, group_arn(group), group, group_where(incident), instance, incident.opened_at
             )
+            scouts.append(_Scout(incident, grouping, head))
         return scouts
 
     def _settle(
@@ -495,33 +494,46 @@ class AlertService:
             record = self._join(record, joined)
         return record, groups
 
-    def _membership(self, incident: Incident, version: int) -> _Membership:
+    def _membership(self, incident: Incident, version: int, registered: GroupRecord | None = None) -> _Membership:
         """One instance's member of its group written; the fleet incident opened, joined, left or closed as that
-        member makes it. Every step costs the same whatever the group's size."""
+        member makes it. Every step costs the same whatever the group's size. `registered`: the head as the member's
+        registration among the recent members returned it already (a new fault's look-ahead)."""
         grouping = _required_grouping(self.grouping)
         group = group_of(incident, grouping)
-        arn = group_arn(group)
-        written = self.store.put_member(
-            arn, group, group_where(incident), incident.instance.container_instance_arn, member_of(incident, version)
-        )
+        arn, where = group_arn(group), group_where(incident)
+        instance = incident.instance.container_instance_arn
+        written = self.store.put_member(arn, group, where, instance, member_of(incident, version))
         member = written.stored
         for _ in range(MAX_WRITE_CONFLICTS):
-            head = self.store.load_group(arn)
+            head: GroupRecord | None
+            if member.is_open:
+                # Registered among the recent members, or told the open fleet incident: one conditional write, which
+                # sees every member registered before it.
+                head = registered or self.store.register(arn, group, where, instance, member.opened_at)
+            else:
+                head = self.store.load_group(arn)
+            registered = None
             fleet = head.fleet() if head is not None else None
-            if fleet is None:
-                if not member.is_open:
+            if head is None or fleet is None:
+                if head is not None and not member.is_open and instance in head.recent:
+                    self.store.forget_recent(arn, [instance])
+                if not member.is_open or head is None:
                     return _Membership(arn)
-                opened = self._open_if_crossed(arn, group, group_where(incident), head, member)
-                if opened is None:
-                    return _Membership(arn)
+                opened = self._open_if_crossed(head, member)
                 if opened is _RETRY:
                     continue
-                return _Membership(arn, fleet=str(opened), changed=True)
+                if opened is None:
+                    return _Membership(arn)
+                # A fleet incident opened: this member is one of its founders, or opened before its window.
+                return _Membership(arn, fleet=str(opened) or None, changed=True)
             if not counts_in(fleet, member):
                 return _Membership(arn)
             if member.is_open:
                 if member.fleet == fleet.id:
                     return _Membership(arn, fleet=fleet.id)  # founding, or joined before (a copy, a newer report)
+                if is_founder(fleet, member):
+                    self.store.mark_member(arn, member, fleet=fleet.id, told=Told.FOUNDING)
+                    return _Membership(arn, fleet=fleet.id)  # counted when the fleet opened
                 after = self.store.advance(arn, fleet.id, joined=True)
                 if after is None:
                     continue  # the fleet incident closed meanwhile: look again
@@ -546,35 +558,28 @@ class AlertService:
         self.store.append_journal(arn, entry)
         self.store.mark_member(arn, member, fleet=fleet.id, told=told)
 
-    def _open_if_crossed(
-        self, arn: str, group: Group, where: InstanceRef, head: GroupRecord | None, member: FleetMember
-    ) -> str | object | None:
-        """Open the group's fleet incident if `threshold` open members opened within the window around this one:
-        its id (this member is one of its founding members), _RETRY when someone else changed the fleet incidents
-        meanwhile, None when the threshold is not crossed."""
+    def _open_if_crossed(self, head: GroupRecord, member: FleetMember) -> str | object | None:
+        """Open the group's fleet incident if `threshold` of its recent members (this one included) opened within
+        the window: its id when this member is one of its founders ("" when it opened before the fleet's window),
+        _RETRY when someone else changed the fleet incidents meanwhile, None when the threshold is not crossed."""
         grouping = _required_grouping(self.grouping)
         window = grouping.window
-        # At most 2 x threshold members: if the 2 x window around this one holds that many, one half of it holds
-        # `threshold`, so the first crossing is among the oldest of them.
-        nearby = self.store.open_members(
-            arn, member.opened_at - window, member.opened_at + window, limit=2 * grouping.threshold
-        )
-        moment = crossing([m.opened_at for m in nearby], grouping.threshold, window)
+        stale = stale_recent(head, window)
+        if stale:
+            self.store.forget_recent(head.arn, stale[:MAX_FORGET])
+        moment = crossing(list(head.recent.values()), grouping.threshold, window)
         if moment is None:
             return None
-        record = head if head is not None else GroupRecord(arn, group, where)
-        founding = self.store.open_members(arn, moment - window, limit=MAX_FOUNDING)
-        identity = opened_identity(record, moment, window, founding, self.clock())
-        record.incidents = trimmed([*record.incidents, identity])
-        record.open_fleet, record.joined = identity.id, len(founding)
+        founders = founders_of(head, moment, window)
+        identity = opened_identity(head, moment, window, founders, member=member, now=self.clock())
+        head.incidents = trimmed([*head.incidents, identity])
+        head.open_fleet, head.joined = identity.id, len(founders)
         try:
-            self.store.commit_fleets(record)
+            self.store.commit_fleets(head, forget=sorted(head.recent))
         except ConcurrentUpdateError:
             return _RETRY
         self.count("FleetIncidentsOpened", "Group", "fleet")
-        for founder in founding:
-            self.store.mark_member(arn, founder, fleet=identity.id, told=Told.FOUNDING)
-        return identity.id
+        return identity.id if member.instance.container_instance_arn in founders else ""
 
     def _close_if_empty(self, arn: str, fleet_id: str) -> bool:
         """Close the fleet incident if none of its members is open: only if nobody joined since this looked (the
@@ -861,28 +866,22 @@ class _Applied:
 class _Scout:
     incident: Incident
     grouping: Grouping
-    head: Future[GroupRecord | None]
-    nearby: Future[list[FleetMember]]
+    head: Future[GroupRecord]
 
 
 def _alone(scouts: list[_Scout]) -> bool:
     """Whether every new fault is alone in its group: no open fleet incident it would count in, and no threshold it
-    crosses with the open members around it. Anything unknown (a read that failed) is not alone."""
+    crosses with the members registered before it. Anything unknown (a write that failed) is not alone."""
     if not scouts:
         return False
     for scout in scouts:
         try:
-            head, nearby = scout.head.result(), scout.nearby.result()
-        except Exception:  # the member is written next anyway, and that path reads again
+            head = scout.head.result()
+        except Exception:  # the member is written next anyway, and that path registers it again
             return False
-        incident = scout.incident
-        fleet = head.fleet() if head is not None else None
-        if fleet is not None and fleet.since is not None and incident.opened_at >= fleet.since:
+        if head.fleet() is not None:
             return False
-        others = [
-            m.opened_at for m in nearby if m.instance.container_instance_arn != incident.instance.container_instance_arn
-        ]
-        if crossing([*others, incident.opened_at], scout.grouping.threshold, scout.grouping.window) is not None:
+        if crossing(list(head.recent.values()), scout.grouping.threshold, scout.grouping.window) is not None:
             return False
     return True
 

@@ -133,6 +133,18 @@ class InstanceStore(Protocol):
         """The group's head (bounded, whatever the number of members), or None."""
         ...
 
+    def register(
+        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, opened_at: datetime
+    ) -> GroupRecord:
+        """Note the instance's open member among the group's recent ones unless a fleet incident is open, and return
+        the head as it is after (with the recent members, each written before this one included), or as it is
+        when a fleet incident is open. Creates the head if there is none. One write, bounded."""
+        ...
+
+    def forget_recent(self, arn: str, instance_arns: Sequence[str]) -> None:
+        """Take these instances off the group's recent members (closed, or too old to count)."""
+        ...
+
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
     ) -> MemberWrite:
@@ -174,12 +186,14 @@ class InstanceStore(Protocol):
         acted: bool = False,
         expected_version: int | None = None,
         listed: bool = False,
+        forget: Sequence[str] = (),
     ) -> GroupRecord:
         """Write the group's fleet identities, its open fleet (its id and member count) and people's actions if the
-        identities are still at record.incidents_version (0: create the head) and, with `expected_version`, the
-        head's version did not move; raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action
-        was added, which also moves the head's version (a lease holder draining the group then reads it again
-        before letting go). On the sweep's list while a fleet incident is open, or `listed`."""
+        identities are still at record.incidents_version and, with `expected_version`, the head's version did not
+        move; raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action was added, which also
+        moves the head's version (a lease holder draining the group then reads it again before letting go).
+        `forget`: recent members to take off (a fleet incident opening counts them). On the sweep's list while a
+        fleet incident is open, or `listed`."""
         ...
 
     def open_records(self) -> Iterator[str]:
@@ -343,6 +357,23 @@ class MemoryInstanceStore:
         with self._lock:
             return copy.deepcopy(self._groups.get(arn))
 
+    def register(
+        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, opened_at: datetime
+    ) -> GroupRecord:
+        with self._lock:
+            stored = self._groups.setdefault(arn, GroupRecord(arn, group, where))
+            if stored.open_fleet is None:
+                stored.recent[instance_arn] = opened_at
+            return copy.deepcopy(stored)
+
+    def forget_recent(self, arn: str, instance_arns: Sequence[str]) -> None:
+        with self._lock:
+            stored = self._groups.get(arn)
+            if stored is None:
+                return
+            for instance_arn in instance_arns:
+                stored.recent.pop(instance_arn, None)
+
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
     ) -> MemberWrite:
@@ -408,6 +439,7 @@ class MemoryInstanceStore:
         acted: bool = False,
         expected_version: int | None = None,
         listed: bool = False,
+        forget: Sequence[str] = (),
     ) -> GroupRecord:
         with self._lock:
             stored = self._groups.get(record.arn)
@@ -424,6 +456,8 @@ class MemoryInstanceStore:
                 stored.open_fleet = record.open_fleet
                 stored.joined = record.joined
             stored.incidents_version += 1
+            for instance_arn in forget:
+                stored.recent.pop(instance_arn, None)
             if acted:
                 stored.version += 1
             self._list(record.arn, stored.open_fleet is not None or listed)

@@ -115,6 +115,10 @@ def journal_sk(seq: int) -> str:
     return f"J#{seq:012d}"
 
 
+def recent_attribute(instance_arn: str) -> str:
+    return f"r_{digest(instance_arn, 24)}"
+
+
 def backoff_attribute(receiver: str) -> str:
     return f"b_{digest(receiver)}"
 
@@ -341,6 +345,53 @@ class DynamoDBInstanceStore:
         item = response.get("Item")
         return decode_group(arn, item) if item else None
 
+    def register(
+        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, opened_at: datetime
+    ) -> GroupRecord:
+        update = _Update()
+        update.set(recent_attribute(instance_arn), {"a": instance_arn, "t": opened_at.isoformat()})
+        self._head_exists(update, group, where)
+        try:
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(arn),
+                ConditionExpression=f"attribute_not_exists({update.name('of')})",
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            old: dict[str, Any] = error.response.get("Item") or {}  # type: ignore[assignment]
+            return decode_group(arn, old)  # a fleet incident is open: the head as it is
+        return decode_group(arn, response["Attributes"])
+
+    def _head_exists(self, update: _Update, group: Group, where: InstanceRef) -> None:
+        """A write that may be the head's first: the group and its counters where they are missing."""
+        labels = [list(pair) for pair in group]
+        for field_name, value in (("grp", labels), ("where", instance_to_dict(where)), ("fv", 0), ("ver", 0)):
+            placeholder = update.name(field_name)
+            update.set_expression(f"{placeholder} = if_not_exists({placeholder}, {update.value(value)})")
+        update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
+
+    def forget_recent(self, arn: str, instance_arns: Sequence[str]) -> None:
+        if not instance_arns:
+            return
+        update = _Update()
+        for instance_arn in instance_arns:
+            update.remove(recent_attribute(instance_arn))
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(arn),
+                ConditionExpression="attribute_exists(pk)",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
     ) -> MemberWrite:
@@ -502,6 +553,7 @@ class DynamoDBInstanceStore:
         acted: bool = False,
         expected_version: int | None = None,
         listed: bool = False,
+        forget: Sequence[str] = (),
     ) -> GroupRecord:
         update = _Update()
         update.set("f", fleet_identities_to_dict(record.incidents))
@@ -513,6 +565,8 @@ class DynamoDBInstanceStore:
         ):
             placeholder = update.name(field_name)
             update.set_expression(f"{placeholder} = if_not_exists({placeholder}, {update.value(value)})")
+        for instance_arn in forget:
+            update.remove(recent_attribute(instance_arn))
         version = update.name("ver")
         increment = 1 if acted else 0
         update.set_expression(f"{version} = if_not_exists({version}, {update.value(0)}) + {update.value(increment)}")
@@ -528,7 +582,8 @@ class DynamoDBInstanceStore:
         _mark_open(update, record.arn, is_open=record.open_fleet is not None or listed)
         fv = update.name("fv")
         if record.incidents_version == 0:
-            condition = "attribute_not_exists(pk)"
+            # A head no member registered with (created here), or one with no fleet identities written yet.
+            condition = f"(attribute_not_exists(pk) OR {fv} = {update.value(0)})"
         else:
             condition = f"{fv} = {update.value(record.incidents_version)}"
         if expected_version is not None:
@@ -722,7 +777,15 @@ def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
             backoff = _readable(arn, "backoff", partial(backoff_from_dict, value))
             if backoff is not None:
                 record.backoff[backoff.receiver] = backoff
+        elif name.startswith("r_"):
+            recent = _readable(arn, "recent", partial(_recent_member, value))
+            if recent is not None:
+                record.recent[recent[0]] = recent[1]
     return record
+
+
+def _recent_member(value: dict[str, Any]) -> tuple[str, datetime]:
+    return str(value["a"]), datetime.fromisoformat(value["t"])
 
 
 _T = TypeVar("_T")

@@ -1,0 +1,209 @@
+"""The worst day, replayed: N GPU hosts of one capacity provider fail and recover, through the real rules, queue,
+router and sweep in the sandbox (moto on loopback, the Slack and PagerDuty stand-ins over HTTP), for several N.
+
+For each N: every host reports XID 79 within three minutes, each event delivered twice (in a shuffled order, in
+bursts of BURST envelopes, the alert queue drained into AlertRouterFunction after each burst as Lambda would), with
+a run of the sweep every SWEEP_EVERY events; then every host leaves the cluster (INACTIVE, each twice, shuffled, with
+sweeps between); then two last runs of the sweep. It prints, per N: PagerDuty alerts opened, Slack roots, hosts named
+in Slack (roots and threads), alerts left open, messages dead-lettered, and the router's CPU time per event.
+
+Router CPU time is the CPU time of the threads that run the router's code (each record's thread, its delivery and
+look-ahead threads, the sweep's): `time.thread_time()` around each, summed. moto and the stand-ins run in threads
+of their own and are not counted; neither is the emulation of EventBridge and SQS. See benchmarks/README.md.
+
+    .venv/bin/python benchmarks/storm.py [--hosts 100 500 2000] [--seed 1] [--out reports/storm.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import random
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+from sandbox.eventbridge import EventBus  # noqa: E402
+from sandbox.lambda_runtime import InProcessFunction  # noqa: E402
+from sandbox.session import Sandbox  # noqa: E402
+from sandbox.sqs_mapping import SqsEventSourceMapping  # noqa: E402
+from sandbox.template import load_template  # noqa: E402
+
+HEALTH = ROOT / "events" / "aws-docs" / "health-change-accelerated-compute-xid46.json"
+INACTIVE = ROOT / "events" / "state" / "inactive.json"
+CLUSTER = "arn:aws:ecs:us-west-2:123456789012:cluster/gpu-storm"
+PROVIDER = "gpu-storm-p5"
+BURST = 100
+SWEEP_EVERY = 500
+STORM = timedelta(minutes=3)
+HOST = re.compile(r"i-0st[0-9a-f]{14}")
+
+
+def host(number: int) -> tuple[str, str]:
+    """The container instance ARN and the EC2 id of host `number`."""
+    return (
+        f"arn:aws:ecs:us-west-2:123456789012:container-instance/gpu-storm/{number:032x}",
+        f"i-0st{number:014x}",
+    )
+
+
+def impaired(number: int, at: datetime, copy_number: int) -> dict[str, Any]:
+    event = copy.deepcopy(json.loads(HEALTH.read_text()))
+    arn, ec2 = host(number)
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    event.update(id=f"xid79-{number}-{copy_number}", time=stamp, resources=[arn])
+    event["detail"].update(
+        clusterArn=CLUSTER, containerInstanceArn=arn, ec2InstanceId=ec2, capacityProviderName=PROVIDER
+    )
+    event["detail"]["healthChecks"][0].update(statusReason="XID_79", lastStatusChange=stamp, lastUpdated=stamp)
+    return event
+
+
+def inactive(number: int, at: datetime, copy_number: int) -> dict[str, Any]:
+    event = copy.deepcopy(json.loads(INACTIVE.read_text()))
+    arn, ec2 = host(number)
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    event.update(id=f"inactive-{number}-{copy_number}", time=stamp, resources=[arn])
+    event["detail"].update(
+        clusterArn=CLUSTER, containerInstanceArn=arn, ec2InstanceId=ec2, capacityProviderName=PROVIDER, updatedAt=stamp
+    )
+    return event
+
+
+class RouterMeter:
+    """CPU time of the threads that run the router's code, summed (time.thread_time around each unit of work)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def timed(self, work: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return work(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.seconds += time.thread_time() - started
+
+        return run
+
+    def install(self) -> None:
+        """Wrap the warm router: each record's handling, its executors' work, the sweep."""
+        bootstrap = sys.modules["fault_responder.bootstrap"]
+        router = bootstrap.alert_router()
+        router.process_record = self.timed(router.process_record)
+        router.sweep = self.timed(router.sweep)
+        for executor in (router.service._pool, router.service._scouts):
+            executor.submit = self._submitting(executor.submit)
+
+    def _submitting(self, submit: Callable[..., Future[Any]]) -> Callable[..., Future[Any]]:
+        def wrapped(work: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+            return submit(self.timed(work), *args, **kwargs)
+
+        return wrapped
+
+
+def replay(hosts: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    start = datetime.now(UTC) - timedelta(minutes=30)
+    storm = [impaired(n, start + STORM * n / hosts, c) for n in range(hosts) for c in (0, 1)]
+    left = start + timedelta(minutes=15)
+    recovery = [inactive(n, left + timedelta(seconds=n % 600), c) for n in range(hosts) for c in (0, 1)]
+    rng.shuffle(storm)
+    rng.shuffle(recovery)
+    meter = RouterMeter()
+    with Sandbox(load_template(ROOT / "template.yaml")) as sandbox, _functions(sandbox) as (router, sweep):
+        bus = EventBus.default(sandbox.stack, sandbox.aws)
+        mapping = SqsEventSourceMapping(router.spec.sqs_sources[0], router, sandbox.aws, sandbox.identity.region)
+        scheduled = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}, "id": "sweep"}
+        sweep.invoke(scheduled)  # warm: the router's wiring, its secrets
+        meter.install()
+        wall = time.monotonic()
+        for phase in (storm, recovery):
+            for offset in range(0, len(phase), BURST):
+                for event in phase[offset : offset + BURST]:
+                    bus.put_event(event)
+                mapping.drain(max_batches=100_000)
+                if (offset + BURST) % SWEEP_EVERY == 0:
+                    sweep.invoke(scheduled)
+            sweep.invoke(scheduled)
+        sweep.invoke(scheduled)
+        sweep.invoke(scheduled)
+        wall = time.monotonic() - wall
+        return _tally(sandbox, hosts, len(storm) + len(recovery), meter.seconds, wall)
+
+
+@contextlib.contextmanager
+def _functions(sandbox: Sandbox) -> Iterator[tuple[InProcessFunction, InProcessFunction]]:
+    specs = sandbox.stack.functions
+    router_spec, sweep_spec = specs["AlertRouterFunction"], specs["SweepFunction"]
+    with (
+        InProcessFunction(router_spec, sandbox.function_environment(router_spec)) as router,
+        InProcessFunction(sweep_spec, sandbox.function_environment(sweep_spec)) as sweep,
+    ):
+        yield router, sweep
+
+
+def _tally(sandbox: Sandbox, hosts: int, events: int, cpu: float, wall: float) -> dict[str, Any]:
+    alerts = sandbox.standins.pagerduty_alerts()
+    messages = [m for channel in sandbox.standins.slack_channels().values() for m in channel]
+    roots = [m for m in messages if not m.get("thread_ts")]
+    named: set[str] = set()
+    for message in messages:
+        texts = [message.get("text") or "", json.dumps(message.get("blocks") or [])]
+        texts += [json.dumps(edit) for edit in message.get("edits") or []]
+        named.update(HOST.findall(" ".join(texts)))
+    dlq = sandbox.aws.sqs.get_queue_attributes(
+        QueueUrl=sandbox.stack.resources["AlertDLQ"].ref, AttributeNames=["ApproximateNumberOfMessages"]
+    )
+    return {
+        "hosts": hosts,
+        "events": events,
+        "alerts": len(alerts),
+        "roots": len(roots),
+        "hosts_named": len(named),
+        "alerts_open": sum(1 for alert in alerts if alert.get("status") != "resolved"),
+        "dlq": int(dlq["Attributes"]["ApproximateNumberOfMessages"]),
+        "router_cpu_s": round(cpu, 2),
+        "cpu_ms_per_event": round(1000 * cpu / events, 2),
+        "wall_s": round(wall, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[100, 500, 2000])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    args = parser.parse_args()
+    results = []
+    columns = ("hosts", "events", "alerts", "roots", "hosts_named", "alerts_open", "dlq", "cpu_ms_per_event", "wall_s")
+    print(" ".join(f"{name:>16}" for name in columns))
+    for hosts in args.hosts:
+        result = replay(hosts, args.seed)
+        results.append(result)
+        print(" ".join(f"{result[name]:>16}" for name in columns), flush=True)
+    first = results[0]
+    for result in results[1:]:
+        ratio = result["cpu_ms_per_event"] / first["cpu_ms_per_event"]
+        print(f"CPU time per event at {result['hosts']} hosts: {ratio:.2f}x the figure at {first['hosts']}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
