@@ -3,8 +3,8 @@ router and sweep in the sandbox (moto on loopback, the Slack and PagerDuty stand
 
 For each N: every host reports XID 79 within three minutes, each event delivered twice (in a shuffled order, in
 bursts of BURST envelopes, the alert queue drained into AlertRouterFunction after each burst as Lambda would), with
-a run of the sweep every SWEEP_EVERY events; then every host leaves the cluster (INACTIVE, each twice, shuffled, with
-sweeps between); then two last runs of the sweep. It prints, per N: PagerDuty alerts opened, Slack roots, hosts named
+SWEEPS runs of the sweep spread over it (its schedule is every minute; the storm lasts three); then every host leaves
+the cluster (INACTIVE, each twice, shuffled, with as many sweeps between); then two last runs of the sweep. It prints, per N: PagerDuty alerts opened, Slack roots, hosts named
 in Slack (roots and threads), alerts left open, messages dead-lettered, and the router's CPU time per event.
 
 Router CPU time is the CPU time of the threads that run the router's code (each record's thread, its delivery and
@@ -45,7 +45,8 @@ INACTIVE = ROOT / "events" / "state" / "inactive.json"
 CLUSTER = "arn:aws:ecs:us-west-2:123456789012:cluster/gpu-storm"
 PROVIDER = "gpu-storm-p5"
 BURST = 100
-SWEEP_EVERY = 500
+SWEEPS = 3
+"""Runs of the sweep during each phase (its schedule is every minute; the storm lasts three)."""
 STORM = timedelta(minutes=3)
 HOST = re.compile(r"i-0st[0-9a-f]{14}")
 
@@ -132,13 +133,13 @@ def replay(hosts: int, seed: int) -> dict[str, Any]:
         meter.install()
         wall = time.monotonic()
         for phase in (storm, recovery):
+            sweep_at = {len(phase) * part // SWEEPS for part in range(1, SWEEPS + 1)}
             for offset in range(0, len(phase), BURST):
                 for event in phase[offset : offset + BURST]:
                     bus.put_event(event)
                 mapping.drain(max_batches=100_000)
-                if (offset + BURST) % SWEEP_EVERY == 0:
+                if any(offset < at <= offset + BURST for at in sweep_at):
                     sweep.invoke(scheduled)
-            sweep.invoke(scheduled)
         sweep.invoke(scheduled)
         sweep.invoke(scheduled)
         wall = time.monotonic() - wall

@@ -179,6 +179,8 @@ class GroupRecord:
     """The open fleet incident's id: at most one at a time."""
     joined: int = 0
     """Members of the open fleet incident so far (founding and joined)."""
+    left: int = 0
+    """Members of the open fleet incident that left it so far: it may close when they are as many as `joined`."""
     journal_seq: int = 0
     """The last journal number taken."""
     recent: dict[str, datetime] = field(default_factory=dict)

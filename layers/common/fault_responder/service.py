@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from fault_responder import lifecycle
 from fault_responder.adapters.http import DeliveryError, LeaseEndingError, fenced
 from fault_responder.delivery import (
+    FLEET_BATCH,
+    FLEET_BATCH_WAIT,
     Courier,
     Step,
     StepKind,
@@ -252,14 +255,14 @@ class AlertService:
                 until=until,
                 target=self._instance_target(record.arn),
             )
-            record, groups = self._group(record, touched)
+            record, groups = self._group(record, touched, applied.registered)
             for arn in groups:
                 jobs.update(self._submit_group(arn, owner, until))
             return changed, self._collect(jobs)
         if changed or touched:
             # Also when nothing changed: a copy of a health event retried after a failure between the write of
             # its facts and its group's must still make the instance a member (writing a member twice is harmless).
-            record, groups = self._group(record, touched)
+            record, groups = self._group(record, touched, applied.registered)
         view = self.derive(record)
         self._count_drain(facts, view, changed)
         return changed, self._deliver_all(record, view, held=held, groups=groups, owner=owner, until=until)
@@ -295,7 +298,7 @@ class AlertService:
             return {"group": arn, "receivers": {}}
         fleet = head.fleet()
         if fleet is not None:
-            self._close_if_empty(arn, fleet.id)
+            self._close_if_empty(arn, fleet.id, looking=True)
         owner = uuid.uuid4().hex
         until = self.epoch() + seconds_left
         outcomes = self._collect(self._submit_group(arn, owner, until, sweeping=sweeping))
@@ -390,13 +393,16 @@ class AlertService:
             try:
                 committed = self.store.commit_checks(fresh, list(fresh.health), leases=leases, deliveries=intents)
                 self._count_incidents({}, fresh.incidents)
-                return _Applied(committed.record, committed.leases, changed=True, alone=_alone(scouts))
+                return _Applied(
+                    committed.record, committed.leases, changed=True, alone=_alone(scouts), registered=_heads(scouts)
+                )
             except ConcurrentUpdateError as conflict:
                 stored = conflict.stored
         else:
             stored = self.store.load(arn)
+            scouts = []
         record, held, changed = self._settle(stored or InstanceRecord(arn, facts.instance), facts, owner, until)
-        return _Applied(record, held, changed=changed)
+        return _Applied(record, held, changed=changed, registered=_heads(scouts))
 
     def _scout(self, view: InstanceView) -> list[_Scout]:
         """For each new fault that could join a group, its registration among the group's recent members, written
@@ -472,7 +478,9 @@ class AlertService:
 
     # --- 2. Groups ---------------------------------------------------------------------------------------
 
-    def _group(self, record: InstanceRecord, checks: set[str]) -> tuple[InstanceRecord, list[str]]:
+    def _group(
+        self, record: InstanceRecord, checks: set[str], registered: dict[str, GroupRecord] | None = None
+    ) -> tuple[InstanceRecord, list[str]]:
         """Write the instance's member of each group its changed checks belong to, open or close the group's fleet
         incident when that member makes it so, and note which open fleet incident the instance's incidents count in
         (they are muted from then on). Returns the record as stored and the groups whose fleet incidents changed."""
@@ -485,10 +493,10 @@ class AlertService:
             incident = latest.get(check)
             if incident is None:
                 continue
-            membership = self._membership(incident, record.version)
+            membership = self._membership(incident, record.version, (registered or {}).get(incident.id))
             if membership.fleet is not None:
                 joined[incident.id] = membership.fleet
-            if membership.changed:
+            if membership.changed and (membership.head is None or self._fleet_due(membership.head)):
                 groups.append(membership.arn)
         if joined:
             record = self._join(record, joined)
@@ -538,7 +546,7 @@ class AlertService:
                 if after is None:
                     continue  # the fleet incident closed meanwhile: look again
                 self._tell(arn, after, fleet, member, told=Told.JOINED, at=member.opened_at)
-                return _Membership(arn, fleet=fleet.id, changed=True)
+                return _Membership(arn, fleet=fleet.id, changed=True, head=after)
             if member.told == Told.LEFT.value and member.fleet == fleet.id:
                 # Told already (a copy): the fleet incident may still be waiting to close (its closer died).
                 return _Membership(arn, changed=self._close_if_empty(arn, fleet.id))
@@ -546,8 +554,9 @@ class AlertService:
             if after is None:
                 continue
             self._tell(arn, after, fleet, member, told=Told.LEFT, at=member.closed_at or member.opened_at)
-            self._close_if_empty(arn, fleet.id)
-            return _Membership(arn, changed=True)
+            if self._close_if_empty(arn, fleet.id):
+                return _Membership(arn, changed=True)  # closed: every receiver has news
+            return _Membership(arn, changed=True, head=after)
         raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
 
     def _tell(
@@ -581,13 +590,16 @@ class AlertService:
         self.count("FleetIncidentsOpened", "Group", "fleet")
         return identity.id if member.instance.container_instance_arn in founders else ""
 
-    def _close_if_empty(self, arn: str, fleet_id: str) -> bool:
+    def _close_if_empty(self, arn: str, fleet_id: str, *, looking: bool = False) -> bool:
         """Close the fleet incident if none of its members is open: only if nobody joined since this looked (the
-        close is conditional on the head's version). True when it closed."""
+        close is conditional on the head's version). True when it closed. The members are looked at only once as
+        many left as joined, unless `looking` (the sweep: a closer that died, a member counted twice)."""
         for _ in range(MAX_WRITE_CONFLICTS):
             head = self.store.load_group(arn)
             fleet = head.fleet() if head is not None else None
             if head is None or fleet is None or fleet.id != fleet_id or fleet.since is None:
+                return False
+            if not looking and head.left < head.joined:
                 return False
             if self.store.open_members(arn, fleet.since, limit=1):
                 return False
@@ -643,6 +655,32 @@ class AlertService:
         for arn in groups:
             jobs.update(self._submit_group(arn, owner, until, sweeping=sweeping))
         return self._collect(jobs)
+
+    def _fleet_due(self, head: GroupRecord) -> bool:
+        """Whether a receiver of the group's open fleet incident may have something due now, from the head alone: a
+        root or page not sent yet, a batch of member updates full, or the last one a minute old. False only when
+        nothing can be due: the member updates wait for their batch, and nothing else is read for them."""
+        fleet = head.fleet()
+        if fleet is None:
+            return True
+        now = self.clock()
+        incident = self.derive_fleet(head).incident(fleet.id)
+        if incident is None:
+            return True
+        for name in incident.receivers:
+            if name in incident.muted:
+                continue
+            receiver = self.receivers[name]
+            subject = pagerduty_subject(incident.fingerprint) if receiver.pagerduty is not None else fleet.id
+            sent = head.delivery(name, subject)
+            if sent.ts is None and sent.alert is None:
+                return True  # nothing sent yet
+            if sent.last_at is None or now - sent.last_at >= FLEET_BATCH_WAIT:
+                return True
+            told = sent.cursor if sent.cursor is not None else fleet.first_seq
+            if receiver.pagerduty is None and head.journal_seq - told >= FLEET_BATCH:
+                return True
+        return False
 
     def _submit_group(
         self, arn: str, owner: str, until: float, *, sweeping: bool = False
@@ -860,6 +898,8 @@ class _Applied:
     held: dict[str, Lease]
     changed: bool
     alone: bool = False
+    registered: dict[str, GroupRecord] = field(default_factory=dict)
+    """Incident id -> its group's head as registering its member returned it (the look-ahead of a new fault)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -867,6 +907,15 @@ class _Scout:
     incident: Incident
     grouping: Grouping
     head: Future[GroupRecord]
+
+
+def _heads(scouts: list[_Scout]) -> dict[str, GroupRecord]:
+    """The heads the registrations returned, by incident (those that failed are registered again)."""
+    heads: dict[str, GroupRecord] = {}
+    for scout in scouts:
+        with contextlib.suppress(Exception):
+            heads[scout.incident.id] = scout.head.result()
+    return heads
 
 
 def _alone(scouts: list[_Scout]) -> bool:
@@ -894,6 +943,9 @@ class _Membership:
     arn: str
     fleet: str | None = None
     changed: bool = False
+    head: GroupRecord | None = None
+    """The head as the member's journal entry left it, when that is all that changed: whether a receiver has
+    anything due is decided from it, with no further read (fault_responder.delivery batches member updates)."""
 
 
 _RETRY = object()

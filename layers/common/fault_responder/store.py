@@ -169,8 +169,8 @@ class InstanceStore(Protocol):
         ...
 
     def advance(self, arn: str, fleet: str, *, joined: bool) -> GroupRecord | None:
-        """Take the next journal number for the open fleet incident `fleet` (and count one more member when
-        `joined`): the head as it is after, or None when `fleet` is not the open one any more."""
+        """Take the next journal number for the open fleet incident `fleet`, and count one more member that `joined`
+        (or left): the head as it is after, or None when `fleet` is not the open one any more."""
         ...
 
     def append_journal(self, arn: str, entry: JournalEntry) -> None: ...
@@ -421,6 +421,8 @@ class MemoryInstanceStore:
             stored.journal_seq += 1
             if joined:
                 stored.joined += 1
+            else:
+                stored.left += 1
             return copy.deepcopy(stored)
 
     def append_journal(self, arn: str, entry: JournalEntry) -> None:
@@ -454,7 +456,7 @@ class MemoryInstanceStore:
             stored.actions = copy.deepcopy(record.actions)
             if stored.open_fleet != record.open_fleet:
                 stored.open_fleet = record.open_fleet
-                stored.joined = record.joined
+                stored.joined, stored.left = record.joined, 0
             stored.incidents_version += 1
             for instance_arn in forget:
                 stored.recent.pop(instance_arn, None)

@@ -12,7 +12,8 @@ The training auto-resume notifier's delivery ledger uses pk = DELIVERY#<key>, sk
 
 A group of instances (fleet incidents) is a partition of its own, pk = GROUP#<group labels>, whatever its size:
 - sk = RECORD, the head: `grp` and `where` (the group), `f` and `fv` (the fleet identities and their version),
-  `acts` (people's actions), `of` and `ofm` (the open fleet incident and its member count), `ver` (moved by every
+  `acts` (people's actions), `of`, `ofm` and `ofl` (the open fleet incident, its members joined and left),
+  `r_<digest>` (the recent open members, while no fleet incident is open), `ver` (moved by every
   journal entry and action), `js` (the last journal number taken), and the same lease, delivery and backoff
   attributes as an instance;
 - sk = M#<digest of the instance>: one instance's member (written only over an older version of it);
@@ -496,19 +497,15 @@ class DynamoDBInstanceStore:
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def advance(self, arn: str, fleet: str, *, joined: bool) -> GroupRecord | None:
-        additions = "#ver :one, #js :one" + (", #ofm :one" if joined else "")
+        counter = "ofm" if joined else "ofl"
+        additions = "#ver :one, #js :one, #n :one"
         try:
             response = self._client.update_item(
                 TableName=self.table_name,
                 Key=_key(arn),
                 UpdateExpression=f"ADD {additions}",
                 ConditionExpression="#of = :fleet",
-                ExpressionAttributeNames={
-                    "#ver": "ver",
-                    "#js": "js",
-                    "#of": "of",
-                    **({"#ofm": "ofm"} if joined else {}),
-                },
+                ExpressionAttributeNames={"#ver": "ver", "#js": "js", "#of": "of", "#n": counter},
                 ExpressionAttributeValues={":one": {"N": "1"}, ":fleet": {"S": fleet}},
                 ReturnValues="ALL_NEW",
             )
@@ -578,6 +575,7 @@ class DynamoDBInstanceStore:
         else:
             update.remove("of")
             update.remove("ofm")
+            update.remove("ofl")
         update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
         _mark_open(update, record.arn, is_open=record.open_fleet is not None or listed)
         fv = update.name("fv")
@@ -759,6 +757,7 @@ def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
         incidents_version=int(data.get("fv", 0)),
         open_fleet=data.get("of") if isinstance(data.get("of"), str) else None,
         joined=int(data.get("ofm") or 0),
+        left=int(data.get("ofl") or 0),
         journal_seq=int(data.get("js") or 0),
     )
     record.incidents = _readable(arn, "fleets", lambda: fleet_identities_from_dict(data.get("f"))) or []
