@@ -161,15 +161,15 @@ class ActionFact:
     """Someone acted on one of the instance's incidents: from Slack's buttons or in PagerDuty
     (fault_responder.incident_actions). Its key is the action's own id, so a copy adds nothing.
 
-    It keeps what the action named and when it was taken, never an incident it was matched to on arrival: which
-    incident it is about (the one open at `at`, or none) is decided whenever incidents are derived
-    (fault_responder.people), so it does not depend on which facts had arrived before it."""
+    It keeps what the action named and when it was taken: which incident it is about (the one of its alert open at
+    `at`, or none) is decided whenever incidents are derived (fault_responder.people), so it does not depend on which
+    facts had arrived before it."""
 
     key: str
     incident: str | None
     """The incident's id (fingerprint@anchor) as a Slack button names it; None when the action named only its
-    PagerDuty dedup key. An action stored before `dedup_key` was kept holds here the incident it was matched to on
-    arrival: for one from PagerDuty, only its fingerprint is read (the dedup key it named)."""
+    PagerDuty dedup key. One from PagerDuty with no `dedup_key` (stored before it was kept, or by a group's record,
+    which matches on arrival) holds the incident it was matched to then: only its alert (incident_series) is read."""
     kind: str
     """acknowledge, unacknowledge, resolve, reassign or silence (incident_actions.ActionKind)."""
     via: str
