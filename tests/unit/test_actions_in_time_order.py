@@ -347,7 +347,7 @@ def check_pagerduty(run: Run) -> None:
         assert "acknowledge" in since, told
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(history=histories(), order=st.randoms(use_true_random=False))
 def test_actions_apply_to_the_incident_open_at_their_time_whatever_the_order_of_arrival(
     history: History, order: random.Random
@@ -369,7 +369,7 @@ def test_actions_apply_to_the_incident_open_at_their_time_whatever_the_order_of_
     assert shuffled.roots() == in_time.roots()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(history=histories(), order=st.randoms(use_true_random=False))
 def test_which_incident_an_action_is_about_does_not_depend_on_what_was_recorded_before_it(
     history: History, order: random.Random

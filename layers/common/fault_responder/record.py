@@ -340,7 +340,7 @@ class InstanceRecord:
         """Add a person's action as it named its incident (by id or by dedup key); False when it was added before.
         Which incident it is about is decided when incidents are derived: one that matches none is kept (bounded)
         and told to nobody."""
-        actions = _add_unique(self.actions, action_fact(reported), _action_identity, _action_order, MAX_ACTION_FACTS)
+        actions = with_action(self.actions, reported)
         if actions is None:
             return False
         self.actions = actions
@@ -372,6 +372,11 @@ def action_fact(reported: ReportedAction) -> ActionFact:
         reported.note,
         reported.dedup_key,
     )
+
+
+def with_action(actions: list[ActionFact], reported: ReportedAction) -> list[ActionFact] | None:
+    """The actions with this one added as it named its incident, oldest dropped past the bound; None if it was there."""
+    return _add_unique(actions, action_fact(reported), _action_identity, _action_order, MAX_ACTION_FACTS)
 
 
 def action_incident(
