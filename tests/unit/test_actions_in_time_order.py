@@ -12,8 +12,8 @@ after its own time, then the sweep, gives
 - the incidents of the reference: each action applies to the incident open at its time (a Slack press: the incident
   whose reports contain its id's anchor, if open at its time), else to none, in time order, where "open" is as the
   facts alone make it (the same history without its actions);
-- PagerDuty told the same: its alert open at the end if and only if an incident is, and acknowledged from Slack when
-  the open incident was; the Slack roots of the incidents showing the same thing in both orders.
+- PagerDuty told what the incidents say: its alert open at the end if and only if an incident is, and acknowledged
+  when the open incident was acknowledged from Slack; and each incident's Slack root showing the same in both orders.
 
 An action reaches the router only once its record exists (a Slack root or a PagerDuty alert came from it), and
 PagerDuty's dedup key leads to the record from the first page on: each run starts with the key known and a fact first.
