@@ -16,7 +16,7 @@ import pytest
 
 from fault_responder.buttons import IncidentButton
 from fault_responder.incident_actions import ActionKind, IncidentAction, Via
-from tests.conftest import load_event
+from tests.conftest import health_check, load_event, vary
 from tests.integration.test_alert_pipeline import XID46, XID46_OK, incident_roots, pagerduty_bodies, run
 
 DEDUP_KEY = "my-cluster/a1b2c3d4EXAMPLE/ACCELERATED_COMPUTE"
@@ -39,10 +39,10 @@ def slack_action(kind: ActionKind, key: str, *, at: datetime = AT, incident: str
 
 
 def pagerduty_action(
-    kind: ActionKind, key: str, *, dedup_key: str = DEDUP_KEY, note: str | None = None
+    kind: ActionKind, key: str, *, dedup_key: str = DEDUP_KEY, note: str | None = None, at: datetime = AT
 ) -> dict[str, Any]:
     action = IncidentAction(
-        key=f"pagerduty:{key}", kind=kind, via=Via.PAGERDUTY, by="Tenex Engineer", at=AT, dedup_key=dedup_key, note=note
+        key=f"pagerduty:{key}", kind=kind, via=Via.PAGERDUTY, by="Tenex Engineer", at=at, dedup_key=dedup_key, note=note
     )
     return action.envelope("us-west-2", "123456789012")
 
@@ -157,6 +157,24 @@ def test_a_pagerduty_resolve_by_a_person_closes_the_incident(xid46: dict[str, An
     [root] = incident_roots(report)
     assert root["text"].startswith("RESOLVED")
     assert "resolved by Tenex Engineer in PagerDuty" in json.dumps(root["blocks"])
+
+
+def test_a_pagerduty_resolve_of_an_earlier_fault_arriving_after_the_next_one_opened_leaves_it_open(
+    xid46: dict[str, Any],
+) -> None:
+    # Given a fault (00:48:53) that paged, resolved by a person in PagerDuty at 00:55 but the webhook late; the
+    # check OK at 00:56:12, the hold-down over; and the next fault of the check at 01:30, paged
+    again = vary(health_check(xid46, lastStatusChange="2026-04-11T01:30:00Z"), event_id="xid46-again")
+    late = pagerduty_action(ActionKind.RESOLVE, "evt-late")
+    # When the webhook reaches the router after all that
+    report = run([xid46], [load_event(XID46_OK)], [again], [late])
+    # Then the live fault's alert stays triggered and its root open; the first incident says who resolved it
+    assert [body["event_action"] for body in pagerduty_bodies(report)] == ["trigger", "resolve", "trigger"]
+    first, live = sorted(incident_roots(report), key=lambda root: float(root["ts"]))
+    assert not live["text"].startswith("RESOLVED") and "Tenex" not in json.dumps(live["blocks"])
+    assert first["text"].startswith("RESOLVED")
+    assert "resolved by Tenex Engineer in PagerDuty" in json.dumps(first["blocks"])
+    assert report["dlq"] == []
 
 
 def test_an_action_for_an_alert_the_responder_never_sent_is_ignored_not_dead_lettered(xid46: dict[str, Any]) -> None:

@@ -371,12 +371,39 @@ def test_silence_makes_a_silence_for_the_instance_at_once_and_tells_the_router(d
     answer, _, _ = deployed.press("incident_silence_4h", BUTTON, user=STRANGER)
     assert answer["statusCode"] == 200
     [silence] = DynamoDBSilenceStore(TABLE, deployed.dynamodb).active(datetime.now(UTC))
-    assert [(m.name, m.value) for m in silence.matchers] == [("cluster", "gpu"), ("instance", "ci-1")]
+    assert [(m.name, m.value) for m in silence.matchers] == [
+        ("cluster", "gpu"),
+        ("instance", "ci-1"),
+        ("drill", "false"),
+    ]
     assert 4 * 3600 - 60 < (silence.ends_at - before).total_seconds() <= 4 * 3600 + 60
     assert STRANGER in silence.created_by
     [action] = deployed.queued()
     assert action.kind is ActionKind.SILENCE and action.note is not None and silence.id in action.note
     assert silence.id in deployed.standins.ephemeral_replies()[0]["text"]
+
+
+def test_silence_on_a_drills_root_makes_a_silence_of_the_instances_drills_alone(deployed: Deployed) -> None:
+    # Given the buttons of a drill's root (its record is the instance's ARN marked as a drill's)
+    drill = IncidentButton(
+        record="arn:aws:ecs:us-east-1:123456789012:container-instance/gpu/ci-1#drill",
+        incident="drill/gpu/ci-1/ACCELERATED_COMPUTE@2026-11-01T08:00:00+00:00",
+        cluster="gpu",
+        instance="ci-1",
+    ).value()
+    # When someone presses Silence 1 h on it
+    answer, _, _ = deployed.press("incident_silence_1h", drill, user=STRANGER)
+    # Then the silence matches the instance's drills, never its real faults, and the answer says so
+    assert answer["statusCode"] == 200
+    [silence] = DynamoDBSilenceStore(TABLE, deployed.dynamodb).active(datetime.now(UTC))
+    assert [(m.name, m.value) for m in silence.matchers] == [
+        ("cluster", "gpu"),
+        ("instance", "ci-1"),
+        ("drill", "true"),
+    ]
+    assert "its real faults still page" in deployed.standins.ephemeral_replies()[0]["text"]
+    [action] = deployed.queued()
+    assert action.record is not None and action.record.endswith("#drill")
 
 
 @pytest.mark.parametrize("value", ["fp", '{"r": "x"}', json.dumps({"r": "a", "i": "b", "c": "c", "n": 5})])

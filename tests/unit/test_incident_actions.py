@@ -22,8 +22,10 @@ from fault_responder.incident_actions import (
     is_action,
     parse_action,
 )
-from fault_responder.record import InstanceRecord, ReportedAction, action_incident
+from fault_responder.record import InstanceRecord, ReportedAction, action_fact
 from fault_responder.serialization import (
+    action_from_dict,
+    action_to_dict,
     apply_instance_facts,
     delivery_from_dict,
     delivery_to_dict,
@@ -116,29 +118,46 @@ def test_an_incident_button_value_round_trips_and_refuses_anything_else() -> Non
 # --- Which incident ----------------------------------------------------------------------------------
 
 
-def test_an_action_for_an_unknown_incident_of_a_known_record_adds_nothing(paged: World) -> None:
-    assert act(paged, action(ActionKind.ACKNOWLEDGE, incident=f"{KEY}@2020-01-01T00:00:00+00:00")) == []
+def test_an_action_for_an_unknown_incident_of_a_known_record_is_kept_and_told_to_nobody(paged: World) -> None:
+    # Given an incident that paged; When a press names an incident of the check that never was
+    sent = act(paged, action(ActionKind.ACKNOWLEDGE, incident=f"{KEY}@2020-01-01T00:00:00+00:00"))
+    # Then nothing is sent and the incident is unchanged, but the action is kept (a late fact may yet make it match)
+    assert sent == []
+    assert paged.incident().acknowledged is None
+    assert all(entry.kind != "action" for entry in paged.incident().timeline)
     record = paged.store.load(INSTANCE)
-    assert record is not None and record.actions == []
+    assert record is not None and [a.key for a in record.actions] == ["slack:a1"]
 
 
-def test_a_pagerduty_action_lands_on_the_incident_its_alert_was_last_triggered_for(paged: World) -> None:
+def test_a_pagerduty_action_lands_on_the_incident_of_its_alert_open_at_its_time(paged: World) -> None:
     act(paged, action(ActionKind.ACKNOWLEDGE, via=Via.PAGERDUTY, by="Tenex Engineer"))
     incident = paged.incident()
     assert incident.acknowledged is not None and incident.acknowledged.by == "Tenex Engineer"
 
 
-def test_a_dedup_key_with_no_delivery_still_names_the_latest_open_incident_of_its_check() -> None:
-    world = World()
-    world.send(load_event(XID46))
-    stored = world.store.load(INSTANCE)
-    assert stored is not None
-    stored.deliveries.clear()
-    identities = [identity for known in stored.incidents.values() for identity in known]
-    by_key = ReportedAction("pagerduty:e1", "acknowledge", "pagerduty", "x", AT, dedup_key=KEY)
-    assert action_incident(by_key, identities, stored.deliveries) == INCIDENT
-    other = replace(by_key, dedup_key="other/key")
-    assert action_incident(other, identities, stored.deliveries) is None
+def test_an_action_keeps_what_it_named_and_an_action_stored_before_reads_back() -> None:
+    # Given an action by dedup key, one by incident id, and one as stored before the dedup key was kept
+    by_key = ReportedAction("pagerduty:e1", "resolve", "pagerduty", "Tenex Engineer", AT, dedup_key=KEY)
+    by_id = ReportedAction("slack:s1", "acknowledge", "slack", "Jane", AT, incident=INCIDENT)
+    stored_before = {
+        "key": "pagerduty:e0",
+        "incident": INCIDENT,
+        "kind": "acknowledge",
+        "via": "pagerduty",
+        "by": "Tenex Engineer",
+        "at": "2026-04-11T00:50:00+00:00",
+        "note": None,
+    }
+    # When they are stored and read back
+    facts = [action_fact(by_key), action_fact(by_id)]
+    read = [action_from_dict(action_to_dict(fact)) for fact in facts]
+    # Then each names its incident as it did, and the old one reads with the incident it was matched to
+    assert read == facts
+    assert (read[0].incident, read[0].dedup_key) == (None, KEY)
+    assert (read[1].incident, read[1].dedup_key) == (INCIDENT, None)
+    assert "dedup_key" not in action_to_dict(facts[1])
+    old = action_from_dict(stored_before)
+    assert (old.incident, old.dedup_key, old.at) == (INCIDENT, None, datetime(2026, 4, 11, 0, 50, tzinfo=UTC))
 
 
 # --- What it changes ---------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
+from fault_responder.domain import DRILL_MARK
+
 MAX_VALUE = 2000
 """Slack's limit on a button's value."""
 
@@ -43,6 +45,12 @@ class IncidentButton:
     cluster: str
     instance: str
     """Empty on a fleet incident's buttons (its record is its group's)."""
+
+    @property
+    def drill(self) -> bool:
+        """On a drill's root: a drill's facts are kept under its instance's ARN and DRILL_MARK, which only a drill's
+        events (by their source) give a record. Its buttons act on the drill alone."""
+        return self.record.endswith(DRILL_MARK)
 
     def value(self) -> str:
         return json.dumps(

@@ -110,7 +110,7 @@ def incident_labels(incident: Incident) -> dict[str, str]:
         "fault_class": classification.fault_class.value,
         "drain_attribution": incident.drain.cause.value if incident.drain else "",
         "fleet": "false",
-        "drill": _flag(incident.instance.drill),
+        "drill": flag(incident.instance.drill),
     }
 
 
@@ -127,11 +127,12 @@ def alert_labels(alert: Alert) -> dict[str, str]:
         "fault_class": alert.fault_class.value,
         "drain_attribution": alert.drain.cause.value if alert.drain else "",
         "fleet": "false",
-        "drill": _flag(alert.instance.drill),
+        "drill": flag(alert.instance.drill),
     }
 
 
-def _flag(value: bool) -> str:
+def flag(value: bool) -> str:
+    """A yes/no label's value (`fleet`, `drill`)."""
     return "true" if value else "false"
 
 

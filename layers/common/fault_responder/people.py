@@ -4,9 +4,10 @@ Pure: no I/O. Shared by the instance lifecycle and fleet incidents."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from fault_responder.domain import EntryKind, Incident, PersonAction, TimelineEntry
-from fault_responder.record import ActionFact
+from fault_responder.record import ActionFact, incident_anchor, incident_series
 
 MAX_TIMELINE = 100
 
@@ -21,13 +22,14 @@ _ACTION_PHASES = {
 
 
 def apply_actions(incident: Incident, actions: Iterable[ActionFact], *, may_close: bool = True) -> None:
-    """What people did to the incident, in time order. An action counts only while the incident was open when it was
-    taken: a PagerDuty resolve that echoes the responder's own (the fault had ended) tells nobody anything.
+    """What people did to the incident, in time order: the actions about it (`about`), whatever order they and the
+    facts arrived in. A PagerDuty resolve that echoes the responder's own (the fault had ended) tells nobody anything.
 
     Resolve closes the incident at that moment (a manual resolve): what ECS reports later about the same fault goes
     into its thread, and the check's next fault, after it is OK again, is a new incident. Acknowledge says who is
     on it, until PagerDuty's acknowledgement times out or is taken back (unacknowledge)."""
-    mine = sorted((a for a in actions if a.incident == incident.id), key=lambda a: (a.at, a.key))
+    ends = incident.closed_at
+    mine = sorted((a for a in actions if about(a, incident, ends)), key=lambda a: (a.at, a.key))
     if not mine:
         return
     entries: list[TimelineEntry] = []
@@ -42,7 +44,7 @@ def apply_actions(incident: Incident, actions: Iterable[ActionFact], *, may_clos
             text = f"Resolved {where} by {action.by}: the fleet stays open here while its members are faulting"
         elif action.kind == "resolve":
             incident.status, incident.phase = "CLOSED", "RESOLVED"
-            incident.closed_at = max(action.at, incident.opened_at)
+            incident.closed_at = action.at
             incident.close_reason = f"resolved by {action.by} {where}"
             incident.resolved_by, incident.resolves_at = person, None
             text = f"Resolved by {action.by} {where}: a manual resolve"
@@ -67,6 +69,28 @@ def apply_actions(incident: Incident, actions: Iterable[ActionFact], *, may_clos
         incident.timeline = (
             timeline if len(timeline) <= MAX_TIMELINE else [timeline[0], *timeline[-(MAX_TIMELINE - 1) :]]
         )
+
+
+def about(action: ActionFact, incident: Incident, ends: datetime | None) -> bool:
+    """Whether an action is about the incident: it names the incident's alert, and was taken while the incident was
+    open (`ends`: its end as its facts make it, before any action). An alert's incidents never overlap in time, so an
+    action is about one of them at most, and about none when it was taken while none was open (a webhook about an
+    earlier fault, arriving after the next one opened, is about the earlier one).
+
+    PagerDuty names the alert (its dedup key, the incidents' fingerprint). A Slack button names the incident (its
+    id): the action is about the incident whose reports contain the id's anchor (a relapse learned late may have made
+    two incidents one), and only while that incident was open, never about a later one pressed on an old root."""
+    if action.at < incident.opened_at or (ends is not None and action.at >= ends):
+        return False
+    if action.dedup_key is not None:
+        return action.dedup_key == incident.fingerprint
+    named = action.incident
+    if named is None or incident_series(named) != incident_series(incident.id):
+        return False
+    if action.via == "pagerduty" or named == incident.id:
+        return True
+    anchor = incident_anchor(named)
+    return anchor is not None and incident.opened_at <= anchor and (ends is None or anchor <= ends)
 
 
 KIND_ORDER = {

@@ -159,11 +159,17 @@ class NoticeFact:
 @dataclass(frozen=True, slots=True)
 class ActionFact:
     """Someone acted on one of the instance's incidents: from Slack's buttons or in PagerDuty
-    (fault_responder.incident_actions). Its key is the action's own id, so a copy adds nothing."""
+    (fault_responder.incident_actions). Its key is the action's own id, so a copy adds nothing.
+
+    It keeps what the action named and when it was taken: which incident it is about (the one of its alert open at
+    `at`, or none) is decided whenever incidents are derived (fault_responder.people), so it does not depend on which
+    facts had arrived before it."""
 
     key: str
-    incident: str
-    """The incident's id (fingerprint@anchor): an action belongs to that incident alone."""
+    incident: str | None
+    """The incident's id (fingerprint@anchor) as a Slack button names it; None when the action named only its
+    PagerDuty dedup key. One from PagerDuty with no `dedup_key` (stored before it was kept, or by a group's record,
+    which matches on arrival) holds the incident it was matched to then: only its alert (incident_series) is read."""
     kind: str
     """acknowledge, unacknowledge, resolve, reassign or silence (incident_actions.ActionKind)."""
     via: str
@@ -171,6 +177,24 @@ class ActionFact:
     by: str
     at: datetime
     note: str | None = None
+    dedup_key: str | None = None
+    """The PagerDuty alert's dedup key (its incidents' fingerprint), as PagerDuty's webhooks name it."""
+
+
+def incident_series(incident_id: str) -> str:
+    """What the incidents of one alert share in their ids (`fingerprint@anchor`, a fleet's `fleet:fingerprint@anchor`):
+    the id before its anchor."""
+    return incident_id.rsplit("@", 1)[0]
+
+
+def incident_anchor(incident_id: str) -> datetime | None:
+    """The anchor an incident id names (the report that first made the incident known), None if it names none."""
+    _, separator, anchor = incident_id.rpartition("@")
+    try:
+        moment = datetime.fromisoformat(anchor) if separator else None
+    except ValueError:
+        return None
+    return moment if moment is None or moment.tzinfo is not None else None
 
 
 # --- What was delivered, and who delivers -----------------------------------------------------------
@@ -327,11 +351,10 @@ class InstanceRecord:
         return changed
 
     def add_action(self, reported: ReportedAction) -> bool:
-        """Add a person's action to the incident it names (or whose PagerDuty alert has its dedup key); False when
-        it was added before, or names no incident of this record (then it is told to nobody)."""
-        identities = [identity for known in self.incidents.values() for identity in known]
-        incident = action_incident(reported, identities, self.deliveries)
-        actions = added_action(self.actions, reported, incident) if incident is not None else None
+        """Add a person's action as it named its incident (by id or by dedup key); False when it was added before.
+        Which incident it is about is decided when incidents are derived: one that matches none is kept (bounded)
+        and told to nobody."""
+        actions = with_action(self.actions, reported)
         if actions is None:
             return False
         self.actions = actions
@@ -351,11 +374,32 @@ class InstanceRecord:
         return True
 
 
+def action_fact(reported: ReportedAction) -> ActionFact:
+    """The fact an action adds: what it named, and when."""
+    return ActionFact(
+        reported.key,
+        reported.incident,
+        reported.kind,
+        reported.via,
+        reported.by,
+        reported.at,
+        reported.note,
+        reported.dedup_key,
+    )
+
+
+def with_action(actions: list[ActionFact], reported: ReportedAction) -> list[ActionFact] | None:
+    """The actions with this one added as it named its incident, oldest dropped past the bound; None if it was there."""
+    return _add_unique(actions, action_fact(reported), _action_identity, _action_order, MAX_ACTION_FACTS)
+
+
 def action_incident(
     reported: ReportedAction, identities: list[KnownIncident], deliveries: dict[tuple[str, str], Delivery]
 ) -> str | None:
-    """The incident an action is about: the one it names; else, by dedup key, the one PagerDuty's alert was last
-    triggered for, or the latest (open first) incident whose alert key it is."""
+    """Whether a group's record takes an action (fault_responder.fleet, which matches it when it is recorded): the
+    incident it names; else, by dedup key, the one PagerDuty's alert was last triggered for, or the latest (open
+    first) incident whose alert key it is. Whichever it is, the action counts only for the incident of that alert
+    open at its time (people.apply_actions)."""
     known = {identity.id for identity in identities}
     if reported.incident is not None and reported.incident in known:
         return reported.incident
@@ -364,13 +408,14 @@ def action_incident(
     for (_, subject), delivery in sorted(deliveries.items()):
         if subject == f"pd:{reported.dedup_key}" and delivery.incident in known:
             return delivery.incident
-    candidates = [i for i in identities if i.id.rsplit("@", 1)[0].removeprefix("fleet:") == reported.dedup_key]
+    candidates = [i for i in identities if incident_series(i.id).removeprefix("fleet:") == reported.dedup_key]
     latest = max(candidates, key=lambda identity: (identity.status == "OPEN", identity.anchor), default=None)
     return latest.id if latest is not None else None
 
 
 def added_action(actions: list[ActionFact], reported: ReportedAction, incident: str) -> list[ActionFact] | None:
-    """The actions with this one added (to `incident`), oldest dropped past the bound; None if it was there."""
+    """The actions with this one added as matched to `incident` on arrival (a group's record), oldest dropped past
+    the bound; None if it was there."""
     fact = ActionFact(reported.key, incident, reported.kind, reported.via, reported.by, reported.at, reported.note)
     return _add_unique(actions, fact, _action_identity, _action_order, MAX_ACTION_FACTS)
 

@@ -312,7 +312,7 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
 
 
 def action_to_dict(action: ActionFact) -> dict[str, Any]:
-    return {
+    data = {
         "key": action.key,
         "incident": action.incident,
         "kind": action.kind,
@@ -321,17 +321,22 @@ def action_to_dict(action: ActionFact) -> dict[str, Any]:
         "at": _ts(action.at),
         "note": action.note,
     }
+    if action.dedup_key is not None:
+        data["dedup_key"] = action.dedup_key
+    return data
 
 
 def action_from_dict(data: dict[str, Any]) -> ActionFact:
+    """Also an action stored before the dedup key was kept: it has none, and the incident it was matched to."""
     return ActionFact(
         key=data["key"],
-        incident=data["incident"],
+        incident=data.get("incident"),
         kind=data["kind"],
         via=data["via"],
         by=data["by"],
         at=_req(data["at"]),
         note=data.get("note"),
+        dedup_key=data.get("dedup_key"),
     )
 
 

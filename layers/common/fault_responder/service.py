@@ -983,12 +983,11 @@ class _Target:
 
 
 def _touched(facts: EventFacts, record: InstanceRecord) -> set[str]:
-    """The checks whose incidents an event may have changed: its own, or all of them when the instance left (or a
-    person acted on one of them)."""
+    """The checks whose incidents an event may have changed: its own, or all of them when the instance left or a
+    person acted (which incident an action is about is decided when incidents are derived; an instance has a few
+    checks, and writing an unchanged member again is harmless)."""
     checks = {record.check_key(fact.check_type) for fact in facts.health}
-    if facts.action is not None:
-        checks |= {check for check, known in record.incidents.items() if any(k.id in _acted(record) for k in known)}
-    if facts.status is not None and facts.status.status == "INACTIVE":
+    if facts.action is not None or (facts.status is not None and facts.status.status == "INACTIVE"):
         checks |= set(record.incidents)
     return checks
 
@@ -1006,10 +1005,6 @@ def _reported(action: IncidentAction, now: datetime) -> ReportedAction:
         dedup_key=action.dedup_key,
         note=action.note,
     )
-
-
-def _acted(record: InstanceRecord) -> set[str]:
-    return {action.incident for action in record.actions}
 
 
 def incident_transitions(

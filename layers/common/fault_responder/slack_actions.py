@@ -29,7 +29,7 @@ from fault_responder.interactive import (
     parse_click,
     verify_slack_request,
 )
-from fault_responder.matchers import Matcher, MatcherError, Op
+from fault_responder.matchers import Matcher, MatcherError, Op, flag
 from fault_responder.silences import MAX_AUTHOR, MAX_COMMENT, Silence, SilenceError, new_silence
 
 RESPONSE_URL_PREFIX = "https://hooks.slack.com/"
@@ -189,12 +189,18 @@ class SlackActions:
                 return Outcome(click.action.value, click.user_id, "unsupported")
             hours = _SILENCES[click.action]
             silence = self._silence(self.silences, button, who, hours, now)
-            note = f"for {hours} h, until {silence.ends_at.strftime('%H:%M UTC')} (silence {silence.id})"
+            until = silence.ends_at.strftime("%H:%M UTC")
+            note = f"for {hours} h, until {until} (silence {silence.id})"
+            held = (
+                f"drills naming `{button.instance}` notify nobody until then; its real faults still page"
+                if button.drill
+                else "its incidents and notices notify nobody until then (a drill naming it still reaches you)"
+            )
             kind, done = (
                 ActionKind.SILENCE,
                 (
-                    f"Silenced `{button.instance}` for {hours} h (silence {silence.id}, until "
-                    f"{silence.ends_at.strftime('%H:%M UTC')}): its incidents and notices notify nobody until then. "
+                    f"Silenced {'the drills of ' if button.drill else ''}`{button.instance}` for {hours} h "
+                    f"(silence {silence.id}, until {until}): {held}. "
                     f"End it sooner with `python -m fault_responder.cli silence expire {silence.id}`."
                 ),
             )
@@ -224,7 +230,10 @@ class SlackActions:
 
     @staticmethod
     def _silence(silences: SilenceWriter, button: IncidentButton, who: str, hours: int, now: datetime) -> Silence:
-        matchers = [Matcher("instance", Op.EQUAL, button.instance)]
+        """A silence of the button's instance, and of what it is: a drill's root silences that instance's drills, a
+        real fault's root its real faults (a drill someone runs against a silenced instance still proves the path to
+        on-call; docs/drills.md)."""
+        matchers = [Matcher("instance", Op.EQUAL, button.instance), Matcher("drill", Op.EQUAL, flag(button.drill))]
         if button.cluster:
             matchers.insert(0, Matcher("cluster", Op.EQUAL, button.cluster))
         silence = new_silence(
@@ -268,6 +277,7 @@ class SlackActions:
 
 
 _SILENCES = {ActionId.SILENCE_1H: 1, ActionId.SILENCE_4H: 4}
+
 
 _VERBS = {
     ActionId.ACKNOWLEDGE: "acknowledge incidents",
