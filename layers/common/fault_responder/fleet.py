@@ -54,10 +54,9 @@ from fault_responder.record import (
     KnownIncident,
     Lease,
     ReportedAction,
-    action_incident,
-    added_action,
     bounded_id,
     digest,
+    with_action,
 )
 from fault_responder.timefmt import iso_utc
 
@@ -200,11 +199,10 @@ class GroupRecord:
         return next((k for k in self.incidents if k.id == self.open_fleet and k.status == "OPEN"), None)
 
     def add_action(self, reported: ReportedAction) -> bool:
-        """Add a person's action to the fleet incident it names (or whose alert has its dedup key); False when it was
-        added before or names none of them."""
-        known: list[KnownIncident] = list(self.incidents)
-        incident = action_incident(reported, known, self.deliveries)
-        actions = added_action(self.actions, reported, incident) if incident is not None else None
+        """Keep a person's action as it named its fleet incident (by id, or by its alert's dedup key): which one it is
+        about is decided when the fleet incidents are derived, by its time (fault_responder.people). False when it
+        was kept before."""
+        actions = with_action(self.actions, reported)
         if actions is None:
             return False
         self.actions = actions

@@ -393,33 +393,6 @@ def with_action(actions: list[ActionFact], reported: ReportedAction) -> list[Act
     return _add_unique(actions, action_fact(reported), _action_identity, _action_order, MAX_ACTION_FACTS)
 
 
-def action_incident(
-    reported: ReportedAction, identities: list[KnownIncident], deliveries: dict[tuple[str, str], Delivery]
-) -> str | None:
-    """Whether a group's record takes an action (fault_responder.fleet, which matches it when it is recorded): the
-    incident it names; else, by dedup key, the one PagerDuty's alert was last triggered for, or the latest (open
-    first) incident whose alert key it is. Whichever it is, the action counts only for the incident of that alert
-    open at its time (people.apply_actions)."""
-    known = {identity.id for identity in identities}
-    if reported.incident is not None and reported.incident in known:
-        return reported.incident
-    if reported.dedup_key is None:
-        return None
-    for (_, subject), delivery in sorted(deliveries.items()):
-        if subject == f"pd:{reported.dedup_key}" and delivery.incident in known:
-            return delivery.incident
-    candidates = [i for i in identities if incident_series(i.id).removeprefix("fleet:") == reported.dedup_key]
-    latest = max(candidates, key=lambda identity: (identity.status == "OPEN", identity.anchor), default=None)
-    return latest.id if latest is not None else None
-
-
-def added_action(actions: list[ActionFact], reported: ReportedAction, incident: str) -> list[ActionFact] | None:
-    """The actions with this one added as matched to `incident` on arrival (a group's record), oldest dropped past
-    the bound; None if it was there."""
-    fact = ActionFact(reported.key, incident, reported.kind, reported.via, reported.by, reported.at, reported.note)
-    return _add_unique(actions, fact, _action_identity, _action_order, MAX_ACTION_FACTS)
-
-
 @dataclass(frozen=True, slots=True)
 class ReportedAction:
     """An action as its envelope names its incident: by id (Slack's buttons) or by dedup key (PagerDuty)."""
