@@ -136,6 +136,7 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
         from fault_responder import lifecycle  # noqa: PLC0415
         from fault_responder.adapters.dynamodb_store import decode, decode_group  # noqa: PLC0415
         from fault_responder.fleet import derive_fleet  # noqa: PLC0415
+        from fault_responder.serialization import member_from_dict  # noqa: PLC0415
 
         router, settings, policy = _router_view(sandbox)
         now = datetime.now(UTC)
@@ -145,6 +146,7 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
             pk = str(item.get("pk", ""))
             if pk.startswith("GROUP#"):
                 group = decode_group(str(item.get("rid") or pk), typed)
+                _open_members(group, [other for other in items if other.get("pk") == pk], member_from_dict)
                 fleets = derive_fleet(group, router.config.grouping, router.route, now, policy)
                 incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in fleets.incidents)
             elif pk.startswith("INSTANCE#"):
@@ -152,6 +154,26 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
                 view = lifecycle.derive(record, settings, router.route, now, policy)
                 incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in view.incidents)
         return incidents
+
+
+def _open_members(group: Any, items: Sequence[Mapping[str, Any]], read: Any) -> None:
+    """A group's open members (its `O#` entries) on its head, as the router reads them beside it: how many, and the
+    first LISTED_MEMBERS of them, oldest first."""
+    from fault_responder.fleet import LISTED_MEMBERS  # noqa: PLC0415
+
+    listed = sorted((item for item in items if str(item.get("sk", "")).startswith("O#")), key=lambda i: i["sk"])
+    group.open_count = len(listed)
+    group.listed = [read(_decimals_out(item)) for item in listed[:LISTED_MEMBERS]]
+
+
+def _decimals_out(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _decimals_out(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decimals_out(item) for item in value]
+    return value
 
 
 def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:

@@ -159,3 +159,40 @@ def test_any_delivery_order_gives_the_same_incidents_and_the_same_view_for_on_ca
     # And what on-call saw holds the rules in both
     check_what_on_call_saw(reference_world, reference_state, lifecycles)
     check_what_on_call_saw(shuffled_world, shuffled_state, lifecycles)
+
+
+def test_a_fault_reported_after_its_instance_left_is_one_incident_whatever_order_its_reports_arrive_in() -> None:
+    # Given an instance that left the cluster at 00:00, and two reports of one fault (00:01, 00:02) that arrive
+    # after that, the later one first
+    from tests.conftest import health_check, load_event, vary  # noqa: PLC0415
+
+    def impaired(minute: int) -> dict[str, Any]:
+        stamp = f"2026-04-11T00:0{minute}:00Z"
+        event = health_check(
+            load_event("aws-docs/health-change-accelerated-compute-xid46.json"),
+            lastStatusChange=stamp,
+            lastUpdated=stamp,
+            statusReason="XID_79",
+        )
+        return vary(event, event_id=f"impaired-{minute}", time=stamp)
+
+    gone = vary(load_event("state/inactive.json"), event_id="gone", time="2026-04-11T00:00:00Z")
+    gone["detail"].update(
+        containerInstanceArn=impaired(1)["detail"]["containerInstanceArn"], updatedAt="2026-04-11T00:00:00Z"
+    )
+    outcomes = []
+    for order in ([gone, impaired(2), impaired(1)], [gone, impaired(1), impaired(2)]):
+        world = FakeWorld()
+        store = MemoryInstanceStore()
+        service = AlertService(
+            store, Router(load_routing("default.yaml")), Courier(world, clock=_now), lifecycle.Settings()
+        )
+        for event in order:
+            service.handle(event)
+        record = store.load(impaired(1)["detail"]["containerInstanceArn"])
+        assert record is not None
+        incidents = service.derive(record).incidents
+        outcomes.append([(i.opened_at, i.closed_at, i.status, i.close_reason) for i in incidents])
+    # Then it is one incident, closed from the start, whichever report arrived first
+    assert outcomes[0] == outcomes[1]
+    assert len(outcomes[0]) == 1

@@ -277,6 +277,7 @@ def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     from fault_responder.fleet import derive_fleet, is_group  # noqa: PLC0415
     from fault_responder.policy import Policy, SilenceCache  # noqa: PLC0415
     from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+    from fault_responder.store import with_open_members  # noqa: PLC0415
 
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     table = _table_name(args)
@@ -300,6 +301,7 @@ def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         if is_group(arn):
             group = store.load_group(arn)
             if group is not None:
+                with_open_members(store, group)
                 incidents.extend(derive_fleet(group, routing.grouping, router.route, now, policy).incidents)
         else:
             record = store.load(arn)

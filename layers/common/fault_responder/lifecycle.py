@@ -242,6 +242,13 @@ class _Episode:
     def contains(self, moment: datetime) -> bool:
         return self.opened_at <= moment and (self.closed_at is None or moment <= self.closed_at)
 
+    def holds(self, moment: datetime) -> bool:
+        """Whether a transition at `moment` is one of this episode's: within its bounds, or among its reports when it
+        was closed from the start (an instance that had already left the cluster when its fault was reported)."""
+        if self.closed_at is None:
+            return self.opened_at <= moment
+        return self.opened_at <= moment <= max(self.closed_at, self.reports[-1].at)
+
     def open_at(self, moment: datetime) -> bool:
         """Whether the fault was ongoing at `moment` (a drain then belongs to it)."""
         return self.opened_at <= moment and (self.closed_at is None or moment < self.closed_at)
@@ -393,7 +400,7 @@ def _identify(
     matched: list[tuple[_Episode, KnownIncident]] = []
     absorbed: dict[str, str] = {}
     for episode in found:
-        mine = [k for k in unclaimed if episode.contains(k.anchor)]
+        mine = [k for k in unclaimed if episode.holds(k.anchor)]
         if mine:
             identity = mine[0]
             unclaimed = [k for k in unclaimed if k is not identity]

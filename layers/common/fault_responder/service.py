@@ -43,7 +43,6 @@ from fault_responder.delivery import (
 from fault_responder.domain import FleetMember, Incident
 from fault_responder.fleet import (
     JOURNAL_PAGE,
-    LISTED_MEMBERS,
     FleetIdentity,
     FleetView,
     GroupRecord,
@@ -86,7 +85,7 @@ from fault_responder.record import (
     ReportedAction,
 )
 from fault_responder.routing import Grouping, Receiver, Router
-from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError
+from fault_responder.store import ConcurrentUpdateError, InstanceStore, LeaseLostError, with_open_members
 
 if TYPE_CHECKING:
     from fault_responder.models.alarms import AlarmStateChangeEvent
@@ -702,10 +701,8 @@ class AlertService:
         head = self.store.load_group(arn)
         if head is None:
             return None
-        fleet = head.fleet()
-        if counts and fleet is not None and fleet.since is not None:
-            head.open_count = self.store.count_open(arn, fleet.since)
-            head.listed = self.store.open_members(arn, fleet.since, limit=LISTED_MEMBERS)
+        if counts:
+            with_open_members(self.store, head)
         # The receivers that keep a thread (or post webhook messages) of each fleet incident: PagerDuty keeps none.
         receivers = {
             incident.id: [name for name in incident.receivers if self.receivers[name].pagerduty is None]

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Protocol
 
 from fault_responder.domain import FleetMember, InstanceRef
-from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
+from fault_responder.fleet import LISTED_MEMBERS, Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
 from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease
 
 
@@ -471,6 +471,16 @@ class MemoryInstanceStore:
             groups = sorted(arn for arn in self._listed if is_group(arn))
         # Groups first: a few records that stand for many instances (a fleet's thread waits for no instance).
         yield from groups + instances
+
+
+def with_open_members(store: InstanceStore, head: GroupRecord) -> GroupRecord:
+    """The head with its open fleet incident's open members read beside it: how many, and the oldest
+    LISTED_MEMBERS of them (what its root and page show)."""
+    fleet = head.fleet()
+    if fleet is not None and fleet.since is not None:
+        head.open_count = store.count_open(head.arn, fleet.since)
+        head.listed = store.open_members(head.arn, fleet.since, limit=LISTED_MEMBERS)
+    return head
 
 
 def carried(current: FleetMember | None, member: FleetMember) -> FleetMember:
