@@ -60,6 +60,8 @@ class QuietWhenHandled:
     def applies(self, incident: Incident) -> bool:
         return (
             not incident.instance.drill  # the workflow never runs for a drill, so it must page
+            # A fleet incident is a mass fault, which the workflow does not resume (its guard pages, on the fleet's key)
+            and incident.fleet is None
             and incident.instance.capacity_provider in self.capacity_providers
             and incident.check_type in self.check_types
         )
