@@ -1,10 +1,12 @@
 """How soon a new fault's first page goes out: from the handler receiving the event to the first request to
-Slack and to PagerDuty, how many DynamoDB calls come before them, and how much of the wait is our own code.
+Slack and to PagerDuty, how many DynamoDB round trips it waits for (calls made at the same time count once), and
+how much of the wait is our own code.
 
 The AlertRouterFunction runs in process against the sandbox (moto on loopback, the stand-ins over HTTP), warm
 (a first, unmeasured fault loads it and reads the secrets). Each measured fault is a new instance on a capacity
-provider of its own (a lone fault: grouped, but no fleet to join), one SQS record per invocation. See
-benchmarks/README.md for the method and the results.
+provider of its own (a lone fault: grouped, but no fleet to join), one SQS record per invocation. The DynamoDB calls
+are timed where the router makes them (botocore's client), so calls it makes at once are seen at once (moto answers
+them one after the other). See benchmarks/README.md for the method and the results.
 
     .venv/bin/python benchmarks/first_page.py [--faults 200] [--out reports/first_page.json]
 """
@@ -22,6 +24,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
+
+import botocore.client  # noqa: E402
 
 from sandbox.lambda_runtime import InProcessFunction  # noqa: E402
 from sandbox.session import Sandbox  # noqa: E402
@@ -45,12 +49,63 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+class ClientCalls:
+    """Every DynamoDB call the router's clients make: (started, ended, operation), epoch seconds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, float, str]] = []
+        self._original = botocore.client.BaseClient._make_api_call
+
+    def __enter__(self) -> ClientCalls:
+        original, calls = self._original, self.calls
+
+        def timed(client: Any, operation: str, parameters: Any) -> Any:
+            if client.meta.service_model.service_name != "dynamodb":
+                return original(client, operation, parameters)
+            started = time.time()
+            try:
+                return original(client, operation, parameters)
+            finally:
+                calls.append((started, time.time(), operation))
+
+        botocore.client.BaseClient._make_api_call = timed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        botocore.client.BaseClient._make_api_call = self._original
+
+
+def _drain_starts() -> list[float]:
+    """When each delivery (one receiver's drain) began, recorded from the router's loaded service module."""
+    service = sys.modules["fault_responder.service"].AlertService
+    starts: list[float] = []
+    original = service._drain
+
+    def drain(self: Any, *args: Any, **kwargs: Any) -> Any:
+        starts.append(time.time())
+        return original(self, *args, **kwargs)
+
+    service._drain = drain
+    return starts
+
+
+def round_trips(calls: list[tuple[float, float, str]]) -> int:
+    """The longest chain of calls each made after the one before it had answered: the round trips waited for."""
+    chain: dict[int, int] = {}
+    ordered = sorted(calls)
+    for index, (started, _, _) in enumerate(ordered):
+        before = [chain[other] for other in range(index) if ordered[other][1] <= started]
+        chain[index] = 1 + max(before, default=0)
+    return max(chain.values(), default=0)
+
+
 def measure(faults: int) -> dict[str, Any]:
     samples: list[dict[str, Any]] = []
-    with Sandbox(load_template(ROOT / "template.yaml")) as sandbox:
+    with Sandbox(load_template(ROOT / "template.yaml")) as sandbox, ClientCalls() as client:
         spec = sandbox.stack.functions["AlertRouterFunction"]
         source = spec.sqs_sources[0]
         with InProcessFunction(spec, sandbox.function_environment(spec)) as function:
+            drains = _drain_starts()
             for number in range(faults + 1):
                 body = json.dumps(fault(number))
                 event = wrap_in_sqs_event([body], source, sandbox.identity.region)
@@ -67,8 +122,12 @@ def measure(faults: int) -> dict[str, Any]:
                     for service in ("slack", "pagerduty")
                 }
                 earliest = min(first.values())
-                calls = [call for call in sandbox.dynamodb_calls() if call[0] >= started and call[1] <= earliest]
-                waited = sum(end - begin for begin, end, _ in calls)
+                # What the page waited for: the calls that answered before its delivery began (the member's own
+                # write goes on meanwhile, beside it).
+                began = min([at for at in drains if at >= started], default=earliest)
+                calls = [call for call in client.calls if call[0] >= started and call[1] <= began]
+                served = [call for call in sandbox.dynamodb_calls() if call[0] >= started and call[1] <= earliest]
+                waited = sum(end - begin for begin, end, _ in served)
                 samples.append(
                     {
                         "slack_ms": (first["slack"] - started) * 1000,
@@ -76,7 +135,8 @@ def measure(faults: int) -> dict[str, Any]:
                         "first_ms": (earliest - started) * 1000,
                         "dynamodb_ms": waited * 1000,
                         "ours_ms": (earliest - started - waited) * 1000,
-                        "dynamodb_calls_before": [operation for _, _, operation in calls],
+                        "dynamodb_calls_before": [operation for _, _, operation in sorted(calls)],
+                        "round_trips_before": round_trips(calls),
                     }
                 )
     return {"faults": faults, "samples": samples, "summary": summarise(samples)}
@@ -90,6 +150,8 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
     counts = [len(sample["dynamodb_calls_before"]) for sample in samples]
     operations = sorted({" + ".join(sample["dynamodb_calls_before"]) for sample in samples})
     summary["dynamodb_calls_before"] = {"max": max(counts), "min": min(counts), "sequences": operations}
+    trips = [sample["round_trips_before"] for sample in samples]
+    summary["round_trips_before"] = {"max": max(trips), "min": min(trips)}
     return summary
 
 
@@ -109,14 +171,15 @@ def main() -> int:
         ("ours_ms", "  of which our code"),
     ):
         print(f"{label:<28} median {summary[key]['median']:7.1f} ms   p99 {summary[key]['p99']:7.1f} ms")
-    calls = summary["dynamodb_calls_before"]
+    calls, trips = summary["dynamodb_calls_before"], summary["round_trips_before"]
     print(
-        f"DynamoDB calls before the first request: {calls['min']} to {calls['max']} ({'; '.join(calls['sequences'])})"
+        f"DynamoDB calls before the first request: {calls['min']} to {calls['max']} ({'; '.join(calls['sequences'])}),"
+        f" in {trips['min']} to {trips['max']} round trip(s) waited for"
     )
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if calls["max"] <= 2 else 1
+    return 0 if trips["max"] <= 1 else 1
 
 
 if __name__ == "__main__":

@@ -216,14 +216,31 @@ def test_the_router_and_the_sweep_write_only_their_own_log_groups_and_create_non
     assert granting(resolver, "logs:CreateLogGroup") == []
 
 
-def test_the_sweep_reads_and_writes_the_incidents_table_and_lists_only_its_open_index() -> None:
+def test_the_sweep_reads_and_writes_the_incidents_table_and_lists_only_its_indexes() -> None:
     resolver = stack()
 
     assert table_actions(resolver, "SweepRole") == {
         "IncidentsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"}
     }
     queried = [s["Resource"] for s in granting(resolver, "dynamodb:Query", "SweepRole")]
-    assert sorted(queried) == ["arn:IncidentsTable.Arn", "arn:IncidentsTable.Arn/index/Open"]
+    assert sorted(queried) == [
+        "arn:IncidentsTable.Arn",
+        "arn:IncidentsTable.Arn/index/Members",
+        "arn:IncidentsTable.Arn/index/Open",
+    ]
+
+
+def test_the_alerting_path_writes_the_table_with_update_item_only_and_queries_its_indexes() -> None:
+    # (A group's members, journal and head are written with UpdateItem too: no PutItem, no transaction.)
+    resolver = stack()
+    for role in ("AlertRouterRole", "SweepRole", "ReconcileRole"):
+        assert table_actions(resolver, role)["IncidentsTable"] <= {
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+        }, role
+        queried = {s["Resource"] for s in granting(resolver, "dynamodb:Query", role)}
+        assert "arn:IncidentsTable.Arn/index/Members" in queried, role
     assert granting(resolver, "sqs:SendMessage", "SweepRole") == []
 
 

@@ -247,6 +247,8 @@ class FleetSummary:
     """When it was derived: member updates wait a little to go out together (see delivery.fleet_batch)."""
     thread_from: int = 0
     """Its thread names the journal entries numbered after this (fault_responder.fleet)."""
+    fault: str = ""
+    """What its members have (their common title, or "<check> faults")."""
 
     @property
     def not_listed(self) -> int:

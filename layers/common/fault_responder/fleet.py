@@ -463,6 +463,7 @@ def _incident(
             last_change=closed_at or max(seen),
             as_of=now,
             thread_from=identity.first_seq,
+            fault=title,
         ),
     )
     incident.timeline = _timeline(incident, identity, entries, grouping)

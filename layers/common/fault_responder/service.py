@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import time
 import uuid
@@ -254,7 +255,8 @@ class AlertService:
                 until=until,
                 target=self._instance_target(record.arn),
             )
-            record, groups = self._group(record, touched, applied.registered)
+            # (On a copy: the deliveries just started note what they send on the record they were given.)
+            _, groups = self._group(copy.deepcopy(record), touched, applied.registered)
             for arn in groups:
                 jobs.update(self._submit_group(arn, owner, until))
             return changed, self._collect(jobs)

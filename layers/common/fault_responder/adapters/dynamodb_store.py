@@ -16,9 +16,9 @@ A group of instances (fleet incidents) is a partition of its own, pk = GROUP#<gr
   `r_<digest>` (the recent open members, while no fleet incident is open), `ver` (moved by every
   journal entry and action), `js` (the last journal number taken), and the same lease, delivery and backoff
   attributes as an instance;
-- sk = M#<digest of the instance>: one instance's member (written only over an older version of it);
-- sk = O#<opened at>#<digest>: the same member while it is open, so that the members that opened in a window, or
-  whether any is still open, are read with one bounded query (written with its member, in one transaction);
+- sk = M#<digest of the instance>: one instance's member (written only over an older version of it), with `og` (the
+  group) and `oat` (when it opened) while it is open: the table's `Members` index lists the open members of a group
+  by when they opened, so the members that opened in a window, or whether any is still open, are bounded queries;
 - sk = J#<number>: the journal, what a fleet incident's thread names (a member joining or leaving).
 
 Keys are hashed when too long for DynamoDB (partition key 2,048 bytes), and a record is compacted (oldest
@@ -84,6 +84,9 @@ MAX_KEY_BYTES = 1_900
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_MEMBER_WRITES = 10
 OPEN_INDEX = "Open"
+MEMBERS_INDEX = "Members"
+EARLIEST_READABLE = datetime(2015, 1, 1, tzinfo=UTC)
+"""No stored member opened before this: one that says so was written from a time no event may carry any more."""
 SWEEP_SHARDS = 8
 """The Open index's partition key values: a storm's writes spread over these many index partitions."""
 GROUP_SHARD = "open#groups"
@@ -106,10 +109,6 @@ def group_pk(arn: str) -> str:
 
 def member_key(instance_arn: str) -> str:
     return f"M#{digest(instance_arn, 32)}"
-
-
-def open_key(opened_at: datetime, instance_arn: str) -> str:
-    return f"O#{_sortable(opened_at)}#{digest(instance_arn, 32)}"
 
 
 def journal_sk(seq: int) -> str:
@@ -396,42 +395,66 @@ class DynamoDBInstanceStore:
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
     ) -> MemberWrite:
-        pk = group_pk(arn)
-        key = {"pk": {"S": pk}, "sk": {"S": member_key(instance_arn)}}
-        expires = int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds())
+        # One UpdateItem: the member's item also carries its place in the Members index while it is open, so the two
+        # never disagree. The same incident keeps what the fleet's thread was told of it; a new one starts afresh.
         for _ in range(MAX_MEMBER_WRITES):
-            item = self._client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item")
-            current = member_from_dict(_plain(item)) if item else None
-            if current is not None and current.version >= member.version:
-                return MemberWrite(current, current, written=False)
-            stored = carried(current, member)
-            written = {**member_to_dict(stored), "pk": pk, "sk": member_key(instance_arn), "expires_at": expires}
-            put: dict[str, Any] = {"TableName": self.table_name, "Item": _typed(written)}
-            if current is None:
-                put["ConditionExpression"] = "attribute_not_exists(pk)"
-            else:
-                put["ConditionExpression"] = "#v = :v"
-                put["ExpressionAttributeNames"] = {"#v": "v"}
-                put["ExpressionAttributeValues"] = {":v": {"N": str(current.version)}}
-            actions: list[dict[str, Any]] = [{"Put": put}]
-            opened = open_key(stored.opened_at, instance_arn) if stored.is_open else None
-            if current is not None and current.is_open:
-                previous = open_key(current.opened_at, instance_arn)
-                if previous != opened:
-                    actions.append(
-                        {"Delete": {"TableName": self.table_name, "Key": {"pk": {"S": pk}, "sk": {"S": previous}}}}
-                    )
-            if opened is not None:
-                listed = {**member_to_dict(stored), "pk": pk, "sk": opened, "expires_at": expires}
-                actions.append({"Put": {"TableName": self.table_name, "Item": _typed(listed)}})
             try:
-                self._client.transact_write_items(TransactItems=actions)
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "TransactionCanceledException":
-                    continue  # another writer changed this member meanwhile: read it again
-                raise
-            return MemberWrite(stored, current, written=True)
+                old = self._write_member(arn, instance_arn, member, same_incident=True)
+            except _NotWritten as refused:
+                current = refused.stored
+                if current is not None and current.version >= member.version:
+                    return MemberWrite(current, current, written=False)
+                try:
+                    old = self._write_member(arn, instance_arn, member, same_incident=False)
+                except _NotWritten:
+                    continue  # another writer changed this member meanwhile: try again
+            return MemberWrite(carried(old, member), old, written=True)
         raise ConcurrentUpdateError(f"the member {instance_arn} of {arn} kept changing")
+
+    def _write_member(
+        self, arn: str, instance_arn: str, member: FleetMember, *, same_incident: bool
+    ) -> FleetMember | None:
+        """Write the member over an older version of the same incident (`same_incident`), or over an older version
+        of another incident or nothing; the member as it was, or _NotWritten with what is stored."""
+        update = _Update()
+        for name, value in member_to_dict(member).items():
+            if name in ("fleet", "told"):
+                if not same_incident:
+                    update.remove(name)
+                continue
+            if value is None:
+                update.remove(name)
+            else:
+                update.set(name, value)
+        if member.is_open:
+            update.set("og", group_pk(arn))
+            update.set("oat", f"{_sortable(member.opened_at)}#{digest(instance_arn, 32)}")
+        else:
+            update.remove("og")
+            update.remove("oat")
+        update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
+        version, incident = update.name("v"), update.name("incident")
+        newer = f"{version} < {update.value(member.version)}"
+        if same_incident:
+            condition = f"{newer} AND {incident} = {update.value(member.incident)}"
+        else:
+            condition = f"attribute_not_exists(pk) OR ({newer} AND {incident} <> {update.value(member.incident)})"
+        key = {"pk": {"S": group_pk(arn)}, "sk": {"S": member_key(instance_arn)}}
+        try:
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=key,
+                ConditionExpression=condition,
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.arguments(),
+            )
+        except ClientError as error:
+            if not _condition_failed(error):
+                raise
+            item: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+            raise _NotWritten(_member(arn, item)) from None
+        return _member(arn, response.get("Attributes"))
 
     def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
         key = {"pk": {"S": group_pk(arn)}, "sk": {"S": member_key(member.instance.container_instance_arn)}}
@@ -457,37 +480,21 @@ class DynamoDBInstanceStore:
     def open_members(
         self, arn: str, since: datetime, until: datetime | None = None, *, limit: int
     ) -> list[FleetMember]:
-        upper = f"O#{_sortable(until)}~" if until is not None else "O#~"
-        arguments: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": group_pk(arn)},
-                ":lo": {"S": f"O#{_sortable(since)}"},
-                ":hi": {"S": upper},
-            },
-            "ConsistentRead": True,
-        }
+        arguments = _members_query(self.table_name, arn, since, until)
         found: list[FleetMember] = []
         while len(found) < limit:
             page = self._client.query(**arguments, Limit=limit - len(found))
-            found.extend(member_from_dict(_plain(item)) for item in page.get("Items", []))
+            for item in page.get("Items", []):
+                member = _member(arn, item)
+                if member is not None:
+                    found.append(member)
             if "LastEvaluatedKey" not in page:
                 break
             arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return found
 
     def count_open(self, arn: str, since: datetime) -> int:
-        arguments: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": group_pk(arn)},
-                ":lo": {"S": f"O#{_sortable(since)}"},
-                ":hi": {"S": "O#~"},
-            },
-            "Select": "COUNT",
-        }
+        arguments = {**_members_query(self.table_name, arn, since, None), "Select": "COUNT"}
         total = 0
         while True:
             page = self._client.query(**arguments)
@@ -516,13 +523,13 @@ class DynamoDBInstanceStore:
         return decode_group(arn, response["Attributes"])
 
     def append_journal(self, arn: str, entry: JournalEntry) -> None:
-        item = {
-            **journal_to_dict(entry),
-            "pk": group_pk(arn),
-            "sk": journal_sk(entry.seq),
-            "expires_at": int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()),
-        }
-        self._client.put_item(TableName=self.table_name, Item=_typed(item))
+        # UpdateItem, not PutItem: the router's role writes the table with UpdateItem only.
+        update = _Update()
+        for name, value in journal_to_dict(entry).items():
+            update.set(name, value)
+        update.set("expires_at", int(time.time() + max(self.retention, OPEN_RECORD_TTL).total_seconds()))
+        key = {"pk": {"S": group_pk(arn)}, "sk": {"S": journal_sk(entry.seq)}}
+        self._client.update_item(TableName=self.table_name, Key=key, **update.arguments())
 
     def journal(self, arn: str, after: int, *, limit: int) -> list[JournalEntry]:
         response = self._client.query(
@@ -788,6 +795,43 @@ def _recent_member(value: dict[str, Any]) -> tuple[str, datetime]:
 
 
 _T = TypeVar("_T")
+
+
+class _NotWritten(Exception):
+    """A member's conditional write refused: `stored` is what is there (None: nothing)."""
+
+    def __init__(self, stored: FleetMember | None) -> None:
+        super().__init__("not written")
+        self.stored = stored
+
+
+def _member(arn: str, item: dict[str, Any] | None) -> FleetMember | None:
+    """A stored member, or None when there is none or it cannot be read (counted and logged)."""
+    if not item:
+        return None
+    return _readable(arn, "member", partial(_member_from_item, item))
+
+
+def _member_from_item(item: dict[str, Any]) -> FleetMember:
+    member = member_from_dict(_plain(item))
+    if member.opened_at < EARLIEST_READABLE:
+        raise ValueError("a member opened before any time an event may carry")
+    return member
+
+
+def _members_query(table: str, arn: str, since: datetime, until: datetime | None) -> dict[str, Any]:
+    """The Members index's open members of a group that opened in [since, until]."""
+    upper = f"{_sortable(until)}#~" if until is not None else "~"
+    return {
+        "TableName": table,
+        "IndexName": MEMBERS_INDEX,
+        "KeyConditionExpression": "og = :og AND oat BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {
+            ":og": {"S": group_pk(arn)},
+            ":lo": {"S": _sortable(since)},
+            ":hi": {"S": upper},
+        },
+    }
 
 
 def _journal_entry(item: dict[str, Any]) -> JournalEntry:

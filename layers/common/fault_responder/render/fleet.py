@@ -118,11 +118,11 @@ def _fleet_trigger(incident: Incident, routing_key: str, dedup_key: str, limit: 
     fleet = _fleet(incident)
     where = incident.instance
     source = where.capacity_provider or where.cluster_name
-    summary = pagerduty._summary(
-        incident.classification.title,
-        f" [FLEET: {fleet.open} of {fleet.total} instances of {source} (cluster {where.cluster_name}) failing "
-        f"{incident.check_type}]",
+    prefix = (
+        f"[FLEET] {fleet.open} of {fleet.total} instances of {source} (cluster {where.cluster_name}) failing "
+        f"{incident.check_type}: "
     )
+    summary = pagerduty._clip(prefix + (fleet.fault or incident.classification.title), pagerduty.MAX_SUMMARY)
     members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))[:MEMBERS_IN_PAGE]
     details: dict[str, Any] = {
         "incident": incident.id,
