@@ -39,8 +39,6 @@ from fault_responder.record import Delivery, InstanceRecord, Lease, compact, dig
 from fault_responder.serialization import (
     action_from_dict,
     action_to_dict,
-    apply_instance_facts,
-    check_from_dict,
     check_to_dict,
     delivery_from_dict,
     delivery_to_dict,
@@ -54,6 +52,7 @@ from fault_responder.serialization import (
     lease_to_dict,
     member_from_dict,
     member_to_dict,
+    record_from_parts,
 )
 from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError
 
@@ -464,25 +463,9 @@ class _Update:
 
 
 def decode(arn: str, item: dict[str, Any]) -> InstanceRecord:
-    """A stored item back into a record."""
-    data = _plain(item)
-    record = InstanceRecord(arn, instance_from_dict(data["ref"]), version=int(data.get("ver", 0)))
-    for name, value in data.items():
-        if name.startswith("c_"):
-            check, facts, incidents = check_from_dict(value)
-            if facts:
-                record.health[check] = facts
-            if incidents:
-                record.incidents[check] = incidents
-        elif name.startswith("d_"):
-            delivery = delivery_from_dict(value)
-            record.deliveries[(delivery.receiver, delivery.subject)] = delivery
-        elif name.startswith("l_"):
-            lease = lease_from_dict(value)
-            record.leases[lease.receiver] = lease
-    if data.get("inst"):
-        apply_instance_facts(record, data["inst"])
-    return record
+    """A stored item back into a record; a part that cannot be read is skipped with a count and a log line, never
+    raised on every read (serialization.record_from_parts)."""
+    return record_from_parts(arn, item, _plain)
 
 
 def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
