@@ -28,7 +28,6 @@ from typing import Any
 
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import InProcessFunction
-from sandbox.report import collect_dead_letters
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import wrap_in_sqs_event
 
@@ -305,18 +304,32 @@ def run_fuzz(sandbox: Sandbox, count: int, seed: int, progress: Callable[[int], 
                 if message_id in failed:
                     tally.crashed[_signature(reasons.get(_event_id(body), "no reason logged"))] += 1
             tally.processed += len(batch) - len(failed)
+            _count_dead_letters(sandbox, tally)
             if progress is not None:
                 progress(start + len(batch))
-        for letter in collect_dead_letters(sandbox.stack, sandbox.aws):
-            tally.dead_letters += 1
-            reason = letter["message_attributes"].get("reason")
-            if not reason:
-                tally.without_reason += 1
-            else:
-                tally.rejections[_signature(str(reason))] += 1
     tally.rejected = tally.dead_letters
     tally.processed -= tally.rejected
     return tally
+
+
+def _count_dead_letters(sandbox: Sandbox, tally: Tally) -> None:
+    """Every message the dead-letter queues hold, counted with its reason and deleted: taken after each batch, so a
+    run of any length counts each message once (sandbox.report's collection stops at its first thousand)."""
+    for queue in sandbox.stack.dead_letter_queues():
+        while True:
+            messages = sandbox.aws.sqs.receive_message(
+                QueueUrl=queue.ref, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                break
+            for message in messages:
+                tally.dead_letters += 1
+                reason = (message.get("MessageAttributes") or {}).get("reason", {}).get("StringValue")
+                if not reason:
+                    tally.without_reason += 1
+                else:
+                    tally.rejections[_signature(str(reason))] += 1
+                sandbox.aws.sqs.delete_message(QueueUrl=queue.ref, ReceiptHandle=message["ReceiptHandle"])
 
 
 def _event_id(body: str) -> str | None:
