@@ -22,7 +22,7 @@ from fault_responder.matchers import parse_matchers
 from fault_responder.policy import Policy, SilenceCache
 from fault_responder.routing import Router, load_routing
 from fault_responder.service import AlertService
-from fault_responder.silences import new_silence
+from fault_responder.silences import SilenceError, new_silence
 from tests.conftest import health_check, load_event, vary
 from tests.integration.tables import create_incidents_table
 
@@ -275,3 +275,14 @@ def test_a_silence_that_cannot_be_read_is_skipped_and_the_others_apply(
     [line] = logged(caplog, "fault_responder.adapters.silence_store")
     assert line["silence"] == "00000000000000ff"
     assert [silence.id for silence in store.list(include_expired=True)] == [good.id]
+
+
+def test_asking_for_a_silence_that_cannot_be_read_says_so(dynamodb: Any) -> None:
+    # Given a stored silence whose end is not a time
+    store = DynamoDBSilenceStore(TABLE, dynamodb, clock=lambda: NOW)
+    item = {"pk": {"S": "SILENCE"}, "sk": {"S": "00000000000000ff"}, "ends_at": {"S": "tomorrow"}}
+    dynamodb.put_item(TableName=TABLE, Item=item)
+
+    # When it is asked for by its id (to expire it, say), Then the error names it and says it cannot be read
+    with pytest.raises(SilenceError, match="00000000000000ff is stored but cannot be read"):
+        store.get("00000000000000ff")

@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 from fault_responder.silences import (
     Silence,
     SilenceAlreadyExpiredError,
+    SilenceError,
     SilenceExistsError,
     SilenceState,
     UnknownSilenceError,
@@ -88,9 +89,15 @@ class DynamoDBSilenceStore:
     def get(self, silence_id: str) -> Silence | None:
         response = self._client.get_item(TableName=self.table_name, Key=_key(check_id(silence_id)), ConsistentRead=True)
         item = response.get("Item")
-        if item is None or self._past_retention(item, self._clock()):
-            return None
-        return decode(item)
+        try:
+            if item is None or self._past_retention(item, self._clock()):
+                return None
+            return decode(item)
+        except UNREADABLE as error:
+            unreadable(item or {}, error)
+            raise SilenceError(
+                f"silence {silence_id} is stored but cannot be read ({type(error).__name__}: {str(error)[:MAX_SHOWN]})"
+            ) from None
 
     def list(self, include_expired: bool = False, *, now: datetime | None = None) -> builtins.list[Silence]:
         """Every silence (pending and active; expired ones too with include_expired), oldest first."""
