@@ -2,7 +2,9 @@
 
 Every sample event in events/ is a seed. Each fuzzed envelope is a seed with one to three mutations: a key
 dropped, a value of another type, text that is huge, not UTF-8-encodable, or a timestamp without a zone,
-nesting thousands deep, an array repeated, an id removed or made enormous, a body that is not JSON at all.
+nesting thousands deep, an array repeated, an id removed or made enormous, a body that is not JSON at all, and
+times and numbers at the edges of what anything can hold: Go's zero time, the Unix epoch, the last second of
+year 9999 (in any zone), seconds since 1970 instead of text, versions and counts of 10**40, 2**63 or -1.
 They go to the AlertRouterFunction loaded in process (its handler, its batch loop, the real
 adapters) in SQS batches, against moto and the Slack and PagerDuty stand-ins, which answer normally.
 
@@ -26,7 +28,6 @@ from typing import Any
 
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import InProcessFunction
-from sandbox.report import collect_dead_letters
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import wrap_in_sqs_event
 
@@ -95,11 +96,55 @@ _TEXTS = [
     "XID_" + "9" * 5000,
     "2026-04-11T00:48:53",
     "2026-04-11T00:48:53+14:00",
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59Z",
     "not a time",
     "NaN",
     "arn:aws:ecs:" + "a" * 3000,
 ]
-_VALUES: list[Any] = [None, True, 0, -1, 2**63, 1.5e308, [], {}, [None], {"": None}, 1796000000]
+_VALUES: list[Any] = [None, True, 0, -1, 2**63, 10**40, 1.5e308, [], {}, [None], {"": None}, 1796000000]
+
+
+_EXTREME_TIMES: list[Any] = [
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T00:00:00+14:00",
+    "0001-01-01T00:00:00-14:00",
+    "1970-01-01T00:00:00Z",
+    "2014-12-31T23:59:59Z",
+    "2200-01-01T00:00:00Z",
+    "9999-12-31T23:59:59Z",
+    "9999-12-31T23:59:59-14:00",
+    "9999-12-31T23:59:59.999999+14:00",
+    "2026-04-11T00:48:53.123456789Z",
+    "10000-01-01T00:00:00Z",
+    0,
+    -1,
+    253_402_300_800,
+    10**40,
+]
+"""Times no event carries: each must be refused at once (the event's own) or read as absent (its detail's)."""
+_EXTREME_NUMBERS: list[Any] = [10**40, -(10**40), 10**400, 2**53, 2**63, 2**64, -1, 1e308, -0.0, 1.5, 10**38]
+"""Numbers past what a DynamoDB number (38 digits), a float or a 64-bit integer holds, and ones below zero."""
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:?\d\d)?")
+
+
+def extreme_times_and_numbers(document: Any, rng: random.Random) -> Any:
+    """Every time and number the document holds (the envelope's time, detail.version, a count, a check's times),
+    each with even odds, replaced by one at the edge of what anything can hold; at least one is."""
+    paths = [
+        path
+        for path in _paths(document)
+        if path
+        and (
+            (isinstance(_at(document, path), str) and _TIME.fullmatch(_at(document, path)))
+            or (isinstance(_at(document, path), int | float) and not isinstance(_at(document, path), bool))
+        )
+    ]
+    chosen = [path for path in paths if rng.random() < 0.5] or paths[:1]
+    for path in chosen:
+        extremes = _EXTREME_TIMES if isinstance(_at(document, path), str) else _EXTREME_NUMBERS
+        _set(document, path, copy.deepcopy(rng.choice(extremes)))
+    return document
 
 
 def replace_value(document: Any, rng: random.Random) -> Any:
@@ -168,6 +213,7 @@ MUTATIONS: list[tuple[Mutation, int]] = [
     (replace_value, 5),
     (drop_key, 2),
     (naive_times, 2),
+    (extreme_times_and_numbers, 3),
     (repeat_array, 2),
     (nest_deeply, 1),
     (mangle_envelope, 1),
@@ -258,18 +304,32 @@ def run_fuzz(sandbox: Sandbox, count: int, seed: int, progress: Callable[[int], 
                 if message_id in failed:
                     tally.crashed[_signature(reasons.get(_event_id(body), "no reason logged"))] += 1
             tally.processed += len(batch) - len(failed)
+            _count_dead_letters(sandbox, tally)
             if progress is not None:
                 progress(start + len(batch))
-        for letter in collect_dead_letters(sandbox.stack, sandbox.aws):
-            tally.dead_letters += 1
-            reason = letter["message_attributes"].get("reason")
-            if not reason:
-                tally.without_reason += 1
-            else:
-                tally.rejections[_signature(str(reason))] += 1
     tally.rejected = tally.dead_letters
     tally.processed -= tally.rejected
     return tally
+
+
+def _count_dead_letters(sandbox: Sandbox, tally: Tally) -> None:
+    """Every message the dead-letter queues hold, counted with its reason and deleted: taken after each batch, so a
+    run of any length counts each message once (sandbox.report's collection stops at its first thousand)."""
+    for queue in sandbox.stack.dead_letter_queues():
+        while True:
+            messages = sandbox.aws.sqs.receive_message(
+                QueueUrl=queue.ref, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                break
+            for message in messages:
+                tally.dead_letters += 1
+                reason = (message.get("MessageAttributes") or {}).get("reason", {}).get("StringValue")
+                if not reason:
+                    tally.without_reason += 1
+                else:
+                    tally.rejections[_signature(str(reason))] += 1
+                sandbox.aws.sqs.delete_message(QueueUrl=queue.ref, ReceiptHandle=message["ReceiptHandle"])
 
 
 def _event_id(body: str) -> str | None:

@@ -6,6 +6,7 @@ one envelope per invocation, against one sandbox (moto, the stand-ins, the Alert
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import subprocess
@@ -18,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox.fuzz import FUNCTION, fuzzed_bodies
+from sandbox.fuzz import FUNCTION, extreme_times_and_numbers, fuzzed_bodies
 from sandbox.lambda_runtime import InProcessFunction
 from sandbox.report import collect_dead_letters
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import wrap_in_sqs_event
 from sandbox.template import load_template
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_event
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +99,33 @@ def test_sandbox_replay_and_its_report_survive_hostile_events(tmp_path: Path) ->
     assert "What on-call saw" in done.stdout
     written = json.loads(report.read_text())
     assert len(written["events"]) == 120
+
+
+def test_the_extreme_mutation_reaches_every_time_and_number_of_an_event() -> None:
+    # Given the XID 79 Health Change and AWS's state change (a version, a count-like number, times in the envelope
+    # and in the detail)
+    health = load_event("incident-xid79/01-impaired-xid79.json")
+    state = load_event("aws-docs/instance-state-change-active.json")
+
+    # When the extreme mutation is applied to each, from many seeds
+    reached: dict[str, set[str]] = {"time": set(), "lastStatusChange": set(), "version": set(), "updatedAt": set()}
+    for seed in range(200):
+        rng = random.Random(seed)
+        for event in (
+            extreme_times_and_numbers(copy.deepcopy(health), rng),
+            extreme_times_and_numbers(copy.deepcopy(state), rng),
+        ):
+            detail = event["detail"]
+            values = {"time": event["time"], "version": detail.get("version"), "updatedAt": detail.get("updatedAt")}
+            if "healthChecks" in detail:
+                values["lastStatusChange"] = detail["healthChecks"][0]["lastStatusChange"]
+            for name, value in values.items():
+                if value is not None:
+                    reached[name].add(json.dumps(value))
+
+    # Then each of them took Go's zero time or a number too large to store, and far-future times, at some seed
+    for name in ("time", "lastStatusChange", "updatedAt"):
+        assert '"0001-01-01T00:00:00Z"' in reached[name], name
+        assert '"9999-12-31T23:59:59Z"' in reached[name], name
+    versions = [json.loads(value) for value in reached["version"]]
+    assert any(version >= 10**38 for version in versions) and any(version < 0 for version in versions)

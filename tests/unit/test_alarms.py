@@ -80,7 +80,7 @@ def test_cloudwatch_timestamps_without_a_colon_in_the_offset_are_read_as_utc() -
         ("resources", ["arn:aws:cloudwatch:us-west-2:123456789012:alarm:another-alarm"]),
         ("resources", []),
         ("alarmName", "x" * 256),
-        ("state", {"value": "ALARM"}),
+        ("state", {"timestamp": "2026-04-11T00:48:53.000+0000"}),
         ("source", "aws.ecs"),
     ],
 )

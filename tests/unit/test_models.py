@@ -57,7 +57,7 @@ def test_status_reason_null_and_times_are_parsed(xid46: dict[str, Any]) -> None:
     [
         {"containerInstanceArn": None},
         {"clusterArn": "not-an-arn"},
-        {"overallStatus": ""},
+        {"healthChecks": [{"type": "ACCELERATED_COMPUTE", "status": 79}]},
         {"healthChecks": [{"status": "IMPAIRED"}]},
     ],
 )

@@ -33,6 +33,8 @@ from fault_responder.domain import Classification, FaultClass, InstanceRef, Seve
 from fault_responder.record import EventFacts, HealthFact, bounded_id, clip
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from fault_responder.models.alarms import AlarmState, AlarmStateChangeEvent
 
 ALARM_CHECK_PREFIX = "ALARM"
@@ -108,20 +110,23 @@ def alarm_facts(event: AlarmStateChangeEvent, event_id: str) -> EventFacts | Non
     state, previous = event.detail.state, event.detail.previous_state
     was_alarm = previous is not None and previous.value == "ALARM"
     facts: list[HealthFact] = []
-    if was_alarm and previous is not None:
-        facts.append(_fact(check, previous, event_id))
+    if was_alarm and previous is not None and previous.timestamp is not None:
+        # (An ALARM left at an unknown time cannot be placed among the alarm's states: only the state entered is told.)
+        facts.append(_fact(check, previous, previous.timestamp, event_id))
     if state.value != "INSUFFICIENT_DATA" or was_alarm:
-        facts.append(_fact(check, state, event_id))
+        # A state without a readable timestamp (read as absent, fault_responder.models.alarms) took place when the
+        # event says.
+        facts.append(_fact(check, state, state.timestamp or event.time, event_id))
     if not facts:
         return None
     return EventFacts(event_id, alarm_instance(event), health=tuple(facts))
 
 
-def _fact(check: str, state: AlarmState, event_id: str) -> HealthFact:
+def _fact(check: str, state: AlarmState, at: datetime, event_id: str) -> HealthFact:
     return HealthFact(
         check_type=check,
         status=bounded_id(state.value, 64),
-        at=state.timestamp,
+        at=at,
         event_id=event_id,
         reason=clip(state.reason or None),
     )

@@ -6,17 +6,33 @@ its size is checked, NaN and Infinity (not JSON) are refused, its nesting is bou
 makes recursive code, Powertools' idempotency copy included, raise RecursionError), and text that cannot be
 encoded as UTF-8 (lone surrogates, which JSON allows as escapes) is replaced, so no later write or print can
 fail on it.
+
+The bounds every time and number of an event is read within are here too (the models apply them as they parse,
+fault_responder.models.events; docs/reliability.md has the table): nothing outside them reaches arithmetic,
+ordering or storage.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_DEPTH = 32
 """ECS events nest 6 levels deep; this leaves room for any field AWS adds."""
 MAX_ID = 256
+
+EARLIEST = datetime(2015, 1, 1, tzinfo=UTC)
+"""No time an event carries is older (ECS's first events are from 2016). Keeps out Go's zero time (0001-01-01,
+what a Go service writes for "no time"), the Unix epoch, and every date whose arithmetic could overflow."""
+AHEAD = timedelta(days=1)
+"""How far an event's `time` may be past the moment it is received, and a time in its detail past the event's `time`:
+clock skew, never more. Relative to the event's own time, so replaying an old event reads it the same way."""
+MAX_COUNT = 2**53 - 1
+"""Versions and counts are whole numbers 0..2**53-1: exact in JSON, in a float and in a DynamoDB number (38 digits)."""
+EXIT_CODES = (-(2**31), 2**32 - 1)
+"""A container's exit code: a signed or unsigned 32-bit number (Linux gives 0..255, Windows 32-bit codes)."""
 
 
 class RejectedEvent(Exception):

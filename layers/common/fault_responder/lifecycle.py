@@ -172,8 +172,10 @@ def _health_facts(event: HealthChangeEvent, event_id: str) -> EventFacts | None:
     detail = event.detail
     checks = list(detail.health_checks[:MAX_CHECKS_PER_EVENT])
     if not checks and detail.overall_status != "OK":
-        # IMPAIRED with no check listed: still a fault, labelled unknown.
-        checks = [HealthCheck(type="UNKNOWN", status=detail.overall_status)]
+        # IMPAIRED with no check listed: still a fault, labelled unknown. So is an event that lists no check and
+        # whose overall status could not be read (schema drift): a change to the event's schema that hid both
+        # must page, not silence every health event.
+        checks = [HealthCheck(type="UNKNOWN", status=detail.overall_status or "UNKNOWN")]
     facts = tuple(
         HealthFact(
             check_type=bounded_id(check.type, 64),

@@ -2,15 +2,21 @@
 
 A record is stored in parts so that writers touch only their own: one part per health check (its facts
 and incidents), one for the instance-level facts, one per receiver's lease, one per delivery.
+
+A stored instance record is read part by part (record_from_parts): a part that cannot be read is skipped with a
+count and a log line, so nothing stored can make every later event of the instance fail.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.domain import DRILL_MARK, FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.envelope import EARLIEST
 from fault_responder.fleet import FleetIdentity, JournalEntry, Told
 from fault_responder.record import (
     ActionFact,
@@ -26,6 +32,12 @@ from fault_responder.record import (
     StatusFact,
     TaskStopFact,
 )
+
+log = logging.getLogger(__name__)
+
+UNREADABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError)
+"""What reading a damaged part raises: a key missing, a value of another type, a time or number that does not parse."""
+MAX_SHOWN = 200
 
 
 def _ts(value: datetime | None) -> str | None:
@@ -84,7 +96,18 @@ def check_from_dict(data: dict[str, Any]) -> tuple[str, list[HealthFact], list[K
         )
         for f in data.get("facts") or []
     ]
-    return check, facts, [_known_from_dict(k) for k in data.get("incidents") or []]
+    incidents = [_known_from_dict(k) for k in data.get("incidents") or []]
+    _in_range(*(moment for f in facts for moment in (f.at, f.updated)))
+    _in_range(*(moment for k in incidents for moment in (k.anchor, k.opened_at, k.closed_at, k.known_at)))
+    return check, facts, incidents
+
+
+def _in_range(*moments: datetime | None) -> None:
+    """A stored time an event could not carry today (before EARLIEST: Go's zero time, stored before events were
+    bounded) makes its part unreadable: it must never reach the lifecycle's arithmetic."""
+    for moment in moments:
+        if moment is not None and moment < EARLIEST:
+            raise ValueError(f"a stored time ({moment.isoformat()}) is before {EARLIEST.date().isoformat()}")
 
 
 def _known_to_dict(known: KnownIncident) -> dict[str, Any]:
@@ -272,7 +295,8 @@ def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
 
 
 def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
-    record.statuses = [
+    """The instance-level facts of `data` set on `record`, all or none (UNREADABLE if any cannot be read)."""
+    statuses = [
         StatusFact(
             status=f["status"],
             at=_req(f["at"]),
@@ -282,7 +306,7 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
         )
         for f in data.get("statuses") or []
     ]
-    record.tasks = [
+    tasks = [
         TaskStopFact(
             task_arn=f["task_arn"],
             at=_req(f["at"]),
@@ -294,9 +318,11 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
         )
         for f in data.get("tasks") or []
     ]
-    quarantine = data.get("quarantine")
-    record.quarantine = QuarantineFact(_req(quarantine["at"]), quarantine.get("reason")) if quarantine else None
-    record.notices = [
+    stored_quarantine = data.get("quarantine")
+    quarantine = (
+        QuarantineFact(_req(stored_quarantine["at"]), stored_quarantine.get("reason")) if stored_quarantine else None
+    )
+    notices = [
         NoticeFact(
             key=f["key"],
             check_type=f["check_type"],
@@ -308,7 +334,16 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
         )
         for f in data.get("notices") or []
     ]
-    record.actions = [action_from_dict(f) for f in data.get("actions") or []]
+    actions = [action_from_dict(f) for f in data.get("actions") or []]
+    _in_range(*(f.at for f in statuses), *(f.at for f in tasks), *(f.at for f in actions))
+    _in_range(*(moment for f in notices for moment in (f.fault_at, f.at)), quarantine.at if quarantine else None)
+    record.statuses, record.tasks, record.quarantine, record.notices, record.actions = (
+        statuses,
+        tasks,
+        quarantine,
+        notices,
+        actions,
+    )
 
 
 def action_to_dict(action: ActionFact) -> dict[str, Any]:
@@ -402,4 +437,101 @@ def backoff_from_dict(data: dict[str, Any]) -> Backoff:
         failures=int(data["failures"]),
         since=float(data["since"]),
         retry_at=float(data["retry_at"]),
+    )
+
+
+# --- A stored instance record, part by part ------------------------------------------------------------------
+
+
+def record_from_parts(
+    arn: str, item: dict[str, Any], plain: Callable[[dict[str, Any]], dict[str, Any]]
+) -> InstanceRecord:
+    """A stored instance item (attribute name -> stored value, `plain` turns a part into JSON-like data) back into
+    a record, part by part.
+
+    A part that cannot be read (damaged, written in another shape, or holding a time no event may carry) is skipped
+    with an `UnreadableRecords` count and a log line naming the record and the part, never raised: the record's
+    other parts still apply, and the next write of that part (the next fact of that check, the next delivery)
+    replaces it. A record whose instance (`ref`) cannot be read is named from its ARN until it is written again.
+    """
+    data: dict[str, Any] = {}
+    for name, value in item.items():
+        try:
+            data.update(plain({name: value}))
+        except UNREADABLE as error:
+            unreadable_part(arn, name, error)
+    try:
+        instance = _instance_ref(data["ref"])
+    except UNREADABLE as error:
+        unreadable_part(arn, "ref", error)
+        instance = instance_from_arn(arn)
+    record = InstanceRecord(arn, instance, version=int(data.get("ver", 0)))
+    for name, value in data.items():
+        try:
+            _apply_part(record, name, value)
+        except UNREADABLE as error:
+            unreadable_part(arn, name, error)
+    return record
+
+
+def _apply_part(record: InstanceRecord, name: str, value: Any) -> None:
+    if name.startswith("c_"):
+        check, facts, incidents = check_from_dict(value)
+        if facts:
+            record.health[check] = facts
+        if incidents:
+            record.incidents[check] = incidents
+    elif name.startswith("d_"):
+        delivery = delivery_from_dict(value)
+        record.deliveries[(delivery.receiver, delivery.subject)] = delivery
+    elif name.startswith("l_"):
+        lease = lease_from_dict(value)
+        record.leases[lease.receiver] = lease
+    elif name.startswith("b_"):
+        backoff = backoff_from_dict(value)
+        record.backoff[backoff.receiver] = backoff
+    elif name == "inst" and value:
+        apply_instance_facts(record, value)
+
+
+def _instance_ref(data: Any) -> InstanceRef:
+    instance = instance_from_dict(data)
+    texts = (instance.region, instance.account, instance.cluster_arn, instance.container_instance_arn)
+    optional = (instance.ec2_instance_id, instance.capacity_provider)
+    if not all(isinstance(text, str) for text in texts) or not all(o is None or isinstance(o, str) for o in optional):
+        raise TypeError("the stored instance has a field of another type")
+    return instance
+
+
+def instance_from_arn(arn: str) -> InstanceRef:
+    """The instance as far as its ARN names it: `arn:aws:ecs:REGION:ACCOUNT:container-instance/CLUSTER/ID` gives the
+    Region, the account and the cluster (an ARN in the older format, or an alarm's, names no cluster)."""
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        return InstanceRef("", "", "", arn, None, None, drill=arn.endswith(DRILL_MARK))
+    partition, region, account, resource = parts[1], parts[3], parts[4], parts[5]
+    segments = resource.split("/")
+    cluster = segments[1] if len(segments) == 3 and segments[0] == "container-instance" else ""
+    cluster_arn = f"arn:{partition}:ecs:{region}:{account}:cluster/{cluster}" if cluster else ""
+    return InstanceRef(region, account, cluster_arn, arn, None, None, drill=arn.endswith(DRILL_MARK))
+
+
+PARTS = {"c_": "check", "d_": "delivery", "l_": "lease", "b_": "backoff"}
+"""The `Part` dimension of UnreadableRecords: the kind of part (one value per kind, whatever its digest)."""
+
+
+def unreadable_part(arn: str, attribute: str, error: Exception) -> None:
+    """Count and log a stored part that cannot be read: the record and the part are named, the error is clipped."""
+    # Imported here: only an unreadable part pays for Powertools' metrics.
+    from fault_responder.observability import count  # noqa: PLC0415
+
+    part = PARTS.get(attribute[:2], attribute if attribute in ("ref", "inst", "ver") else "other")
+    count("UnreadableRecords", "Part", part)
+    log.warning(
+        "a stored part of a record cannot be read; it is skipped",
+        extra={
+            "record": arn[:MAX_SHOWN],
+            "part": attribute[:MAX_SHOWN],
+            "error": f"{type(error).__name__}: {str(error)[:MAX_SHOWN]}",
+        },
     )

@@ -52,7 +52,10 @@ _XID_REASON = re.compile(r"^\s*XID[_ ]?(\d{1,5})\b", re.IGNORECASE)
 
 
 def parse_xid(status_reason: str | None) -> int | None:
-    """`XID_79` -> 79. ECS formats the reason as `XID_<decimal>`; anything else is not an XID."""
+    """`XID_79` -> 79. ECS formats the reason as `XID_<decimal>`; anything else is not an XID.
+
+    Bounded as it is read: at most five digits (0..99999, NVIDIA's XIDs are below 200), so a reason such as
+    `XID_999…9` is "unrecognised", never a number too large to store or compare."""
     if not status_reason:
         return None
     match = _XID_REASON.match(status_reason)

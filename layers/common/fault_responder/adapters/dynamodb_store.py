@@ -42,16 +42,15 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from fault_responder.domain import FleetMember, InstanceRef
+from fault_responder.envelope import EARLIEST
 from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
 from fault_responder.observability import count
 from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease, compact, digest
 from fault_responder.serialization import (
     action_from_dict,
     action_to_dict,
-    apply_instance_facts,
     backoff_from_dict,
     backoff_to_dict,
-    check_from_dict,
     check_to_dict,
     delivery_from_dict,
     delivery_to_dict,
@@ -67,6 +66,7 @@ from fault_responder.serialization import (
     lease_to_dict,
     member_from_dict,
     member_to_dict,
+    record_from_parts,
 )
 from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError, carried
 
@@ -85,8 +85,6 @@ _CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_MEMBER_WRITES = 10
 OPEN_INDEX = "Open"
 MEMBERS_INDEX = "Members"
-EARLIEST_READABLE = datetime(2015, 1, 1, tzinfo=UTC)
-"""No stored member opened before this: one that says so was written from a time no event may carry any more."""
 SWEEP_SHARDS = 8
 """The Open index's partition key values: a storm's writes spread over these many index partitions."""
 GROUP_SHARD = "open#groups"
@@ -725,28 +723,9 @@ class _Update:
 
 
 def decode(arn: str, item: dict[str, Any]) -> InstanceRecord:
-    """A stored item back into a record."""
-    data = _plain(item)
-    record = InstanceRecord(arn, instance_from_dict(data["ref"]), version=int(data.get("ver", 0)))
-    for name, value in data.items():
-        if name.startswith("c_"):
-            check, facts, incidents = check_from_dict(value)
-            if facts:
-                record.health[check] = facts
-            if incidents:
-                record.incidents[check] = incidents
-        elif name.startswith("d_"):
-            delivery = delivery_from_dict(value)
-            record.deliveries[(delivery.receiver, delivery.subject)] = delivery
-        elif name.startswith("l_"):
-            lease = lease_from_dict(value)
-            record.leases[lease.receiver] = lease
-        elif name.startswith("b_"):
-            backoff = backoff_from_dict(value)
-            record.backoff[backoff.receiver] = backoff
-    if data.get("inst"):
-        apply_instance_facts(record, data["inst"])
-    return record
+    """A stored item back into a record; a part that cannot be read is skipped with a count and a log line, never
+    raised on every read (serialization.record_from_parts)."""
+    return record_from_parts(arn, item, _plain)
 
 
 def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
@@ -791,7 +770,10 @@ def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
 
 
 def _recent_member(value: dict[str, Any]) -> tuple[str, datetime]:
-    return str(value["a"]), datetime.fromisoformat(value["t"])
+    opened = datetime.fromisoformat(value["t"])
+    if opened < EARLIEST:
+        raise ValueError("a recent member opened before any time an event may carry")
+    return str(value["a"]), opened
 
 
 _T = TypeVar("_T")
@@ -814,7 +796,7 @@ def _member(arn: str, item: dict[str, Any] | None) -> FleetMember | None:
 
 def _member_from_item(item: dict[str, Any]) -> FleetMember:
     member = member_from_dict(_plain(item))
-    if member.opened_at < EARLIEST_READABLE:
+    if member.opened_at < EARLIEST:
         raise ValueError("a member opened before any time an event may carry")
     return member
 

@@ -6,11 +6,14 @@ retention period: an expired silence stays listable that long, then DynamoDB del
 days), so reads leave out what is past its `expires_at` themselves.
 
 All silences share one partition, read with one paginated Query: a fleet has tens of silences, not thousands.
+A silence that cannot be read (damaged, or stored in another shape) is left out of every listing with an
+`UnreadableRecords` count (Part `silence`) and a log line naming it: the others still apply.
 """
 
 from __future__ import annotations
 
 import builtins
+import logging
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -23,6 +26,7 @@ from botocore.exceptions import ClientError
 from fault_responder.silences import (
     Silence,
     SilenceAlreadyExpiredError,
+    SilenceError,
     SilenceExistsError,
     SilenceState,
     UnknownSilenceError,
@@ -32,7 +36,12 @@ from fault_responder.silences import (
     matcher_to_dict,
 )
 
+log = logging.getLogger(__name__)
+
 PK = "SILENCE"
+UNREADABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError)
+"""What reading a damaged silence raises (a SilenceError or MatcherError is a ValueError)."""
+MAX_SHOWN = 200
 DEFAULT_RETENTION = timedelta(days=7)
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _serializer = TypeSerializer()
@@ -80,18 +89,28 @@ class DynamoDBSilenceStore:
     def get(self, silence_id: str) -> Silence | None:
         response = self._client.get_item(TableName=self.table_name, Key=_key(check_id(silence_id)), ConsistentRead=True)
         item = response.get("Item")
-        if item is None or self._past_retention(item, self._clock()):
-            return None
-        return decode(item)
+        try:
+            if item is None or self._past_retention(item, self._clock()):
+                return None
+            return decode(item)
+        except UNREADABLE as error:
+            unreadable(item or {}, error)
+            raise SilenceError(
+                f"silence {silence_id} is stored but cannot be read ({type(error).__name__}: {str(error)[:MAX_SHOWN]})"
+            ) from None
 
     def list(self, include_expired: bool = False, *, now: datetime | None = None) -> builtins.list[Silence]:
         """Every silence (pending and active; expired ones too with include_expired), oldest first."""
         moment = now or self._clock()
         silences = []
         for item in self._items():
-            if self._past_retention(item, moment):
+            try:
+                if self._past_retention(item, moment):
+                    continue
+                silence = decode(item)
+            except UNREADABLE as error:
+                unreadable(item, error)
                 continue
-            silence = decode(item)
             if include_expired or silence.state(moment) != SilenceState.EXPIRED:
                 silences.append(silence)
         return sorted(silences, key=lambda silence: (silence.created_at, silence.id))
@@ -183,6 +202,22 @@ def decode(item: dict[str, Any]) -> Silence:
         created_by=str(plain["created_by"]),
         comment=str(plain["comment"]),
         created_at=datetime.fromisoformat(str(plain["created_at"])),
+    )
+
+
+def unreadable(item: dict[str, Any], error: Exception) -> None:
+    """Count and log a silence that cannot be read: its id (as stored) is named, the error is clipped."""
+    # Imported here: only an unreadable silence pays for Powertools' metrics.
+    from fault_responder.observability import count  # noqa: PLC0415
+
+    stored_id = item.get("sk", {}).get("S") if isinstance(item.get("sk"), dict) else None
+    count("UnreadableRecords", "Part", "silence")
+    log.warning(
+        "a stored silence cannot be read; it is skipped, the others apply",
+        extra={
+            "silence": str(stored_id)[:MAX_SHOWN],
+            "error": f"{type(error).__name__}: {str(error)[:MAX_SHOWN]}",
+        },
     )
 
 

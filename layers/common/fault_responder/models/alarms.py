@@ -5,6 +5,11 @@ trusts nothing: the alarm's ARN must be a CloudWatch alarm ARN, the name is boun
 string (ALARM, OK and INSUFFICIENT_DATA today), so a state CloudWatch adds is shown as itself, never refused.
 CloudWatch writes state timestamps as `2019-10-02T17:04:40.989+0000` (no colon in the offset), which is
 accepted along with ISO 8601.
+
+Read as tolerantly as an ECS event (fault_responder.models.events): the alarm's ARN, its name and the state it
+entered are required; anything else that does not validate (a state's timestamp or reason, the previous state,
+the configuration) is read as absent and reported as schema drift. A state's timestamp is bounded as every time
+in an event's detail is; without one, the event's time stands in (fault_responder.alarms).
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ import re
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from fault_responder.models.events import UtcDatetime
+from fault_responder.envelope import AHEAD
+from fault_responder.models.events import EventTime, Tolerant, UtcDatetime, times_after
 
 MAX_ALARM_NAME = 255
 """CloudWatch's own limit on an alarm's name."""
@@ -34,42 +40,48 @@ def _iso_offset(value: Any) -> Any:
 AlarmTime = Annotated[UtcDatetime, BeforeValidator(_iso_offset)]
 
 
-class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
-
-
-class AlarmState(_Tolerant):
+class AlarmState(Tolerant):
+    drift_path = "detail.state"
+    expected_keys = ("timestamp",)
     value: Annotated[str, Field(min_length=1, max_length=64)]
-    timestamp: AlarmTime
+    timestamp: AlarmTime | None = None
     reason: str | None = None
 
 
-class MetricRef(_Tolerant):
+class PreviousAlarmState(AlarmState):
+    drift_path = "detail.previousState"
+
+
+class MetricRef(Tolerant):
+    drift_path = "detail.configuration.metrics.metricStat.metric"
     namespace: str | None = None
     name: str | None = None
     dimensions: dict[str, str] = Field(default_factory=dict)
 
 
-class MetricStat(_Tolerant):
+class MetricStat(Tolerant):
+    drift_path = "detail.configuration.metrics.metricStat"
     metric: MetricRef
 
 
-class AlarmMetric(_Tolerant):
+class AlarmMetric(Tolerant):
+    drift_path = "detail.configuration.metrics"
     id: str | None = None
     metric_stat: MetricStat | None = Field(default=None, alias="metricStat")
     expression: str | None = None
     return_data: bool | None = Field(default=None, alias="returnData")
 
 
-class AlarmConfiguration(_Tolerant):
+class AlarmConfiguration(Tolerant):
+    drift_path = "detail.configuration"
     description: str | None = None
     metrics: Annotated[list[AlarmMetric], Field(max_length=20)] = Field(default_factory=list)
 
 
-class AlarmStateDetail(_Tolerant):
+class AlarmStateDetail(Tolerant):
     alarm_name: Annotated[str, Field(min_length=1, max_length=MAX_ALARM_NAME)] = Field(alias="alarmName")
     state: AlarmState
-    previous_state: AlarmState | None = Field(default=None, alias="previousState")
+    previous_state: PreviousAlarmState | None = Field(default=None, alias="previousState")
     configuration: AlarmConfiguration | None = None
 
 
@@ -77,7 +89,7 @@ class AlarmStateChangeEvent(EventBridgeModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
     source: Literal["aws.cloudwatch"]
     detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
-    time: UtcDatetime
+    time: EventTime
     resources: Annotated[list[AlarmArn], Field(min_length=1, max_length=1)]
     detail: AlarmStateDetail
 
@@ -85,6 +97,7 @@ class AlarmStateChangeEvent(EventBridgeModel):
     def _names_its_alarm(self) -> AlarmStateChangeEvent:
         if not self.resources[0].endswith(f":alarm:{self.detail.alarm_name}"):
             raise ValueError("resources[0] is not the ARN of the alarm detail.alarmName names")
+        times_after(self.detail, self.time + AHEAD)
         return self
 
     @property
