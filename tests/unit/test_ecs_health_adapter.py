@@ -84,3 +84,18 @@ def test_the_emulated_ecs_refuses_more_than_100_as_ecs_does(world: dict[str, Any
 
 def test_every_cluster_is_listed(world: dict[str, Any]) -> None:
     assert list(world["inventory"].clusters()) == [CLUSTER_ARN]
+
+
+def test_a_check_at_go_zero_time_is_read_as_a_check_with_no_time_never_as_a_time(world: dict[str, Any]) -> None:
+    # Given an instance whose check ECS describes with Go's zero time (a reading, not a moment)
+    zero = datetime(1, 1, 1, tzinfo=UTC)
+    check = {"type": "ACCELERATED_COMPUTE", "status": "IMPAIRED", "statusReason": "XID_79"}
+    world["emulation"].set_health(world["arns"][0], "IMPAIRED", [{**check, "lastStatusChange": zero}])
+
+    # When it is described, Then its check is read, with no time (the reconciliation's own time stands in)
+    described = world["inventory"].describe(CLUSTER_ARN, world["arns"][:1])
+
+    [instance] = described.instances
+    [reported] = instance.checks
+    assert (reported.status, reported.last_status_change) == ("IMPAIRED", None)
+    assert described.unreadable == []

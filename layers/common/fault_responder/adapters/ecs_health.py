@@ -19,6 +19,8 @@ from typing import Annotated, Any, cast
 from botocore.client import BaseClient
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from fault_responder.envelope import EARLIEST
+from fault_responder.models.events import Count
 from fault_responder.reconcile import DESCRIBE_BATCH, Described, ObservedCheck, ObservedInstance, Unreadable
 
 HEALTH = "CONTAINER_INSTANCE_HEALTH"
@@ -26,10 +28,12 @@ PAGE_SIZE = 100
 _MAX_REASON = 300
 
 
-def _aware(moment: datetime) -> datetime:
+def _aware(moment: datetime) -> datetime | None:
     if moment.tzinfo is None:
         raise ValueError("a timestamp without a time zone")
-    return moment
+    # Go's zero time (or anything before any time an event may carry) is no time at all: read as absent, as an
+    # event's is (docs/reliability.md), so that it never reaches the arithmetic of a window.
+    return moment if moment >= EARLIEST else None
 
 
 Moment = Annotated[datetime, AfterValidator(_aware)]
@@ -58,7 +62,7 @@ class _Instance(_Answer):
     status: Text
     ec2_instance_id: str | None = Field(default=None, alias="ec2InstanceId")
     capacity_provider_name: str | None = Field(default=None, alias="capacityProviderName")
-    version: int | None = None
+    version: Count | None = None
     health_status: _Health | None = Field(default=None, alias="healthStatus")
 
 

@@ -82,7 +82,8 @@ def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> 
     if event.is_drill:
         # ResumeTrainingRule matches aws.ecs only; this holds even if a drill is sent to the workflow by hand.
         raise NotResumableError("a drill (source fault-responder.drill): no host is quarantined, no job stopped")
-    if detail.overall_status != "IMPAIRED":
+    # (An overall status that could not be read is absent: the check's own status below decides.)
+    if detail.overall_status not in ("IMPAIRED", None):
         raise NotResumableError(f"overall status is {detail.overall_status}, not IMPAIRED")
     if not detail.capacity_provider_name:
         raise NotResumableError("the instance belongs to no capacity provider")
