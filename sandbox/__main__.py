@@ -29,8 +29,9 @@ PagerDuty and record every request. Nothing leaves this machine.
 
 _EPILOG = """\
 environment:
-  SANDBOX_FAULTS   make the stand-ins fail the next requests, per service, in order, e.g.
-                   '{"slack": [429, 500], "pagerduty": [500]}' ("ok_false" is Slack's HTTP 200 ok:false)
+  SANDBOX_FAULTS   make the stand-ins fail requests, per service, in order, e.g.
+                   '{"slack": [429, 500], "pagerduty": [{"pass": 1}, {"fail": 500, "times": 8}]}'
+                   ("ok_false" is Slack's HTTP 200 ok:false; docs/scenarios.md, faults)
 
 exit status: 0 when the run completed (even if deliveries failed: the report says so),
              1 when `invoke`'s function raised or an expectation of `run`'s scenario failed,

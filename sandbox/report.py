@@ -146,7 +146,7 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
             pk = str(item.get("pk", ""))
             if pk.startswith("GROUP#"):
                 group = decode_group(str(item.get("rid") or pk), typed)
-                _open_members(group, [other for other in items if other.get("pk") == pk], member_from_dict)
+                _open_members(group, [other for other in items if other.get("og") == pk], member_from_dict)
                 fleets = derive_fleet(group, router.config.grouping, router.route, now, policy)
                 incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in fleets.incidents)
             elif pk.startswith("INSTANCE#"):
@@ -157,11 +157,11 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
 
 
 def _open_members(group: Any, items: Sequence[Mapping[str, Any]], read: Any) -> None:
-    """A group's open members (its `O#` entries) on its head, as the router reads them beside it: how many, and the
-    first LISTED_MEMBERS of them, oldest first."""
+    """A group's open members (its members in the table's Members index) on its head, as the router reads them
+    beside it: how many, and the first LISTED_MEMBERS of them, oldest first."""
     from fault_responder.fleet import LISTED_MEMBERS  # noqa: PLC0415
 
-    listed = sorted((item for item in items if str(item.get("sk", "")).startswith("O#")), key=lambda i: i["sk"])
+    listed = sorted((item for item in items if item.get("og")), key=lambda i: str(i["oat"]))
     group.open_count = len(listed)
     group.listed = [read(_decimals_out(item)) for item in listed[:LISTED_MEMBERS]]
 
@@ -461,7 +461,7 @@ class Timeline:
         self._print(f"Slack      {standins.slack_api_url}  (webhook {standins.slack_webhook_url})", 2)
         self._print(f"PagerDuty  {standins.pagerduty_url}", 2)
         if sandbox.faults:
-            faults = "; ".join(f"{service}: {', '.join(map(str, f))}" for service, f in sandbox.faults.items())
+            faults = "; ".join(f"{service}: {json.dumps(f)}" for service, f in sandbox.faults.items())
             self._print(f"faults     {faults}", 2)
         self._print(f"created    {', '.join(created)}", 2)
         for function in stack.functions.values():

@@ -20,6 +20,7 @@ from fault_responder.fleet import (
     GroupRecord,
     JournalEntry,
     MemberWrite,
+    Recent,
     Told,
     closed_identity,
     group_arn,
@@ -309,9 +310,9 @@ def a_fleet(store: DynamoDBInstanceStore, members: int = 3) -> GroupRecord:
     for number in range(members):
         member = a_member(number, minutes=number)
         put(store, member)
-        head = store.register(head.arn, GROUP, INSTANCE, member.instance.container_instance_arn, member.opened_at)
+        head = store.register(head.arn, GROUP, INSTANCE, member.instance.container_instance_arn, Recent.of(member))
     moment = AT + timedelta(minutes=2)
-    identity = opened_identity(head, moment, timedelta(minutes=10), head.recent, member=member, now=AT)
+    identity = opened_identity(head, moment, timedelta(minutes=10), head.recent, now=AT)
     head.incidents, head.open_fleet, head.joined = [identity], identity.id, len(head.recent)
     return store.commit_fleets(head, forget=sorted(head.recent))
 
@@ -320,13 +321,13 @@ def test_members_register_among_the_recent_ones_each_seeing_those_before_until_a
     store: DynamoDBInstanceStore,
 ) -> None:
     arn = group_arn(GROUP)
-    first = store.register(arn, GROUP, INSTANCE, f"{ARN}0001", AT)
-    second = store.register(arn, GROUP, INSTANCE, f"{ARN}0002", AT + timedelta(minutes=1))
+    first = store.register(arn, GROUP, INSTANCE, f"{ARN}0001", Recent.of(a_member(1)))
+    second = store.register(arn, GROUP, INSTANCE, f"{ARN}0002", Recent.of(a_member(2, minutes=1)))
     assert list(first.recent) == [f"{ARN}0001"] and sorted(second.recent) == [f"{ARN}0001", f"{ARN}0002"]
     store.forget_recent(arn, [f"{ARN}0001"])
     head = a_fleet(store)
     # Once a fleet incident is open, registering writes nothing and answers with the head as it is
-    after = store.register(arn, GROUP, INSTANCE, f"{ARN}0009", AT + timedelta(minutes=3))
+    after = store.register(arn, GROUP, INSTANCE, f"{ARN}0009", Recent.of(a_member(9, minutes=3)))
     assert after.open_fleet == head.open_fleet and after.recent == {}
 
 

@@ -621,7 +621,7 @@ def test_a_moment_is_relative_to_now_or_an_iso_time_with_its_zone(text: str, exp
 
 def test_every_yaml_example_of_the_faults_section_of_the_docs_loads() -> None:
     # Given the YAML examples docs/scenarios.md shows under `faults` (the schedule, a late webhook, replayed presses)
-    text = (REPO_ROOT / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "docs/scenarios.md").read_text(encoding="utf-8")
     section = text.split("### `faults`", 1)[1].split("\n### ", 1)[0]
     examples = [yaml.safe_load(block) for block in re.findall(r"^```yaml\n(.*?)^```", section, re.S | re.M)]
     assert len(examples) >= 3

@@ -194,3 +194,20 @@ def test_a_fleet_of_two_thousand_pages_once_names_every_host_and_keeps_its_recor
 def _paged_alone(world: World) -> set[str]:
     keys = {s.target for s in world.channels.sent if s.service == "pagerduty" and not s.target.startswith("fleet/")}
     return {f"i-{int(key.split('/')[1], 16):017x}" for key in keys}
+
+
+def test_a_fleet_of_warnings_that_a_critical_fault_joins_pages_as_critical_at_once() -> None:
+    # Given three instances with a restart-the-application XID (warnings: Slack only) that open a fleet incident
+    world = World()
+    world.clock.now = START
+    for number in range(3):
+        event = report(number, "IMPAIRED", START + timedelta(seconds=number))
+        event["detail"]["healthChecks"][0]["statusReason"] = "XID_13"
+        handle(world, [event])
+    assert fleet_pages(world) == []
+    # When a fourth instance joins it with XID 79 (critical)
+    handle(world, [report(3, "IMPAIRED", START + timedelta(seconds=3))])
+    # Then the fleet incident is critical, and PagerDuty is paged for it at once (not with its members' next batch)
+    [fleet] = world.fleets()
+    assert fleet.classification.severity.value == "critical"
+    assert fleet_pages(world) == ["trigger"]

@@ -74,6 +74,8 @@ LISTED_MEMBERS = 300
 """Open members read to render a fleet incident's root and page (when they are sent, never per member)."""
 JOURNAL_PAGE = 100
 """Journal entries read at a time: what one thread reply can name."""
+MAX_TITLE = 200
+"""Characters of a member's title its group's head keeps (a fleet incident's title is that of its members)."""
 MAX_FOUNDERS = 100
 """Founding members a fleet incident remembers by name; more (a burst larger than this before anyone crossed the
 threshold, which each member written checks) are counted when they are next reported, as members that join."""
@@ -109,6 +111,22 @@ class FleetIdentity(KnownIncident):
     founders: list[str] = field(default_factory=list)
     """The founding members (digests of their instance ARNs, at most MAX_FOUNDERS): counted when it opened, so
     when one of them is next reported it is in the fleet already, not a member that joins."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recent:
+    """A member reported open lately, as its group's head keeps it while no fleet incident is open: when it opened,
+    and what a fleet incident it founds would be (its severity, its fault)."""
+
+    opened_at: datetime
+    severity: Severity
+    fault_class: FaultClass
+    title: str
+    xid: int | None = None
+
+    @classmethod
+    def of(cls, member: FleetMember) -> Recent:
+        return cls(member.opened_at, member.severity, member.fault_class, member.title[:MAX_TITLE], member.xid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +200,7 @@ class GroupRecord:
     """Members of the open fleet incident that left it so far: it may close when they are as many as `joined`."""
     journal_seq: int = 0
     """The last journal number taken."""
-    recent: dict[str, datetime] = field(default_factory=dict)
+    recent: dict[str, Recent] = field(default_factory=dict)
     """While no fleet incident is open: the open members reported lately (instance ARN -> when its incident
     opened), what a new member counts to know whether it crosses the threshold. Written with each new member in
     one conditional write that returns them, so concurrent members each see the ones written before them; emptied
@@ -299,37 +317,53 @@ def opened_identity(
     record: GroupRecord,
     moment: datetime,
     window: timedelta,
-    founders: dict[str, datetime],
+    founders: dict[str, Recent],
     *,
-    member: FleetMember,
     now: datetime | None,
 ) -> FleetIdentity:
-    """The identity of the fleet incident that opens at `moment` with these founding members (instance ARN -> when
-    its incident opened), `member` the one whose report crossed the threshold (what it is is the fleet's, until
-    the members it lists say more)."""
+    """The identity of the fleet incident that opens at `moment` with these founding members (instance ARN -> what
+    its registration said): as severe as the worst of them, their fault if they share one."""
     labels = dict(record.group)
-    return FleetIdentity(
+    check = labels.get("check_type") or "health"
+    identity = FleetIdentity(
         id=f"fleet:{fingerprint(record.group)}@{iso_utc(moment)}",
-        check_type=labels.get("check_type") or "health",
+        check_type=check,
         anchor=moment,
         status="OPEN",
-        opened_at=min(founders.values(), default=moment),
-        severity=member.severity.value,
-        title=member.title,
-        fault_class=member.fault_class.value,
-        xid=member.xid,
+        opened_at=min((f.opened_at for f in founders.values()), default=moment),
         known_at=now,
         since=moment - window,
         first_seq=record.journal_seq,
         members=len(founders),
         founders=sorted(digest(arn, 24) for arn in founders)[:MAX_FOUNDERS],
     )
+    for founder in sorted(founders.values(), key=lambda f: f.opened_at):
+        identity = escalated(identity, founder) or identity
+    return identity
 
 
-def founders_of(record: GroupRecord, moment: datetime, window: timedelta) -> dict[str, datetime]:
+def escalated(fleet: FleetIdentity, member: Recent) -> FleetIdentity | None:
+    """The fleet incident's identity as it must be once this member counts in it (more severe, or a fault of
+    another kind than the others'), or None when it already says as much: what routes and pages a fleet incident
+    is written on its identity, so every derivation (with its members read or not) routes it alike."""
+    check = fleet.check_type
+    severity = Severity(fleet.severity) if fleet.severity else None
+    worse = severity is None or member.severity.rank > severity.rank
+    title = member.title if fleet.title is None else fleet.title if fleet.title == member.title else f"{check} faults"
+    xid = member.xid if fleet.title is None else fleet.xid if fleet.xid == member.xid else None
+    if not worse and title == fleet.title and xid == fleet.xid:
+        return None
+    changed = copy.deepcopy(fleet)
+    if worse:
+        changed.severity, changed.fault_class = member.severity.value, member.fault_class.value
+    changed.title, changed.xid = title, xid
+    return changed
+
+
+def founders_of(record: GroupRecord, moment: datetime, window: timedelta) -> dict[str, Recent]:
     """The members that found a fleet incident opening at `moment`: those reported open lately that opened within
     its window or after."""
-    return {arn: opened for arn, opened in record.recent.items() if opened >= moment - window}
+    return {arn: recent for arn, recent in record.recent.items() if recent.opened_at >= moment - window}
 
 
 def is_founder(fleet: FleetIdentity, member: FleetMember) -> bool:
@@ -341,8 +375,8 @@ def stale_recent(record: GroupRecord, window: timedelta) -> list[str]:
     next write forgets them, so the head stays small while no fleet incident opens."""
     if not record.recent:
         return []
-    newest = max(record.recent.values())
-    return sorted(arn for arn, opened in record.recent.items() if opened < newest - 2 * window)
+    newest = max(recent.opened_at for recent in record.recent.values())
+    return sorted(arn for arn, recent in record.recent.items() if recent.opened_at < newest - 2 * window)
 
 
 def closed_identity(record: GroupRecord, fleet: FleetIdentity, at: datetime) -> FleetIdentity:
@@ -414,21 +448,20 @@ def _incident(
 ) -> Incident:
     is_open = identity.status == "OPEN" and identity.id == record.open_fleet
     listed = tuple(sorted(record.listed, key=lambda m: (m.opened_at, member_name(m)))) if is_open else ()
-    total = max(record.joined, identity.members) if is_open else identity.members
     open_count = max(record.open_count, len(listed)) if is_open else 0
+    # (A member counted by the index but not yet by the head, a join in flight, is a member all the same.)
+    total = max(record.joined, identity.members, open_count) if is_open else identity.members
     labels = dict(record.group)
     check = labels.get("check_type") or "health"
     where = record.where.capacity_provider or record.where.cluster_name
-    severity = _severity(identity, listed)
-    worst = _worst(listed)
+    # What it is comes from its identity alone (written as members escalate it), so that every derivation routes it
+    # alike, whether its members were read for a message or not.
     title = identity.title or f"{check} faults"
-    if listed and _common_title(listed, check) != title:
-        title = f"{check} faults"
     classification = Classification(
-        worst.fault_class if worst and worst.severity == severity else _fault_class(identity),
-        severity,
+        _fault_class(identity),
+        Severity(identity.severity) if identity.severity else Severity.ERROR,
         f"Fleet: {total} instances of {where}: {title}",
-        xid=identity.xid if all(m.xid == identity.xid for m in listed) else None,
+        xid=identity.xid,
     )
     entries = [e for e in record.journal if e.fleet == identity.id]
     seen = [identity.anchor, *(e.at for e in entries), *(m.opened_at for m in listed)]
@@ -527,29 +560,8 @@ def _timeline(
     return timeline
 
 
-def _severity(identity: FleetIdentity, listed: Sequence[FleetMember]) -> Severity:
-    known = [m.severity for m in listed]
-    if identity.severity:
-        known.append(Severity(identity.severity))
-    return max(known, key=lambda s: s.rank, default=Severity.ERROR)
-
-
 def _fault_class(identity: FleetIdentity) -> FaultClass:
     return FaultClass(identity.fault_class) if identity.fault_class else FaultClass.UNKNOWN_CHECK
-
-
-def _worst(members: Sequence[FleetMember]) -> FleetMember | None:
-    return max(members, key=lambda m: (m.severity.rank, m.opened_at), default=None)
-
-
-def _common_title(members: Sequence[FleetMember], check: str) -> str:
-    titles = {m.title for m in members}
-    return titles.pop() if len(titles) == 1 else f"{check} faults"
-
-
-def _common_xid(members: Sequence[FleetMember]) -> int | None:
-    xids = {m.xid for m in members}
-    return xids.pop() if len(xids) == 1 else None
 
 
 def member_name(member: FleetMember) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from fault_responder.domain import DRILL_MARK, FaultClass, FleetMember, InstanceRef, Severity
 from fault_responder.envelope import EARLIEST
-from fault_responder.fleet import FleetIdentity, JournalEntry, Told
+from fault_responder.fleet import FleetIdentity, JournalEntry, Recent, Told
 from fault_responder.record import (
     ActionFact,
     Backoff,
@@ -227,6 +227,27 @@ def fleet_identities_from_dict(data: list[dict[str, Any]] | None) -> list[FleetI
             )
         )
     return identities
+
+
+def recent_to_dict(instance_arn: str, recent: Recent) -> dict[str, Any]:
+    return {
+        "a": instance_arn,
+        "t": _ts(recent.opened_at),
+        "s": recent.severity.value,
+        "c": recent.fault_class.value,
+        "ti": recent.title,
+        "x": recent.xid,
+    }
+
+
+def recent_from_dict(data: dict[str, Any]) -> tuple[str, Recent]:
+    return str(data["a"]), Recent(
+        opened_at=_req(data["t"]),
+        severity=Severity(data["s"]),
+        fault_class=FaultClass(data["c"]),
+        title=str(data["ti"]),
+        xid=int(data["x"]) if data.get("x") is not None else None,
+    )
 
 
 def journal_to_dict(entry: JournalEntry) -> dict[str, Any]:

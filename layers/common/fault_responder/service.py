@@ -48,11 +48,13 @@ from fault_responder.fleet import (
     FleetView,
     GroupRecord,
     JournalEntry,
+    Recent,
     Told,
     closed_identity,
     counts_in,
     crossing,
     derive_fleet,
+    escalated,
     founders_of,
     group_arn,
     group_of,
@@ -417,8 +419,9 @@ class AlertService:
                 continue
             group = group_of(incident, grouping)
             instance = incident.instance.container_instance_arn
+            recent = Recent.of(member_of(incident, 0))
             head = self._scouts.submit(
-                self.store.register, group_arn(group), group, group_where(incident), instance, incident.opened_at
+                self.store.register, group_arn(group), group, group_where(incident), instance, recent
             )
             scouts.append(_Scout(incident, grouping, head))
         return scouts
@@ -518,7 +521,7 @@ class AlertService:
             if member.is_open:
                 # Registered among the recent members, or told the open fleet incident: one conditional write, which
                 # sees every member registered before it.
-                head = registered or self.store.register(arn, group, where, instance, member.opened_at)
+                head = registered or self.store.register(arn, group, where, instance, Recent.of(member))
             else:
                 head = self.store.load_group(arn)
             registered = None
@@ -538,16 +541,18 @@ class AlertService:
             if not counts_in(fleet, member):
                 return _Membership(arn)
             if member.is_open:
+                escalated = self._escalate(head, fleet, member)
                 if member.fleet == fleet.id:
-                    return _Membership(arn, fleet=fleet.id)  # founding, or joined before (a copy, a newer report)
+                    # Founding, or joined before (a copy, a newer report): only a fault worse than it was is news.
+                    return _Membership(arn, fleet=fleet.id, changed=escalated)
                 if is_founder(fleet, member):
                     self.store.mark_member(arn, member, fleet=fleet.id, told=Told.FOUNDING)
-                    return _Membership(arn, fleet=fleet.id)  # counted when the fleet opened
+                    return _Membership(arn, fleet=fleet.id, changed=escalated)  # counted when the fleet opened
                 after = self.store.advance(arn, fleet.id, joined=True)
                 if after is None:
                     continue  # the fleet incident closed meanwhile: look again
                 self._tell(arn, after, fleet, member, told=Told.JOINED, at=member.opened_at)
-                return _Membership(arn, fleet=fleet.id, changed=True, head=after)
+                return _Membership(arn, fleet=fleet.id, changed=True, head=None if escalated else after)
             if member.told == Told.LEFT.value and member.fleet == fleet.id:
                 # Told already (a copy): the fleet incident may still be waiting to close (its closer died).
                 return _Membership(arn, changed=self._close_if_empty(arn, fleet.id))
@@ -559,6 +564,25 @@ class AlertService:
                 return _Membership(arn, changed=True)  # closed: every receiver has news
             return _Membership(arn, changed=True, head=after)
         raise ConcurrentUpdateError(f"{arn} kept changing: {MAX_WRITE_CONFLICTS} conflicting writes in a row")
+
+    def _escalate(self, head: GroupRecord, fleet: FleetIdentity, member: FleetMember) -> bool:
+        """Write on the open fleet incident's identity what this member makes it (more severe, or a fault of another
+        kind than the others'); True when that changed it. Rare: a fleet's members are mostly one fault."""
+        for _ in range(MAX_WRITE_CONFLICTS):
+            changed = escalated(fleet, Recent.of(member))
+            if changed is None:
+                return False
+            head.incidents = [changed if k.id == fleet.id else k for k in head.incidents]
+            try:
+                self.store.commit_fleets(head)
+                return True
+            except ConcurrentUpdateError:
+                reloaded = self.store.load_group(head.arn)
+                current = reloaded.fleet() if reloaded is not None else None
+                if reloaded is None or current is None or current.id != fleet.id:
+                    return False
+                head, fleet = reloaded, current
+        return False
 
     def _tell(
         self, arn: str, head: GroupRecord, fleet: FleetIdentity, member: FleetMember, *, told: Told, at: datetime
@@ -577,11 +601,11 @@ class AlertService:
         stale = stale_recent(head, window)
         if stale:
             self.store.forget_recent(head.arn, stale[:MAX_FORGET])
-        moment = crossing(list(head.recent.values()), grouping.threshold, window)
+        moment = crossing([recent.opened_at for recent in head.recent.values()], grouping.threshold, window)
         if moment is None:
             return None
         founders = founders_of(head, moment, window)
-        identity = opened_identity(head, moment, window, founders, member=member, now=self.clock())
+        identity = opened_identity(head, moment, window, founders, now=self.clock())
         head.incidents = trimmed([*head.incidents, identity])
         head.open_fleet, head.joined = identity.id, len(founders)
         try:
@@ -929,7 +953,8 @@ def _alone(scouts: list[_Scout]) -> bool:
             return False
         if head.fleet() is not None:
             return False
-        if crossing(list(head.recent.values()), scout.grouping.threshold, scout.grouping.window) is not None:
+        opened = [recent.opened_at for recent in head.recent.values()]
+        if crossing(opened, scout.grouping.threshold, scout.grouping.window) is not None:
             return False
     return True
 

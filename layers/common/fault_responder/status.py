@@ -93,9 +93,8 @@ def from_report(report: Mapping[str, Any], silences: Iterable[Silence], now: dat
             "assigned": _person_from_report(item.get("assigned")),
         }
         if fleet:
-            members = fleet.get("members") or []
-            row["members"] = len(members)
-            row["members_open"] = sum(1 for member in members if not member.get("closed_at"))
+            row["members"] = int(fleet.get("total") or 0)
+            row["members_open"] = int(fleet.get("open") or 0)
         rows.append(row)
     order = {"critical": 0, "error": 1, "warning": 2, "info": 3}
     rows.sort(key=lambda r: (order.get(r["severity"], 9), r["opened_at"]))

@@ -30,7 +30,16 @@ from datetime import datetime
 from typing import Protocol
 
 from fault_responder.domain import FleetMember, InstanceRef
-from fault_responder.fleet import LISTED_MEMBERS, Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
+from fault_responder.fleet import (
+    LISTED_MEMBERS,
+    Group,
+    GroupRecord,
+    JournalEntry,
+    MemberWrite,
+    Recent,
+    Told,
+    is_group,
+)
 from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease
 
 
@@ -133,9 +142,7 @@ class InstanceStore(Protocol):
         """The group's head (bounded, whatever the number of members), or None."""
         ...
 
-    def register(
-        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, opened_at: datetime
-    ) -> GroupRecord:
+    def register(self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: Recent) -> GroupRecord:
         """Note the instance's open member among the group's recent ones unless a fleet incident is open, and return
         the head as it is after (with the recent members, each written before this one included), or as it is
         when a fleet incident is open. Creates the head if there is none. One write, bounded."""
@@ -357,13 +364,11 @@ class MemoryInstanceStore:
         with self._lock:
             return copy.deepcopy(self._groups.get(arn))
 
-    def register(
-        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, opened_at: datetime
-    ) -> GroupRecord:
+    def register(self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: Recent) -> GroupRecord:
         with self._lock:
             stored = self._groups.setdefault(arn, GroupRecord(arn, group, where))
             if stored.open_fleet is None:
-                stored.recent[instance_arn] = opened_at
+                stored.recent[instance_arn] = member
             return copy.deepcopy(stored)
 
     def forget_recent(self, arn: str, instance_arns: Sequence[str]) -> None:

@@ -43,7 +43,7 @@ from botocore.exceptions import ClientError
 
 from fault_responder.domain import FleetMember, InstanceRef
 from fault_responder.envelope import EARLIEST
-from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Told, is_group
+from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Recent, Told, is_group
 from fault_responder.observability import count
 from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease, compact, digest
 from fault_responder.serialization import (
@@ -66,6 +66,8 @@ from fault_responder.serialization import (
     lease_to_dict,
     member_from_dict,
     member_to_dict,
+    recent_from_dict,
+    recent_to_dict,
     record_from_parts,
 )
 from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError, carried
@@ -343,11 +345,9 @@ class DynamoDBInstanceStore:
         item = response.get("Item")
         return decode_group(arn, item) if item else None
 
-    def register(
-        self, arn: str, group: Group, where: InstanceRef, instance_arn: str, opened_at: datetime
-    ) -> GroupRecord:
+    def register(self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: Recent) -> GroupRecord:
         update = _Update()
-        update.set(recent_attribute(instance_arn), {"a": instance_arn, "t": opened_at.isoformat()})
+        update.set(recent_attribute(instance_arn), recent_to_dict(instance_arn, member))
         self._head_exists(update, group, where)
         try:
             response = self._client.update_item(
@@ -769,11 +769,11 @@ def decode_group(arn: str, item: dict[str, Any]) -> GroupRecord:
     return record
 
 
-def _recent_member(value: dict[str, Any]) -> tuple[str, datetime]:
-    opened = datetime.fromisoformat(value["t"])
-    if opened < EARLIEST:
+def _recent_member(value: dict[str, Any]) -> tuple[str, Recent]:
+    arn, recent = recent_from_dict(value)
+    if recent.opened_at < EARLIEST:
         raise ValueError("a recent member opened before any time an event may carry")
-    return str(value["a"]), opened
+    return arn, recent
 
 
 _T = TypeVar("_T")
