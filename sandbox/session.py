@@ -26,6 +26,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from moto.server import ThreadedMotoServer
 from werkzeug.serving import make_server
 
+from sandbox import moto_dynamodb
 from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
@@ -259,6 +260,7 @@ class _SandboxMotoServer(ThreadedMotoServer):
 def _start_moto(port: int) -> _SandboxMotoServer:
     # werkzeug logs every request to stderr; the report is the record of what happened.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    moto_dynamodb.install()
     server = _SandboxMotoServer(ip_address="127.0.0.1", port=port)
     with contextlib.redirect_stdout(io.StringIO()):
         server.start()

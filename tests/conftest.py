@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from moto.core.botocore_stubber import BotocoreStubber
 
+from sandbox import moto_dynamodb
+
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "events"
 
@@ -75,6 +77,14 @@ def _moto_in_process_serves_one_request_at_a_time() -> Any:
     BotocoreStubber.__call__ = serialised  # type: ignore[method-assign]
     yield
     BotocoreStubber.__call__ = original  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _moto_dynamodb_answers_as_the_sandbox_does() -> Any:
+    """The sandbox's faster DynamoDB answers (sandbox/moto_dynamodb.py; the same responses) in process too."""
+    moto_dynamodb.install()
+    yield
+    moto_dynamodb.uninstall()
 
 
 @contextlib.contextmanager

@@ -42,6 +42,9 @@ def serve_moto(port: int) -> None:
     from werkzeug.serving import make_server  # noqa: PLC0415
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    from sandbox import moto_dynamodb  # noqa: PLC0415
+
+    moto_dynamodb.install()
     app = DomainDispatcherApplication(create_backend_app)
     make_server("127.0.0.1", port, app, threaded=False).serve_forever()
 

@@ -1,0 +1,156 @@
+"""The sandbox's faster DynamoDB answers (sandbox/moto_dynamodb.py) parse to what moto's own serializer answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.dynamodb.responses import DynamoHandler
+
+from sandbox import moto_dynamodb
+
+ITEM: dict[str, Any] = {
+    "pk": {"S": "instance#1"},
+    "sk": {"S": "RECORD"},
+    "text": {"S": 'héllo "quoted" \\ \n'},
+    "empty": {"S": ""},
+    "number": {"N": "12345678901234567890.5"},
+    "negative": {"N": "-0.001"},
+    "flag": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "blob": {"B": b"\x00\xffbinary"},
+    "strings": {"SS": ["a", "b"]},
+    "numbers": {"NS": ["1", "2.5"]},
+    "blobs": {"BS": [b"\x01", b"\x02\x03"]},
+    "list": {"L": [{"S": "x"}, {"N": "1"}, {"M": {"deep": {"L": [{"B": b"\x07"}]}}}, {"L": []}]},
+    "map": {"M": {"a": {"M": {}}, "b": {"NULL": True}, "c": {"SS": ["z"]}}},
+    "og": {"S": "group#1"},
+    "oat": {"S": "2026-12-01T00:00:00Z"},
+}
+
+
+@pytest.fixture
+def client() -> Iterator[Any]:
+    before = DynamoHandler.serialized
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "og", "oat")],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "Members",
+                    "KeySchema": [
+                        {"AttributeName": "og", "KeyType": "HASH"},
+                        {"AttributeName": "oat", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield dynamodb
+    DynamoHandler.serialized = before  # type: ignore[method-assign]
+
+
+def reset(client: Any) -> None:
+    """The same table before each answer, so a write answers alike both times."""
+    moto_dynamodb.uninstall()
+    for number in range(3):
+        client.put_item(TableName="t", Item={**ITEM, "sk": {"S": f"M#{number}"}})
+    client.put_item(TableName="t", Item=ITEM)
+    for sk in ("M#8", "M#9"):
+        client.delete_item(TableName="t", Key={"pk": ITEM["pk"], "sk": {"S": sk}})
+
+
+def both(client: Any, call: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    reset(client)
+    theirs = call()
+    reset(client)
+    moto_dynamodb.install()
+    ours = call()
+    moto_dynamodb.uninstall()
+    for answer in (theirs, ours):
+        answer.pop("ResponseMetadata", None)
+    return theirs, ours
+
+
+def test_every_item_operation_parses_to_the_same_response(client: Any) -> None:
+    key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
+    calls: list[Callable[[], dict[str, Any]]] = [
+        lambda: client.get_item(TableName="t", Key=key),
+        lambda: client.get_item(TableName="t", Key={"pk": {"S": "absent"}, "sk": {"S": "x"}}),
+        lambda: client.get_item(
+            TableName="t",
+            Key=key,
+            ProjectionExpression="#b, #m.a",
+            ExpressionAttributeNames={"#b": "blob", "#m": "map"},
+        ),
+        lambda: client.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="ADD #n :one",
+            ExpressionAttributeNames={"#n": "number"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="ALL_NEW",
+        ),
+        lambda: client.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET flag = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+            ReturnValues="ALL_OLD",
+        ),
+        lambda: client.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET flag = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+            ReturnValues="UPDATED_NEW",
+            ReturnConsumedCapacity="TOTAL",
+        ),
+        lambda: client.update_item(
+            TableName="t", Key=key, UpdateExpression="SET flag = :t", ExpressionAttributeValues={":t": {"BOOL": True}}
+        ),
+        lambda: client.query(
+            TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": ITEM["pk"]}, Limit=2
+        ),
+        lambda: client.query(
+            TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "none"}}
+        ),
+        lambda: client.query(
+            TableName="t",
+            IndexName="Members",
+            KeyConditionExpression="og = :g",
+            ExpressionAttributeValues={":g": ITEM["og"]},
+            Select="COUNT",
+        ),
+        lambda: client.scan(TableName="t", Limit=3),
+        lambda: client.batch_get_item(RequestItems={"t": {"Keys": [key, {"pk": ITEM["pk"], "sk": {"S": "M#1"}}]}}),
+        lambda: client.put_item(TableName="t", Item={**ITEM, "sk": {"S": "M#9"}}, ReturnValues="ALL_OLD"),
+        lambda: client.put_item(TableName="t", Item={**ITEM, "flag": {"BOOL": True}}, ReturnValues="ALL_OLD"),
+        lambda: client.delete_item(TableName="t", Key={"pk": ITEM["pk"], "sk": {"S": "M#0"}}, ReturnValues="ALL_OLD"),
+        lambda: client.transact_get_items(TransactItems=[{"Get": {"TableName": "t", "Key": key}}]),
+        lambda: client.batch_write_item(RequestItems={"t": [{"PutRequest": {"Item": {**ITEM, "sk": {"S": "M#8"}}}}]}),
+    ]
+    for call in calls:
+        theirs, ours = both(client, call)
+        assert ours == theirs
+
+
+def test_errors_are_still_moto_s_own(client: Any) -> None:
+    moto_dynamodb.install()
+    with pytest.raises(client.exceptions.ConditionalCheckFailedException) as failed:
+        client.update_item(
+            TableName="t",
+            Key={"pk": {"S": "a"}, "sk": {"S": "b"}},
+            UpdateExpression="SET x = :x",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":x": {"S": "y"}},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
