@@ -88,11 +88,12 @@ scan: $(SCANVENV)/.installed ## checkov on template.yaml, bandit on the code
 	$(SCANVENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
 	$(SCANVENV)/bin/bandit --recursive --quiet $(BANDIT_PATHS)
 
-# Two workers (pytest-xdist), a test file each at a time, on the two cores CI has; the tests that build into the
-# checkout or run its make targets take turns (tests/conftest.py: checkout_lock). PYTEST_WORKERS=0: one process.
+# Two workers (pytest-xdist) on the two cores CI has, a test at a time, a worker that runs out taking tests queued
+# for the other (worksteal: one long test cannot leave a worker idle behind a long file); the tests that build into
+# the checkout or run its make targets take turns (tests/conftest.py: checkout_lock). PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 pytest: $(VENV)/.installed ## The test suite (unit, rules, integration, sandbox replays), on PYTEST_WORKERS workers
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 build: $(SAMVENV)/.installed ## sam build for Lambda (arm64) into .aws-sam/build
 	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
