@@ -6,7 +6,8 @@ bursts of BURST envelopes, the alert queue drained into AlertRouterFunction afte
 SWEEPS runs of the sweep spread over it (its schedule is every minute; the storm lasts three); then every host
 leaves the cluster (INACTIVE, each twice, shuffled, with as many sweeps between); then two last runs of the sweep.
 It prints, per N: PagerDuty alerts opened, Slack roots, hosts named in Slack (roots and threads), alerts left open,
-messages dead-lettered, and the router's CPU time per event.
+messages dead-lettered, and the router's CPU time per event. It exits non-zero if, at any N, more than 5 alerts or 10
+roots were opened, a host went unnamed, an alert was left open or a message dead-lettered.
 
 Router CPU time is the CPU time of the threads that run the router's code (each record's thread, its delivery and
 look-ahead threads, the sweep's): `time.thread_time()` around each, summed. moto and the stand-ins run in threads
@@ -49,6 +50,9 @@ BURST = 100
 SWEEPS = 3
 """Runs of the sweep during each phase (its schedule is every minute; the storm lasts three)."""
 STORM = timedelta(minutes=3)
+MAX_ALERTS = 5
+MAX_ROOTS = 10
+"""What a storm of any size may cost on-call, storm and recovery together; the exit status says whether it held."""
 HOST = re.compile(r"i-0st[0-9a-f]{14}")
 
 
@@ -204,7 +208,21 @@ def main() -> int:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    failed = [
+        f"{result['hosts']} hosts: {what}"
+        for result in results
+        for what, bad in (
+            (f"{result['alerts']} alerts (at most {MAX_ALERTS})", result["alerts"] > MAX_ALERTS),
+            (f"{result['roots']} roots (at most {MAX_ROOTS})", result["roots"] > MAX_ROOTS),
+            (f"{result['hosts_named']} hosts named", result["hosts_named"] != result["hosts"]),
+            (f"{result['alerts_open']} alerts left open", result["alerts_open"] > 0),
+            (f"{result['dlq']} dead-lettered", result["dlq"] > 0),
+        )
+        if bad
+    ]
+    for line in failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
