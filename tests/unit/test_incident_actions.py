@@ -102,6 +102,17 @@ def test_a_naive_time_and_a_record_without_its_incident_are_refused() -> None:
         parse_action(envelope)
 
 
+@pytest.mark.parametrize(
+    "at", ["0001-01-01T00:00:00+14:00", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "9999-12-31T23:00:00-14:00"]
+)
+def test_an_action_time_out_of_range_is_refused_with_its_reason_never_raised_on_every_receive(at: str) -> None:
+    # Go's zero time in a zone east of UTC is in the year 0 in UTC: out of range, as a refusal, not an OverflowError
+    envelope = action(ActionKind.ACKNOWLEDGE).envelope("us-west-2", "1")
+    envelope["detail"]["at"] = at
+    with pytest.raises(BadAction, match=r"malformed action detail: \['at'\]"):
+        parse_action(envelope)
+
+
 def test_who_is_one_line_of_text() -> None:
     envelope = action(ActionKind.ACKNOWLEDGE, by="Jane\n<!channel>\x00").envelope("us-west-2", "1")
     assert "\n" not in parse_action(envelope).by

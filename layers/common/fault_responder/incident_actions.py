@@ -15,9 +15,11 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from fault_responder.envelope import EARLIEST
 
 ACTIONS_SOURCE = "fault-responder.actions"
 ACTION_DETAIL_TYPE = "GPU Fault Incident Action"
@@ -97,13 +99,27 @@ class IncidentAction:
         }
 
 
+def _in_range(value: datetime) -> datetime:
+    """An action's time in UTC, refused (with the reason) when UTC cannot hold it or it is before EARLIEST."""
+    if value.tzinfo is None:
+        return value  # refused in parse_action, saying it needs a zone
+    try:
+        moment = value.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00:00+14:00 is in the year 0 in UTC.
+        raise ValueError("the time is out of range in UTC") from None
+    if moment < EARLIEST:
+        raise ValueError(f"{moment.isoformat()} is before {EARLIEST.date().isoformat()}, the earliest time read")
+    return moment
+
+
 class _Detail(BaseModel):
     # defer_build: the validator is built on the first action, not on every cold start of the router.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     kind: ActionKind
     via: Via
     by: str = Field(min_length=1, max_length=MAX_BY)
-    at: datetime
+    at: Annotated[datetime, AfterValidator(_in_range)]
     record: str | None = Field(default=None, min_length=1, max_length=MAX_REF)
     incident: str | None = Field(default=None, min_length=1, max_length=MAX_REF)
     dedup_key: str | None = Field(default=None, min_length=1, max_length=255)
