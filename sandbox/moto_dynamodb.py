@@ -20,7 +20,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from moto.core.responses import TYPE_RESPONSE, ActionResult
+from moto.core.common_types import TYPE_RESPONSE
+from moto.core.responses import ActionResult
 from moto.dynamodb.responses import DynamoHandler
 
 ITEM_OPERATIONS = frozenset(
