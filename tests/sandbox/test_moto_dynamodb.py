@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import boto3
@@ -81,6 +82,16 @@ def both(client: Any, call: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any
 
 def test_every_item_operation_parses_to_the_same_response(client: Any) -> None:
     key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
+
+    def set_flag(**returning: str) -> dict[str, Any]:
+        return client.update_item(  # type: ignore[no-any-return]
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET flag = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+            **returning,
+        )
+
     calls: list[Callable[[], dict[str, Any]]] = [
         lambda: client.get_item(TableName="t", Key=key),
         lambda: client.get_item(TableName="t", Key={"pk": {"S": "absent"}, "sk": {"S": "x"}}),
@@ -98,23 +109,13 @@ def test_every_item_operation_parses_to_the_same_response(client: Any) -> None:
             ExpressionAttributeValues={":one": {"N": "1"}},
             ReturnValues="ALL_NEW",
         ),
-        lambda: client.update_item(
-            TableName="t",
-            Key=key,
-            UpdateExpression="SET flag = :t",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
-            ReturnValues="ALL_OLD",
-        ),
-        lambda: client.update_item(
-            TableName="t",
-            Key=key,
-            UpdateExpression="SET flag = :t",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
-            ReturnValues="UPDATED_NEW",
-            ReturnConsumedCapacity="TOTAL",
-        ),
-        lambda: client.update_item(
-            TableName="t", Key=key, UpdateExpression="SET flag = :t", ExpressionAttributeValues={":t": {"BOOL": True}}
+        *(
+            partial(set_flag, **returning)
+            for returning in (
+                {"ReturnValues": "ALL_OLD"},
+                {"ReturnValues": "UPDATED_NEW", "ReturnConsumedCapacity": "TOTAL"},
+                {},
+            )
         ),
         lambda: client.query(
             TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": ITEM["pk"]}, Limit=2

@@ -35,6 +35,18 @@ EXIT_CODES = (-(2**31), 2**32 - 1)
 """A container's exit code: a signed or unsigned 32-bit number (Linux gives 0..255, Windows 32-bit codes)."""
 
 
+def in_utc_range(moment: datetime) -> datetime:
+    """`moment` (with a zone) in UTC, or ValueError saying why not: UTC cannot hold it, or it is before EARLIEST."""
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00:00+01:00 is in the year 0 in UTC.
+        raise ValueError("the time is out of range in UTC") from None
+    if utc < EARLIEST:
+        raise ValueError(f"{utc.isoformat()} is before {EARLIEST.date().isoformat()}, the earliest time read")
+    return utc
+
+
 class RejectedEvent(Exception):
     """The body can never be processed; it is dead-lettered at once with `reason`."""
 

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from fault_responder.envelope import EARLIEST
+from fault_responder.envelope import in_utc_range
 
 ACTIONS_SOURCE = "fault-responder.actions"
 ACTION_DETAIL_TYPE = "GPU Fault Incident Action"
@@ -100,17 +100,8 @@ class IncidentAction:
 
 
 def _in_range(value: datetime) -> datetime:
-    """An action's time in UTC, refused (with the reason) when UTC cannot hold it or it is before EARLIEST."""
-    if value.tzinfo is None:
-        return value  # refused in parse_action, saying it needs a zone
-    try:
-        moment = value.astimezone(UTC)
-    except OverflowError:
-        # 0001-01-01T00:00:00+14:00 is in the year 0 in UTC.
-        raise ValueError("the time is out of range in UTC") from None
-    if moment < EARLIEST:
-        raise ValueError(f"{moment.isoformat()} is before {EARLIEST.date().isoformat()}, the earliest time read")
-    return moment
+    """An action's time in UTC, refused (with the reason) as an event's times are when out of range."""
+    return value if value.tzinfo is None else in_utc_range(value)  # a naive time is refused in parse_action
 
 
 class _Detail(BaseModel):

@@ -44,7 +44,7 @@ from pydantic import (
 )
 
 from fault_responder.domain import DRILL_SOURCE
-from fault_responder.envelope import AHEAD, EARLIEST, EXIT_CODES, MAX_COUNT, MAX_ID
+from fault_responder.envelope import AHEAD, EXIT_CODES, MAX_COUNT, MAX_ID, in_utc_range
 
 if TYPE_CHECKING:
     from fault_responder.models.alarms import AlarmStateChangeEvent
@@ -108,14 +108,7 @@ def _iso_text(value: Any) -> Any:
 def _bounded_time(value: datetime) -> datetime:
     # A timestamp without a zone (seen in hand-written and forwarded events) is read as UTC, so it can be
     # compared with every other time; one with a zone is converted to UTC.
-    try:
-        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    except OverflowError:
-        # 0001-01-01T00:00:00+01:00 is in the year 0 in UTC: out of range, as a ValueError pydantic reports.
-        raise ValueError("the time is out of range in UTC") from None
-    if moment < EARLIEST:
-        raise ValueError(f"{moment.isoformat()} is before {EARLIEST.date().isoformat()}, the earliest time read")
-    return moment
+    return in_utc_range(value.replace(tzinfo=UTC) if value.tzinfo is None else value)
 
 
 UtcDatetime = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_bounded_time)]
