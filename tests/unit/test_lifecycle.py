@@ -219,6 +219,20 @@ def test_draining_with_no_fault_before_is_a_manual_or_scheduled_drain(world: Wor
     assert (alert.drain.cause, alert.severity) == (DrainCause.MANUAL_OR_SCHEDULED, Severity.INFO)
 
 
+def test_two_different_drains_under_one_event_id_are_one_notice_and_its_delivery_ends(world: World) -> None:
+    # Given a manual drain announced, then another state change that reuses its event id (a hostile or broken
+    # producer: EventBridge gives each event its own id) with another version and time
+    manual = load_event("state/draining-manual.json")
+    arn = manual["detail"]["containerInstanceArn"]
+    world.send(manual)
+    version = int(manual["detail"].get("version") or 0)
+    sent = world.send(vary(manual, version=version + 7, updatedAt="2026-04-11T03:00:00Z"))
+    # Then the view holds one notice per key, and its delivery ends (no edit repeated against its own twin)
+    keys = [alert.key for alert in world.alerts(arn=arn)]
+    assert len(keys) == len(set(keys)) == 1
+    assert len(sent) <= 1
+
+
 def test_a_drain_reason_from_ecs_is_reported_when_no_fault_explains_it(world: World) -> None:
     world.send(draining(statusReason="Instance scheduled for retirement"))
     [alert] = world.alerts()

@@ -723,7 +723,10 @@ def _alerts(
         )
     from fault_responder.routing import alert_context  # noqa: PLC0415
 
-    decisions = [(alert, route(alert_context(alert))) for alert in alerts]
+    # One notice per key: two facts under one event id (a producer that reuses ids) are one event, its first report
+    # in the record's order; two notices with one key would each make the other's message look out of date.
+    unique = list({alert.key: alert for alert in reversed(alerts)}.values())
+    decisions = [(alert, route(alert_context(alert))) for alert in unique]
     routed = [
         replace(alert, receivers=decision.receivers, runbook=runbook_for(alert.fault_class, override=decision.runbook))
         for alert, decision in decisions
