@@ -75,18 +75,21 @@ class ClientCalls:
         botocore.client.BaseClient._make_api_call = self._original
 
 
-def _drain_starts() -> list[float]:
-    """When each delivery (one receiver's drain) began, recorded from the router's loaded service module."""
-    service = sys.modules["fault_responder.service"].AlertService
-    starts: list[float] = []
-    original = service._drain
+def _handovers() -> list[float]:
+    """When the router handed each record to its deliveries (AlertService._submit), from its loaded service module.
 
-    def drain(self: Any, *args: Any, **kwargs: Any) -> Any:
-        starts.append(time.time())
+    What a page waits for is what was asked before that moment; a call made after it (the member's own write) runs
+    beside the delivery, even when a busy machine starts the delivery's thread after that call has answered."""
+    service = sys.modules["fault_responder.service"].AlertService
+    moments: list[float] = []
+    original = service._submit
+
+    def submit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        moments.append(time.time())
         return original(self, *args, **kwargs)
 
-    service._drain = drain
-    return starts
+    service._submit = submit
+    return moments
 
 
 def round_trips(calls: list[tuple[float, float, str]]) -> int:
@@ -105,7 +108,7 @@ def measure(faults: int) -> dict[str, Any]:
         spec = sandbox.stack.functions["AlertRouterFunction"]
         source = spec.sqs_sources[0]
         with InProcessFunction(spec, sandbox.function_environment(spec)) as function:
-            drains = _drain_starts()
+            handovers = _handovers()
             for number in range(faults + 1):
                 body = json.dumps(fault(number))
                 event = wrap_in_sqs_event([body], source, sandbox.identity.region)
@@ -122,10 +125,10 @@ def measure(faults: int) -> dict[str, Any]:
                     for service in ("slack", "pagerduty")
                 }
                 earliest = min(first.values())
-                # What the page waited for: the calls that answered before its delivery began (the member's own
-                # write goes on meanwhile, beside it).
-                began = min([at for at in drains if at >= started], default=earliest)
-                calls = [call for call in client.calls if call[0] >= started and call[1] <= began]
+                # What the page waited for: the calls made before the record was handed to its deliveries (the
+                # member's own write goes on meanwhile, beside them).
+                handed = min([at for at in handovers if at >= started], default=earliest)
+                calls = [call for call in client.calls if started <= call[0] < handed]
                 served = [call for call in sandbox.dynamodb_calls() if call[0] >= started and call[1] <= earliest]
                 waited = sum(end - begin for begin, end, _ in served)
                 samples.append(
