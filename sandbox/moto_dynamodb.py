@@ -8,6 +8,11 @@ values, held as bytes, and times, held as datetimes; so for those operations the
 with bytes in base64 and times as epoch seconds, as DynamoDB's JSON protocol writes them. Anything else (errors,
 the control plane, a result that is not a dict) goes through moto's own serializer.
 
+A Query of the table itself (not of an index) reads its partition: moto lists every item of the table and keeps those
+of the partition, so each such Query cost as much as the table is large (a fleet's journal, read at each batch, in a
+table of thousands of members). The partition is found by its key, as DynamoDB finds it; the rest of moto's Query
+(conditions, order, pages, filters, projections) is moto's own.
+
 tests/sandbox/test_moto_dynamodb.py checks, over every attribute type and every operation here, that both answers
 parse to the same response in botocore.
 """
@@ -16,12 +21,15 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.responses import ActionResult
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 
 ITEM_OPERATIONS = frozenset(
@@ -41,6 +49,10 @@ ITEM_OPERATIONS = frozenset(
 CONTENT_TYPE = "application/x-amz-json-1.0"
 
 _moto_serialized = DynamoHandler.serialized
+_moto_query = Table.query
+_moto_all_items = Table.all_items
+_querying = threading.local()
+"""The table and partition key a Query of this thread is reading, while moto's Table.query runs."""
 
 
 def _wire(value: object) -> object:
@@ -64,10 +76,38 @@ def serialized(handler: DynamoHandler, action_result: ActionResult) -> TYPE_RESP
     return 200, headers, body
 
 
+def query(table: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -> Any:
+    """Table.query; for the table itself (no index) and a string or binary key, over that partition's items only."""
+    index_name = args[6] if len(args) > 6 else kwargs.get("index_name")  # moto's DynamoDBBackend passes it 8th
+    if index_name is not None or hash_key is None or hash_key.type not in ("S", "B"):
+        return _moto_query(table, hash_key, *args, **kwargs)
+    _querying.partition = (table, hash_key)
+    try:
+        return _moto_query(table, hash_key, *args, **kwargs)
+    finally:
+        _querying.partition = None
+
+
+def all_items(table: Table) -> list[Item]:
+    """Table.all_items; inside `query`, the items of the partition it reads (the key found as moto stores it)."""
+    partition = getattr(_querying, "partition", None)
+    if partition is None or partition[0] is not table:
+        return _moto_all_items(table)
+    stored = table.items.get(partition[1])  # a defaultdict: get() adds no partition
+    if stored is None:
+        return []
+    return list(stored.values()) if table.range_key_attr else [stored]
+
+
 def install() -> None:
-    """Answer moto's DynamoDB item operations with `serialized` in this process (idempotent)."""
+    """Answer moto's DynamoDB item operations with `serialized`, and its table Queries by partition, in this
+    process (idempotent)."""
     DynamoHandler.serialized = serialized  # type: ignore[method-assign,assignment]
+    Table.query = query  # type: ignore[method-assign,assignment]
+    Table.all_items = all_items  # type: ignore[method-assign,assignment]
 
 
 def uninstall() -> None:
     DynamoHandler.serialized = _moto_serialized  # type: ignore[method-assign]
+    Table.query = _moto_query  # type: ignore[method-assign]
+    Table.all_items = _moto_all_items  # type: ignore[method-assign]

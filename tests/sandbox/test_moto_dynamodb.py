@@ -64,6 +64,8 @@ def reset(client: Any) -> None:
     for number in range(3):
         client.put_item(TableName="t", Item={**ITEM, "sk": {"S": f"M#{number}"}})
     client.put_item(TableName="t", Item=ITEM)
+    for number in range(4):  # other partitions, before and after in moto's order: a Query of one reads none of them
+        client.put_item(TableName="t", Item={**ITEM, "pk": {"S": f"instance#{number * 2}"}, "sk": {"S": f"M#{number}"}})
     for sk in ("M#8", "M#9"):
         client.delete_item(TableName="t", Key={"pk": ITEM["pk"], "sk": {"S": sk}})
 
@@ -122,6 +124,24 @@ def test_every_item_operation_parses_to_the_same_response(client: Any) -> None:
         ),
         lambda: client.query(
             TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "none"}}
+        ),
+        lambda: client.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p AND sk BETWEEN :lo AND :hi",
+            FilterExpression="attribute_exists(#f)",
+            ExpressionAttributeNames={"#f": "flag"},
+            ExpressionAttributeValues={":p": ITEM["pk"], ":lo": {"S": "M#1"}, ":hi": {"S": "M#~"}},
+            ScanIndexForward=False,
+            ConsistentRead=True,
+            Limit=1,
+            ExclusiveStartKey={"pk": ITEM["pk"], "sk": {"S": "M#2"}},
+        ),
+        lambda: client.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p AND begins_with(sk, :m)",
+            ProjectionExpression="sk, #n",
+            ExpressionAttributeNames={"#n": "number"},
+            ExpressionAttributeValues={":p": {"S": "instance#2"}, ":m": {"S": "M#"}},
         ),
         lambda: client.query(
             TableName="t",
