@@ -48,7 +48,7 @@ from moto.s3.models import FakeKey, s3_backends
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "layers" / "common"))
 
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
-from fault_responder.checkpoints import (
+from fault_responder.resume.checkpoints import (
     COMPLETED_NAME,
     DCP_METADATA_NAME,
     MANIFEST_FORMAT,

@@ -80,7 +80,7 @@ def _handovers() -> list[float]:
 
     What a page waits for is what was asked before that moment; a call made after it (the member's own write) runs
     beside the delivery, even when a busy machine starts the delivery's thread after that call has answered."""
-    service = sys.modules["fault_responder.service"].AlertService
+    service = sys.modules["fault_responder.alerting.service"].AlertService
     moments: list[float] = []
     original = service._submit
 

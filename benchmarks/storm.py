@@ -107,7 +107,7 @@ class RouterMeter:
 
     def install(self) -> None:
         """Wrap the warm router: each record's handling, its executors' work, the sweep."""
-        bootstrap = sys.modules["fault_responder.bootstrap"]
+        bootstrap = sys.modules["fault_responder.wiring.alert_router"]
         router = bootstrap.alert_router()
         router.process_record = self.timed(router.process_record)
         router.sweep = self.timed(router.sweep)

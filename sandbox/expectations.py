@@ -20,7 +20,7 @@ from sandbox.scenario import Count, Expectation
 
 _MISSING = object()
 INCIDENT_METADATA = "gpu_fault_incident"
-"""The metadata event type of an incident's root message (fault_responder.delivery)."""
+"""The metadata event type of an incident's root message (fault_responder.notification.delivery)."""
 _SHOWN_PROBLEMS = 3
 
 

@@ -34,7 +34,7 @@ from sandbox.sqs_mapping import wrap_in_sqs_event
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 FUNCTION = "AlertRouterFunction"
 ACTION_SOURCE = "fault-responder.actions"
-"""A person's action (fault_responder.incident_actions), which its endpoint puts on the alert queue."""
+"""A person's action (fault_responder.incidents.incident_actions), which its endpoint puts on the alert queue."""
 BATCH = 10
 
 Mutation = Callable[[Any, random.Random], Any]

@@ -162,7 +162,7 @@ class _ErrorRecords(logging.Handler):
 
 # The layer package's hook that drops cached clients and settings, so each sandbox run builds them
 # again against its own moto server and stand-ins.
-_RESET_HOOK_MODULE = "fault_responder.bootstrap"
+_RESET_HOOK_MODULE = "fault_responder.wiring.alert_router"
 
 
 class InProcessFunction:

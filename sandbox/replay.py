@@ -65,8 +65,8 @@ def replay(
             timeline.file(number, event_file.path)
             for event in event_file.events:
                 if event.get("source") == ACTIONS_SOURCE:
-                    # A person's action (fault_responder.incident_actions): its endpoint sends it to the alert queue
-                    # itself, past EventBridge (no rule matches its source).
+                    # A person's action (fault_responder.incidents.incident_actions): its endpoint sends it to the
+                    # alert queue itself, past EventBridge (no rule matches its source).
                     arn = alert_queue_arn(sandbox)
                     send_to_queue_arn(sandbox.aws, arn, json.dumps(event))
                     rule = "(none: its endpoint sends it)"
@@ -96,7 +96,8 @@ def replay(
 
 
 ACTIONS_SOURCE = "fault-responder.actions"
-"""fault_responder.incident_actions.ACTIONS_SOURCE (the sandbox does not import the layer: its functions do)."""
+"""fault_responder.incidents.incident_actions.ACTIONS_SOURCE (the sandbox does not import the layer: its functions
+do)."""
 ACTIONS_QUEUE = "AlertQueue"
 """Where SlackActionsFunction and PagerDutyWebhookFunction send people's actions."""
 

@@ -133,10 +133,10 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
     if not records:
         return []
     with layer_on_path(sandbox.stack):
-        from fault_responder import lifecycle  # noqa: PLC0415
         from fault_responder.adapters.dynamodb_store import decode, decode_group  # noqa: PLC0415
-        from fault_responder.fleet import derive_fleet  # noqa: PLC0415
-        from fault_responder.serialization import member_from_dict  # noqa: PLC0415
+        from fault_responder.adapters.serialization import member_from_dict  # noqa: PLC0415
+        from fault_responder.incidents import lifecycle  # noqa: PLC0415
+        from fault_responder.noise.fleet import derive_fleet  # noqa: PLC0415
 
         router, settings, policy = _router_view(sandbox)
         now = datetime.now(UTC)
@@ -159,7 +159,7 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
 def _open_members(group: Any, items: Sequence[Mapping[str, Any]], read: Any) -> None:
     """A group's open members (its members in the table's Members index) on its head, as the router reads them
     beside it: how many, and the first LISTED_MEMBERS of them, oldest first."""
-    from fault_responder.fleet import LISTED_MEMBERS  # noqa: PLC0415
+    from fault_responder.noise.fleet import LISTED_MEMBERS  # noqa: PLC0415
 
     listed = sorted((item for item in items if item.get("og")), key=lambda i: str(i["oat"]))
     group.open_count = len(listed)
@@ -178,11 +178,11 @@ def _decimals_out(value: Any) -> Any:
 
 def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
     """The router, lifecycle settings and policy the stack's AlertRouter has, from its parameters."""
-    from fault_responder import lifecycle  # noqa: PLC0415
     from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
-    from fault_responder.bootstrap import RouterSettings, policy_for  # noqa: PLC0415
-    from fault_responder.policy import SilenceCache  # noqa: PLC0415
-    from fault_responder.routing import Router, load_routing  # noqa: PLC0415
+    from fault_responder.incidents import lifecycle  # noqa: PLC0415
+    from fault_responder.noise.policy import SilenceCache  # noqa: PLC0415
+    from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
+    from fault_responder.wiring.alert_router import RouterSettings, policy_for  # noqa: PLC0415
 
     parameters = sandbox.stack.parameters
     routing = load_routing(str(parameters.get("RoutingFile", "default.yaml")))

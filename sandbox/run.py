@@ -22,7 +22,7 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
 - ecs: {instances: [...], tasks: [...], run_task_requests: [...]} (sandbox.report.collect_ecs)
 - pagerduty_changes: the change events PagerDuty accepted; actions: [{action, after_seconds, outcome, ...}]
 - cli: [{step, args, exit_code, expect_exit, passed, stdout, stderr}], one per `cli` step (python -m
-  fault_responder.cli run in process against the stack's IncidentsTable)
+  fault_responder.cli.main run in process against the stack's IncidentsTable)
 - clicks: [{step, button, user, signed, instance, signed_at, replay_of, status, refused, message_ts, outcome}], one per
   `click` step (a press of an incident root's button through SlackActionsFunction's function URL, or a replay of one)
 - webhooks: [{step, webhook, by, agent, signed, assignee, event_id, incident, dedup_key, occurred_at, status, refused,
@@ -285,7 +285,7 @@ class _Run:
         target += ["--endpoint-url", self.sandbox.moto_endpoint]
         out, err = io.StringIO(), io.StringIO()
         with layer_on_path(self.sandbox.stack):
-            from fault_responder import cli  # noqa: PLC0415 - the stack's layer, on the path only here
+            from fault_responder.cli import main as cli  # noqa: PLC0415 - the stack's layer, on the path only here
 
             # The run's environment is the functions' (no USER): `silence add` without --author is by "sandbox".
             with (
@@ -540,7 +540,7 @@ class _Run:
         """(channel id, root ts, value) of the newest root with the button, of `instance`'s incident when named."""
         wanted = world.instance(instance).container_instance_arn.rsplit("/", 1)[-1] if instance else None
         with layer_on_path(self.sandbox.stack):
-            from fault_responder.buttons import BadRequest, IncidentButton  # noqa: PLC0415 - the stack's layer
+            from fault_responder.notification.buttons import BadRequest, IncidentButton  # noqa: PLC0415 - the stack's layer
 
             for channel_id, ts, value in self.sandbox.standins.buttons(action_id):
                 try:

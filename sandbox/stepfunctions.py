@@ -37,10 +37,10 @@ from sandbox.stack import RuleTarget
 # Layer modules that cache clients and settings built from a function's environment. In process,
 # functions share them, so they are reset whenever a function with another environment runs next.
 _RESET_HOOK_MODULES = (
-    "fault_responder.bootstrap",
-    "fault_responder.resume.bootstrap",
-    "fault_responder.actions_bootstrap",
-    "fault_responder.webhook_bootstrap",
+    "fault_responder.wiring.alert_router",
+    "fault_responder.wiring.resume_training",
+    "fault_responder.wiring.slack_actions",
+    "fault_responder.wiring.pagerduty_webhook",
 )
 _POLL_SECONDS = 0.05
 

@@ -11,7 +11,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fault_responder.domain import (
+from fault_responder.core.domain import (
     Alert,
     Classification,
     DrainAttribution,
@@ -24,7 +24,7 @@ from fault_responder.domain import (
     Severity,
     TimelineEntry,
 )
-from fault_responder.runbooks import runbook_for
+from fault_responder.routing.runbooks import runbook_for
 
 ROUTING_KEY = "0123456789abcdef0123456789abcdef"
 OPENED = datetime(2026, 4, 11, 0, 48, 53, tzinfo=UTC)

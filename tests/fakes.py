@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fault_responder.adapters.slack import SlackPostRef
-from fault_responder.render.slack import SlackMessage
+from fault_responder.notification.contract import SlackPostRef
+from fault_responder.notification.render.slack import SlackMessage
 
 CHANNEL_ID = "C0FAKE0001"
 

@@ -3,7 +3,7 @@
 Thin edge. The records of a batch are processed at once (a thread each), so a record waiting on a slow Slack
 never holds back the pages of the others; a failed record is reported as a partial failure
 (ReportBatchItemFailures), retried by SQS and, on its last receive, dead-lettered with its reason by the router.
-The work is in fault_responder.bootstrap.AlertRouter.
+The work is in fault_responder.wiring.alert_router.AlertRouter.
 
 The batch loop is ours rather than Powertools' batch processor: that one imports asyncio and every event
 source's data classes, about a fifth of this function's cold import, for the twenty lines below.
@@ -17,8 +17,8 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fault_responder.bootstrap import alert_router
-from fault_responder.observability import logger, metrics, tracer
+from fault_responder.core.observability import logger, metrics, tracer
+from fault_responder.wiring.alert_router import alert_router
 
 MAX_RECORD_THREADS = 10
 """The event source mapping's BatchSize: every record of a batch gets a thread."""
@@ -70,7 +70,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, l
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    """SweepFunction, every minute: open incidents brought up to date with the time (fault_responder.service)."""
+    """SweepFunction, every minute: open incidents brought up to date with the time
+    (fault_responder.alerting.service)."""
     router = alert_router()
     router.start_invocation(context.get_remaining_time_in_millis() / 1000)
     return router.sweep()
@@ -81,7 +82,8 @@ def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, in
 @metrics.log_metrics
 def reconcile_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """ReconcileFunction, on its schedule: the watched clusters' instances as ECS describes them, against the
-    incidents table (fault_responder.reconcile): missed faults opened, missed recoveries and departures closed."""
+    incidents table (fault_responder.operations.reconcile): missed faults opened, missed recoveries and departures
+    closed."""
     router = alert_router()
     router.start_invocation(context.get_remaining_time_in_millis() / 1000)
     return router.reconcile()

@@ -1,8 +1,8 @@
 """PagerDutyWebhook: PagerDuty's v3 webhooks from the function URL -> signed -> an incident action on the alert queue.
 
 Thin edge: the raw body (base64-decoded when the function URL encoded it: the signature is over the bytes PagerDuty
-sent) and the headers go to fault_responder.pagerduty_webhook.PagerDutyWebhook, which answers with a status code.
-The account the action envelope names is the function's own (its ARN).
+sent) and the headers go to fault_responder.actions.pagerduty_webhook.PagerDutyWebhook, which answers with a status
+code. The account the action envelope names is the function's own (its ARN).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fault_responder.function_url import respond
-from fault_responder.observability import logger, metrics, tracer
-from fault_responder.webhook_bootstrap import pagerduty_webhook
+from fault_responder.actions.function_url import respond
+from fault_responder.core.observability import logger, metrics, tracer
+from fault_responder.wiring.pagerduty_webhook import pagerduty_webhook
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -14,8 +14,7 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict
 
-from fault_responder.observability import count, logger, tracer
-from fault_responder.resume.bootstrap import resume_steps
+from fault_responder.core.observability import count, logger, tracer
 from fault_responder.resume.budget import Plan
 from fault_responder.resume.config import ResumeConfig
 from fault_responder.resume.fault import Fault
@@ -23,6 +22,7 @@ from fault_responder.resume.jobs import Job
 from fault_responder.resume.notices import NoticeRequest
 from fault_responder.resume.relaunch import Launch
 from fault_responder.resume.watch import StopRequest, TaskWatch
+from fault_responder.wiring.resume_training import resume_steps
 
 
 class _Input(BaseModel):

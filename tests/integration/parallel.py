@@ -54,7 +54,7 @@ def _worker(environment: Mapping[str, str], barrier: Any, inbox: Connection) -> 
     sys.path[:0] = [str(ROOT / "layers" / "common"), str(ROOT)]
     logging.disable(logging.CRITICAL)  # the parent judges by what reached Slack, PagerDuty and the table
     # Imported after the environment is set, as Lambda does (Powertools reads it at import).
-    from fault_responder.bootstrap import alert_router  # noqa: PLC0415
+    from fault_responder.wiring.alert_router import alert_router  # noqa: PLC0415
 
     router = alert_router()
     while True:
@@ -94,7 +94,7 @@ def _reconcile(router: Any, cluster: str, observed: list[dict[str, Any]]) -> int
     schedule would. Returns the failed attempts."""
     from datetime import datetime  # noqa: PLC0415
 
-    from fault_responder.reconcile import Described, ObservedCheck, ObservedInstance, Reconciler  # noqa: PLC0415
+    from fault_responder.operations.reconcile import Described, ObservedCheck, ObservedInstance, Reconciler  # noqa: PLC0415
 
     instances = [
         ObservedInstance(

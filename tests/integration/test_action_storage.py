@@ -13,7 +13,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import SK, DynamoDBInstanceStore, instance_pk
-from fault_responder.record import ActionFact, EventFacts, ReportedAction
+from fault_responder.incidents.record import ActionFact, EventFacts, ReportedAction
 from tests.conftest import incidents_table
 from tests.integration.test_instance_store import ARN, AT, INSTANCE, TABLE, impaired, record_with
 

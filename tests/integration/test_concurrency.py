@@ -211,7 +211,7 @@ def test_a_storm_handled_by_parallel_workers_pages_once_as_a_fleet(
 def sweep_a_minute_later(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    from fault_responder.bootstrap import AlertRouter, RouterSettings, reset  # noqa: PLC0415
+    from fault_responder.wiring.alert_router import AlertRouter, RouterSettings, reset  # noqa: PLC0415
 
     # This process may have wired the router to another test's moto server before: forget those clients and
     # cached secrets, as the sandbox does when it points the router at new endpoints.

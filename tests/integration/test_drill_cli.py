@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.drill_aws import INJECTOR_FAMILY, DrillAwsError, put_events
-from fault_responder.cli import main
+from fault_responder.cli.main import main
 from tests.integration.tables import create_incidents_table
 
 TABLE = "gpu-fault-responder-IncidentsTable-TEST"

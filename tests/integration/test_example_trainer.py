@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
-from fault_responder.checkpoints import CheckpointSearch, MarkerKind, SkipReason, find_newest_complete
+from fault_responder.resume.checkpoints import CheckpointSearch, MarkerKind, SkipReason, find_newest_complete
 
 TRAINING = Path(__file__).resolve().parents[2] / "training"
 REGION = "us-east-1"

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from fault_responder import lifecycle
 from fault_responder.adapters import http
 from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
-from fault_responder.delivery import Courier
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService, DeliveryPendingError
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService, DeliveryPendingError
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.incidents import lifecycle
+from fault_responder.notification.delivery import Courier
+from fault_responder.routing.router import Router, load_routing
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from tests.conftest import load_event, vary
 

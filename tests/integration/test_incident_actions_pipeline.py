@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fault_responder.buttons import IncidentButton
-from fault_responder.incident_actions import ActionKind, IncidentAction, Via
+from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via
+from fault_responder.notification.buttons import IncidentButton
 from tests.conftest import health_check, load_event, vary
 from tests.integration.test_alert_pipeline import XID46, XID46_OK, incident_roots, pagerduty_bodies, run
 

@@ -15,18 +15,9 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, instance_pk
-from fault_responder.domain import FaultClass, FleetMember, InstanceRef, Severity
-from fault_responder.fleet import (
-    GroupRecord,
-    JournalEntry,
-    MemberWrite,
-    Recent,
-    Told,
-    closed_identity,
-    group_arn,
-    opened_identity,
-)
-from fault_responder.record import (
+from fault_responder.alerting.store import ConcurrentUpdateError, LeaseLostError
+from fault_responder.core.domain import FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.incidents.record import (
     Delivery,
     EventFacts,
     HealthFact,
@@ -37,7 +28,16 @@ from fault_responder.record import (
     StatusFact,
     TaskStopFact,
 )
-from fault_responder.store import ConcurrentUpdateError, LeaseLostError
+from fault_responder.noise.fleet import (
+    GroupRecord,
+    JournalEntry,
+    MemberWrite,
+    Recent,
+    Told,
+    closed_identity,
+    group_arn,
+    opened_identity,
+)
 from tests.conftest import incidents_table
 
 TABLE = "incidents"

@@ -21,12 +21,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from fault_responder.adapters.http import DeliveryError, RetryPolicy
+from fault_responder.adapters.http import RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
-from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
-from fault_responder.render.slack import (
+from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
+from fault_responder.notification.render.slack import (
     SlackMessage,
     render_alert,
     render_incident_root,

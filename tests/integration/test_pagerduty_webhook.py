@@ -18,9 +18,9 @@ import pytest
 import requests
 from moto import mock_aws
 
-from fault_responder import webhook_bootstrap
-from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
-from fault_responder.interactive import pagerduty_signature
+from fault_responder.actions.interactive import pagerduty_signature
+from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via, parse_action
+from fault_responder.wiring import pagerduty_webhook as webhook_bootstrap
 from sandbox.standins import PAGERDUTY_WEBHOOK_SECRET, SANDBOX_ROUTING_KEY, StandIns
 from tests.integration.function_urls import FunctionContext, function_url_event, load_app
 

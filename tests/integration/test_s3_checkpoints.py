@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
-from fault_responder.checkpoints import CheckpointStoreError, MarkerKind, SkipReason, find_newest_complete
+from fault_responder.resume.checkpoints import CheckpointStoreError, MarkerKind, SkipReason, find_newest_complete
 
 REGION = "us-east-1"
 BUCKET = "training-checkpoints"

@@ -12,8 +12,7 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
-from fault_responder.matchers import parse_matchers
-from fault_responder.silences import (
+from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
     SilenceExistsError,
@@ -21,6 +20,7 @@ from fault_responder.silences import (
     UnknownSilenceError,
     new_silence,
 )
+from fault_responder.routing.matchers import parse_matchers
 from tests.integration.tables import create_incidents_table
 
 TABLE = "incidents"

@@ -23,14 +23,14 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from fault_responder import actions_bootstrap
+from fault_responder.actions.interactive import Permissions
+from fault_responder.actions.slack_actions import SlackActions
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore, approval_id
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
-from fault_responder.buttons import IncidentButton
-from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
-from fault_responder.interactive import Permissions
-from fault_responder.slack_actions import SlackActions
+from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via, parse_action
+from fault_responder.notification.buttons import IncidentButton
+from fault_responder.wiring import slack_actions as actions_bootstrap
 from sandbox.standins import DEFAULT_SLACK_TOKEN, ONCALL_GROUP, SLACK_SIGNING_SECRET, StandIns, signed_click
 from tests.integration.function_urls import FunctionContext, function_url_event, load_app
 from tests.integration.tables import create_incidents_table

@@ -14,15 +14,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from fault_responder import lifecycle
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, check_attribute, instance_pk
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.matchers import parse_matchers
-from fault_responder.policy import Policy, SilenceCache
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.silences import SilenceError, new_silence
+from fault_responder.alerting.service import AlertService
+from fault_responder.incidents import lifecycle
+from fault_responder.noise.policy import Policy, SilenceCache
+from fault_responder.noise.silences import SilenceError, new_silence
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.routing.matchers import parse_matchers
+from fault_responder.routing.router import Router, load_routing
 from tests.conftest import health_check, load_event, vary
 from tests.integration.tables import create_incidents_table
 
@@ -175,7 +175,7 @@ def test_a_record_part_that_cannot_be_read_is_skipped_and_the_next_fault_pages(
     assert "gpu-inference/f957585523c3d58c95844b6b2d8ce234/DAEMON" in world.triggered()
     # ... with a count of the kind of part and a log line naming the record and the part
     assert part in counted(capsys.readouterr().out, "UnreadableRecords")
-    lines = logged(caplog, "fault_responder.serialization")
+    lines = logged(caplog, "fault_responder.adapters.serialization")
     assert lines and all(line["record"] == ARN for line in lines)
     assert attribute in {line["part"] for line in lines}
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import requests
 
-from fault_responder.buttons import IncidentButton
-from fault_responder.incident_actions import IncidentAction
-from fault_responder.interactive import Unauthorized, verify_pagerduty_request
-from fault_responder.pagerduty_webhook import action_for, parse_webhook
+from fault_responder.actions.interactive import Unauthorized, verify_pagerduty_request
+from fault_responder.actions.pagerduty_webhook import action_for, parse_webhook
+from fault_responder.incidents.incident_actions import IncidentAction
+from fault_responder.notification.buttons import IncidentButton
 from sandbox.errors import SandboxError
 from sandbox.expectations import check, pagerduty_alerts, pagerduty_requests
 from sandbox.scenario import Expectation, load_scenario

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fault_responder.cli import main as cli
+from fault_responder.cli.main import main as cli
 from sandbox.replay import load_event_file, replay
 from sandbox.report import Timeline
 from sandbox.session import Sandbox

@@ -53,7 +53,7 @@ def roots_with_buttons(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def buttons(self: StandIns, action_id: str) -> list[tuple[str, str, str]]:
         if not original(self, action_id):
-            from fault_responder.buttons import IncidentButton  # noqa: PLC0415 - the layer, as the runner has it
+            from fault_responder.notification.buttons import IncidentButton  # noqa: PLC0415 - the layer, as the runner has it
 
             # The sandbox points every boto3 client in the process at its moto.
             arns = boto3.client("ecs").list_container_instances(cluster="gpu-inference")["containerInstanceArns"]

@@ -7,9 +7,9 @@ run without them is what shows that the filters are what keeps the canaries out.
     python tests/unit/log_canary_probe.py {unfiltered|filters-first|logging-first}
 
 - unfiltered: fault_responder is never imported.
-- filters-first: fault_responder.observability (which every function imports) is imported, then logging
+- filters-first: fault_responder.core.observability (which every function imports) is imported, then logging
   is configured, as a tool that calls logging.basicConfig after its imports would.
-- logging-first: logging is configured, then fault_responder.observability is imported, as on Lambda,
+- logging-first: logging is configured, then fault_responder.core.observability is imported, as on Lambda,
   where the runtime configures logging before the handler's module is loaded.
 
 The secrets live in Secrets Manager (moto, in process) and are read the way the functions read them,
@@ -132,12 +132,12 @@ def _press_approve_and_a_forgery() -> list[int]:
     stored, an approver's signed press of Approve (SendTaskSuccess with the token), then a forged press."""
     from datetime import UTC, datetime  # noqa: PLC0415
 
-    from fault_responder.actions_bootstrap import SigningSecret, _fetch_json_secret  # noqa: PLC0415
+    from fault_responder.actions.interactive import Permissions  # noqa: PLC0415
+    from fault_responder.actions.slack_actions import SlackActions  # noqa: PLC0415
     from fault_responder.adapters.interaction_store import DynamoDBInteractionStore  # noqa: PLC0415
     from fault_responder.adapters.slack_actions_io import StepFunctionsTaskAnswers  # noqa: PLC0415
-    from fault_responder.interactive import Permissions  # noqa: PLC0415
-    from fault_responder.observability import count, logger  # noqa: PLC0415
-    from fault_responder.slack_actions import SlackActions  # noqa: PLC0415
+    from fault_responder.core.observability import count, logger  # noqa: PLC0415
+    from fault_responder.wiring.slack_actions import SigningSecret, _fetch_json_secret  # noqa: PLC0415
     from sandbox.standins import signed_click  # noqa: PLC0415
 
     store = DynamoDBInteractionStore(TABLE)
@@ -170,11 +170,11 @@ def _press_approve_and_a_forgery() -> list[int]:
 def _send_a_webhook_and_a_forgery() -> list[int]:
     """PagerDutyWebhook as PagerDutyWebhookFunction wires it (the webhook secrets read from the PagerDuty secret, the
     alert queue): a webhook signed with the secret (queued), then one signed with another."""
+    from fault_responder.actions.interactive import pagerduty_signature  # noqa: PLC0415
+    from fault_responder.actions.pagerduty_webhook import PagerDutyWebhook  # noqa: PLC0415
     from fault_responder.adapters.action_queue import ActionQueue  # noqa: PLC0415
-    from fault_responder.interactive import pagerduty_signature  # noqa: PLC0415
-    from fault_responder.observability import count, logger  # noqa: PLC0415
-    from fault_responder.pagerduty_webhook import PagerDutyWebhook  # noqa: PLC0415
-    from fault_responder.webhook_bootstrap import WebhookSecrets, _fetch_json_secret  # noqa: PLC0415
+    from fault_responder.core.observability import count, logger  # noqa: PLC0415
+    from fault_responder.wiring.pagerduty_webhook import WebhookSecrets, _fetch_json_secret  # noqa: PLC0415
 
     queue_url = boto3.client("sqs").create_queue(QueueName="alerts")["QueueUrl"]
     webhook = PagerDutyWebhook(
@@ -231,10 +231,10 @@ def main(mode: str) -> int:
         secrets.create_secret(Name=PAGERDUTY_SECRET, SecretString=json.dumps(stored_pagerduty))
 
         if mode == "filters-first":
-            importlib.import_module("fault_responder.observability")
+            importlib.import_module("fault_responder.core.observability")
         configure_debug_logging()
         if mode == "logging-first":
-            importlib.import_module("fault_responder.observability")
+            importlib.import_module("fault_responder.core.observability")
 
             configure_debug_logging()
 

@@ -29,16 +29,16 @@ from typing import Any, TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fault_responder import lifecycle
-from fault_responder.domain import Incident, PersonAction
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
-from fault_responder.models.events import parse_ecs_event
-from fault_responder.record import ActionFact, InstanceRecord, ReportedAction
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
-from fault_responder.timefmt import iso_utc
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import Incident, PersonAction
+from fault_responder.core.timefmt import iso_utc
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via, parse_action
+from fault_responder.incidents.record import ActionFact, InstanceRecord, ReportedAction
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.routing.router import Router, load_routing
 from tests.conftest import health_check, load_event, vary
 from tests.unit.test_lifecycle import INSTANCE, KEY, inactive
 

@@ -1,5 +1,5 @@
 """Alarm state changes: parsed at the edge, made facts, classified, labelled, and derived into incidents
-(fault_responder.alarms, fault_responder.models.alarms; docs/alarms.md)."""
+(fault_responder.incidents.alarms, fault_responder.events.cloudwatch; docs/alarms.md)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fault_responder import lifecycle
-from fault_responder.alarms import (
+from fault_responder.core.domain import EventKind, FaultClass, InstanceRef, Severity
+from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.alarms import (
     GPU_RESTART_APP_XIDS,
     GPU_TEMPERATURE,
     OTHER_ALARM,
@@ -20,12 +23,9 @@ from fault_responder.alarms import (
     alarm_facts,
     classify_alarm,
 )
-from fault_responder.domain import EventKind, FaultClass, InstanceRef, Severity
-from fault_responder.matchers import incident_labels
-from fault_responder.models.alarms import AlarmStateChangeEvent
-from fault_responder.models.events import parse_ecs_event
-from fault_responder.record import InstanceRecord
-from fault_responder.routing import Router, incident_context, load_routing
+from fault_responder.incidents.record import InstanceRecord
+from fault_responder.routing.matchers import incident_labels
+from fault_responder.routing.router import Router, incident_context, load_routing
 from tests.conftest import load_event
 
 ROUTER = Router(load_routing("default.yaml"))

@@ -1,4 +1,4 @@
-"""Finding the newest complete checkpoint (fault_responder.checkpoints) over an in-memory store.
+"""Finding the newest complete checkpoint (fault_responder.resume.checkpoints) over an in-memory store.
 
 The store counts requests the way S3 would bill them (one listing request per 1,000 entries, one per read), so
 the cost claims of the contract are tested here without S3.
@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fault_responder.checkpoints import (
+from fault_responder.resume.checkpoints import (
     CheckpointManifest,
     MarkerKind,
     SkipReason,

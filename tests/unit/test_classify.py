@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fault_responder.classify import classify_health_check
-from fault_responder.domain import FaultClass, Severity
-from fault_responder.models.events import HealthCheck
-from fault_responder.xid import CRITICAL_XIDS, RESTART_APP_XIDS, parse_xid
+from fault_responder.core.domain import FaultClass, Severity
+from fault_responder.events.ecs import HealthCheck
+from fault_responder.events.xid import CRITICAL_XIDS, RESTART_APP_XIDS, parse_xid
+from fault_responder.incidents.classify import classify_health_check
 
 
 def gpu(reason: str | None, status: str = "IMPAIRED") -> HealthCheck:

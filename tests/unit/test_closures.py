@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fault_responder import lifecycle
-from fault_responder.adapters.http import DeliveryError
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.incidents import lifecycle
+from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.routing.router import Router, load_routing
 from tests.conftest import health_check, load_event, vary
 
 FAULT_AT = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

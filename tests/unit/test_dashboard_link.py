@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from fault_responder import lifecycle
-from fault_responder.bootstrap import RouterSettings
-from fault_responder.delivery import plan
-from fault_responder.domain import FleetMember, FleetSummary, Incident
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.render.fleet import render_fleet_root, render_fleet_steps
-from fault_responder.render.slack import (
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import FleetMember, FleetSummary, Incident
+from fault_responder.incidents import lifecycle
+from fault_responder.notification.delivery import plan
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.notification.render.fleet import render_fleet_root, render_fleet_steps
+from fault_responder.notification.render.slack import (
     MAX_CONTEXT_ELEMENTS,
     SlackMessage,
     render_alert,
@@ -25,9 +26,8 @@ from fault_responder.render.slack import (
     render_webhook_step,
 )
 from fault_responder.resume.notify import ResumeNotifier, render_resume_reply, render_resume_standalone
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.routing.router import Router, load_routing
+from fault_responder.wiring.alert_router import RouterSettings
 from sandbox.standins import block_errors
 from tests.builders import OPENED, an_alert, an_incident, draining
 from tests.conftest import vary

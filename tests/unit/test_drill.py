@@ -12,11 +12,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fault_responder import lifecycle
 from fault_responder.adapters.drill_aws import INJECTOR_FAMILY, inject_command, injector_task_definition
-from fault_responder.delivery import pagerduty_subject
-from fault_responder.domain import DRILL_MARK, DRILL_SOURCE
-from fault_responder.drill import (
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import DRILL_MARK, DRILL_SOURCE
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import Delivery, InstanceRecord, KnownIncident
+from fault_responder.noise.policy import Policy, QuietWhenHandled
+from fault_responder.notification.delivery import pagerduty_subject
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.operations.drill import (
     DrillReport,
     DrillTarget,
     Hop,
@@ -31,15 +37,9 @@ from fault_responder.drill import (
     render_recovery,
     render_report,
 )
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.matchers import incident_labels, matches_all, parse_matchers
-from fault_responder.models.events import parse_ecs_event
-from fault_responder.policy import Policy, QuietWhenHandled
-from fault_responder.record import Delivery, InstanceRecord, KnownIncident
 from fault_responder.resume.fault import NotResumableError, fault_from_event
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.routing.matchers import incident_labels, matches_all, parse_matchers
+from fault_responder.routing.router import Router, load_routing
 from tests.unit.test_fleet import START, Clock
 
 TARGET = DrillTarget("us-west-2", "123456789012", "my-cluster", "abc123", xid=79, capacity_provider="gpu-training")

@@ -13,21 +13,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fault_responder import lifecycle
-from fault_responder.buttons import ActionId
-from fault_responder.domain import DRILL_MARK, Incident
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.incident_actions import IncidentAction
-from fault_responder.interactive import Permissions, pagerduty_signature
-from fault_responder.matchers import Labels
-from fault_responder.pagerduty_webhook import PagerDutyWebhook
-from fault_responder.policy import Policy
-from fault_responder.render.slack import incident_buttons
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.silences import Silence, silencing
-from fault_responder.slack_actions import SlackActions
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.actions.interactive import Permissions, pagerduty_signature
+from fault_responder.actions.pagerduty_webhook import PagerDutyWebhook
+from fault_responder.actions.slack_actions import SlackActions
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import DRILL_MARK, Incident
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.incident_actions import IncidentAction
+from fault_responder.noise.policy import Policy
+from fault_responder.noise.silences import Silence, silencing
+from fault_responder.notification.buttons import ActionId
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.notification.render.slack import incident_buttons
+from fault_responder.routing.matchers import Labels
+from fault_responder.routing.router import Router, load_routing
 from sandbox.standins import SLACK_SIGNING_SECRET, signed_click
 from tests.conftest import health_check, load_event, vary
 from tests.unit.test_lifecycle import INSTANCE, KEY

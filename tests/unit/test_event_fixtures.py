@@ -24,14 +24,10 @@ import yaml
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
-from fault_responder.incident_actions import is_action, parse_action
-from fault_responder.models.alarms import AlarmStateChangeEvent
-from fault_responder.models.events import (
-    HealthChangeEvent,
-    InstanceStateEvent,
-    TaskStateEvent,
-    parse_ecs_event,
-)
+from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent, TaskStateEvent
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.incidents.incident_actions import is_action, parse_action
 from sandbox import serve_standins
 from sandbox.standins import StandIns
 from tests.conftest import load_app

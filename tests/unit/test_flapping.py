@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from fault_responder import lifecycle
-from fault_responder.domain import Incident
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import Incident
+from fault_responder.incidents import lifecycle
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
+from fault_responder.routing.router import Router, load_routing
 from tests.conftest import health_check, load_event, vary
 
 INSTANCE = "arn:aws:ecs:us-west-2:123456789012:container-instance/my-cluster/a1b2c3d4EXAMPLE"

@@ -7,13 +7,13 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fault_responder import lifecycle
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
-from fault_responder.fleet import fingerprint, group_arn
-from fault_responder.policy import Policy
-from fault_responder.routing import Grouping, Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.incidents import lifecycle
+from fault_responder.noise.fleet import fingerprint, group_arn
+from fault_responder.noise.policy import Policy
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
+from fault_responder.routing.router import Grouping, Router, load_routing
 from tests.conftest import health_check, load_event, vary
 
 START = datetime(2026, 4, 11, 1, 0, tzinfo=UTC)
@@ -200,7 +200,7 @@ def test_faults_at_the_same_moment_are_each_a_member_once() -> None:
 
 
 def _fleet_action(kind: str, key: str, world: World, **fields: Any) -> dict[str, Any]:
-    from fault_responder.incident_actions import ActionKind, IncidentAction, Via  # noqa: PLC0415
+    from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via  # noqa: PLC0415
 
     [fleet] = world.fleets()
     via = Via(fields.pop("via", "slack"))

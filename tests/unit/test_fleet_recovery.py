@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from fault_responder.fleet import group_arn
-from fault_responder.incident_actions import ActionKind, IncidentAction, Via
+from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via
+from fault_responder.noise.fleet import group_arn
 from tests.conftest import load_event, vary
 from tests.unit.test_fleet import GROUP, START, World, _at, instance_arn, report, storm
 
@@ -155,9 +155,9 @@ def test_the_alert_resolves_when_the_last_member_closes_however_each_closes() ->
 
 def _found_ok(world: World, number: int) -> Any:
     """What the reconciliation sweep records when ECS describes the instance's check OK (no event said so)."""
-    from fault_responder.lifecycle import facts_from_event  # noqa: PLC0415
-    from fault_responder.models.events import parse_ecs_event  # noqa: PLC0415
-    from fault_responder.record import RECONCILED_PREFIX  # noqa: PLC0415
+    from fault_responder.events.parse import parse_ecs_event  # noqa: PLC0415
+    from fault_responder.incidents.lifecycle import facts_from_event  # noqa: PLC0415
+    from fault_responder.incidents.record import RECONCILED_PREFIX  # noqa: PLC0415
 
     event = report(number, "OK", world.clock.now)
     event["id"] = f"{RECONCILED_PREFIX}{number}"

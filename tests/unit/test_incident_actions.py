@@ -1,6 +1,6 @@
-"""People's actions on incidents (fault_responder.incident_actions) through AlertService, with the in-memory store and
-the channels that record what would be sent: the envelope's rules, which incident an action lands on, and what it
-changes in the derived incident, its timeline and the deliveries."""
+"""People's actions on incidents (fault_responder.incidents.incident_actions) through AlertService, with the in-memory
+store and the channels that record what would be sent: the envelope's rules, which incident an action lands on, and
+what it changes in the derived incident, its timeline and the deliveries."""
 
 from __future__ import annotations
 
@@ -12,8 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fault_responder.buttons import BadRequest, IncidentButton
-from fault_responder.incident_actions import (
+from fault_responder.adapters.serialization import (
+    action_from_dict,
+    action_to_dict,
+    apply_instance_facts,
+    delivery_from_dict,
+    delivery_to_dict,
+    instance_facts_to_dict,
+)
+from fault_responder.incidents.incident_actions import (
     ACTIONS_SOURCE,
     ActionKind,
     BadAction,
@@ -22,15 +29,8 @@ from fault_responder.incident_actions import (
     is_action,
     parse_action,
 )
-from fault_responder.record import InstanceRecord, ReportedAction, action_fact
-from fault_responder.serialization import (
-    action_from_dict,
-    action_to_dict,
-    apply_instance_facts,
-    delivery_from_dict,
-    delivery_to_dict,
-    instance_facts_to_dict,
-)
+from fault_responder.incidents.record import InstanceRecord, ReportedAction, action_fact
+from fault_responder.notification.buttons import BadRequest, IncidentButton
 from tests.conftest import load_event
 from tests.unit.test_lifecycle import INSTANCE, KEY, World, what
 

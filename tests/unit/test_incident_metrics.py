@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fault_responder import lifecycle
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.record import KnownIncident
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService, incident_transitions
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService, incident_transitions
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import KnownIncident
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.routing.router import Router, load_routing
 from tests.conftest import load_event, vary
 
 AT = datetime(2026, 4, 11, 1, 0, tzinfo=UTC)

@@ -1,5 +1,5 @@
-"""fault_responder.interactive: who sent a request (Slack's v0 signature, PagerDuty's v1 webhook signatures), what
-a button press asks, and who may press what. Pure: signatures computed here with hmac, as the services document."""
+"""fault_responder.actions.interactive: who sent a request (Slack's v0 signature, PagerDuty's v1 webhook signatures),
+what a button press asks, and who may press what. Pure: signatures computed here with hmac, as the services document."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from fault_responder.buttons import ActionId, BadRequest, approval_id
-from fault_responder.interactive import (
+from fault_responder.actions.interactive import (
     Click,
     Permissions,
     Unauthorized,
@@ -20,6 +19,7 @@ from fault_responder.interactive import (
     verify_pagerduty_request,
     verify_slack_request,
 )
+from fault_responder.notification.buttons import ActionId, BadRequest, approval_id
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 NOW = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)

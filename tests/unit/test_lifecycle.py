@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from fault_responder import lifecycle
-from fault_responder.adapters.http import DeliveryError
-from fault_responder.domain import DrainCause, FaultClass, Incident, InstanceRef, Runbook, Severity
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels, Sent
-from fault_responder.record import InstanceRecord, QuarantineFact
-from fault_responder.routing import Router, RoutingConfig, load_routing
-from fault_responder.runbooks import CLASS_RUNBOOKS, XID_RUNBOOKS
-from fault_responder.service import AlertService, DeliveryPendingError
-from fault_responder.store import ConcurrentUpdateError, MemoryInstanceStore
+from fault_responder.alerting.service import AlertService, DeliveryPendingError
+from fault_responder.alerting.store import ConcurrentUpdateError, MemoryInstanceStore
+from fault_responder.core.domain import DrainCause, FaultClass, Incident, InstanceRef, Runbook, Severity
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import InstanceRecord, QuarantineFact
+from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
+from fault_responder.routing.router import Router, RoutingConfig, load_routing
+from fault_responder.routing.runbooks import CLASS_RUNBOOKS, XID_RUNBOOKS
 from tests.conftest import health_check, load_event, vary
 
 INSTANCE = "arn:aws:ecs:us-west-2:123456789012:container-instance/my-cluster/a1b2c3d4EXAMPLE"

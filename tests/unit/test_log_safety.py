@@ -1,4 +1,4 @@
-"""No secret reaches a log at any level, library DEBUG included (fault_responder.logsafety).
+"""No secret reaches a log at any level, library DEBUG included (fault_responder.core.logsafety).
 
 The canary runs (tests/unit/log_canary_probe.py, in a fresh interpreter each) read real-looking secrets
 from Secrets Manager (moto) the way the functions do and send them to a loopback HTTP server, with the root
@@ -28,7 +28,7 @@ import pytest
 import urllib3
 from urllib3.util.retry import Retry
 
-from fault_responder import logsafety
+from fault_responder.core import logsafety
 from tests.unit import log_canary_probe as probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def run_probe(mode: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("mode", ["filters-first", "logging-first"])
 def test_no_canary_reaches_the_logs_with_every_logger_at_debug(mode: str) -> None:
-    # Given the filters installed by importing fault_responder.observability, before or after logging is
+    # Given the filters installed by importing fault_responder.core.observability, before or after logging is
     # configured with the root and every library logger at DEBUG
     # When the canary secrets are fetched and sent over HTTP
     run = run_probe(mode)
@@ -247,7 +247,7 @@ def test_a_traced_function_never_records_request_urls() -> None:
     # patching is global), Then the X-Ray SDK patched the AWS SDK and not httplib (nor requests), whose patch
     # would put every URL, a webhook's secret path included, into the trace
     probe = (
-        "import fault_responder.observability\n"
+        "import fault_responder.core.observability\n"
         "from aws_xray_sdk.core import patcher\n"
         "print(sorted(patcher._PATCHED_MODULES))\n"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fault_responder.matchers import MatcherError, Op, matches_all, parse_matcher, parse_matchers
+from fault_responder.routing.matchers import MatcherError, Op, matches_all, parse_matcher, parse_matchers
 
 LABELS = {"cluster": "gpu-training", "xid": "79", "severity": "critical", "capacity_provider": ""}
 

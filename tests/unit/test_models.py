@@ -7,13 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fault_responder.models.events import (
-    HealthChangeEvent,
-    InstanceStateEvent,
-    TaskStateEvent,
-    UnsupportedEventError,
-    parse_ecs_event,
-)
+from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent, TaskStateEvent, UnsupportedEventError
+from fault_responder.events.parse import parse_ecs_event
 from tests.conftest import health_check, load_event, vary
 
 

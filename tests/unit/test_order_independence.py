@@ -24,13 +24,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fault_responder import lifecycle
-from fault_responder.delivery import Courier, replies
-from fault_responder.domain import Incident
-from fault_responder.record import InstanceRecord
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import Incident
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import InstanceRecord
+from fault_responder.notification.delivery import Courier, replies
+from fault_responder.routing.router import Router, load_routing
 from tests.fakes import FakeWorld
 from tests.lifecycles import Lifecycle, delivered, fleet
 

@@ -1,6 +1,6 @@
-"""PagerDuty v3 webhooks read and mapped to incident actions (fault_responder.pagerduty_webhook), the webhook
-secrets' reader (fault_responder.webhook_bootstrap) and the action queue adapter's message. Pure, but for the queue's
-SendMessage (moto)."""
+"""PagerDuty v3 webhooks read and mapped to incident actions (fault_responder.actions.pagerduty_webhook), the webhook
+secrets' reader (fault_responder.wiring.pagerduty_webhook) and the action queue adapter's message. Pure, but for the
+queue's SendMessage (moto)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from fault_responder.actions.interactive import pagerduty_signature
+from fault_responder.actions.pagerduty_webhook import Ignored, PagerDutyWebhook, action_for, parse_webhook
 from fault_responder.adapters.action_queue import ActionQueue
-from fault_responder.buttons import BadRequest
-from fault_responder.incident_actions import ActionKind, IncidentAction, Via, parse_action
-from fault_responder.interactive import pagerduty_signature
-from fault_responder.pagerduty_webhook import Ignored, PagerDutyWebhook, action_for, parse_webhook
-from fault_responder.webhook_bootstrap import WebhookSecrets, WebhookSettings
+from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via, parse_action
+from fault_responder.notification.buttons import BadRequest
+from fault_responder.wiring.pagerduty_webhook import WebhookSecrets, WebhookSettings
 
 SECRET = "unit-webhook-secret"  # nosec B105  # a made-up secret
 

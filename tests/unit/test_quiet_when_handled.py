@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fault_responder import lifecycle
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.policy import Policy, QuietWhenHandled
-from fault_responder.record import NoticeFact
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import NoticeFact
+from fault_responder.noise.policy import Policy, QuietWhenHandled
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.routing.router import Router, load_routing
 from tests.unit.test_fleet import START, Clock, instance_arn, report
 
 PROVIDER = "my-capacity-provider"

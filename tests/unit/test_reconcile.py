@@ -1,5 +1,5 @@
-"""The reconciliation sweep's decisions (fault_responder.reconcile) and a run of it over the alert service, with an
-in-memory store and inventory: a missed fault is opened once, marked; a missed recovery or departure closes; the
+"""The reconciliation sweep's decisions (fault_responder.operations.reconcile) and a run of it over the alert service,
+with an in-memory store and inventory: a missed fault is opened once, marked; a missed recovery or departure closes; the
 event path and a second run add nothing; what ECS answers strangely decides nothing."""
 
 from __future__ import annotations
@@ -8,12 +8,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from fault_responder import lifecycle
 from fault_responder.adapters.ecs_health import read_described
-from fault_responder.adapters.http import DeliveryError
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.policy import Policy, QuietWhenHandled
-from fault_responder.reconcile import (
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import FOUND_BY_SWEEP, InstanceRecord
+from fault_responder.noise.policy import Policy, QuietWhenHandled
+from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.notification.render.pagerduty import render_trigger
+from fault_responder.notification.render.slack import render_incident_root
+from fault_responder.operations.reconcile import (
     Described,
     ObservedCheck,
     ObservedInstance,
@@ -22,12 +27,7 @@ from fault_responder.reconcile import (
     gone_finding,
     run_event_id,
 )
-from fault_responder.record import FOUND_BY_SWEEP, InstanceRecord
-from fault_responder.render.pagerduty import render_trigger
-from fault_responder.render.slack import render_incident_root
-from fault_responder.routing import Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
+from fault_responder.routing.router import Router, load_routing
 from tests.unit.test_fleet import CLUSTER, START, Clock, instance_arn, report
 
 CHECK = "ACCELERATED_COMPUTE"

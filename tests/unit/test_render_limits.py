@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fault_responder.domain import (
+from fault_responder.core.domain import (
     Alert,
     Classification,
     DrainAttribution,
@@ -26,8 +26,8 @@ from fault_responder.domain import (
     Severity,
     TimelineEntry,
 )
-from fault_responder.render.pagerduty import render_alert_trigger, render_trigger
-from fault_responder.render.slack import (
+from fault_responder.notification.render.pagerduty import render_alert_trigger, render_trigger
+from fault_responder.notification.render.slack import (
     SlackMessage,
     escape_mrkdwn,
     render_alert,
@@ -36,7 +36,7 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
-from fault_responder.runbooks import runbook_for
+from fault_responder.routing.runbooks import runbook_for
 from sandbox.standins import block_errors, event_errors
 from tests.builders import OPENED, ROUTING_KEY
 

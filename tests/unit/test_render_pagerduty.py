@@ -7,10 +7,15 @@ import json
 
 import pytest
 
-from fault_responder.domain import EventKind, FaultClass, Severity
-from fault_responder.render.pagerduty import MAX_EVENT_BYTES, render_alert_trigger, render_resolve, render_trigger
-from fault_responder.routing import RouteRunbook
-from fault_responder.runbooks import CLASS_RUNBOOKS, NVIDIA_XID_CATALOG, XID_RUNBOOKS, runbook_for
+from fault_responder.core.domain import EventKind, FaultClass, Severity
+from fault_responder.notification.render.pagerduty import (
+    MAX_EVENT_BYTES,
+    render_alert_trigger,
+    render_resolve,
+    render_trigger,
+)
+from fault_responder.routing.router import RouteRunbook
+from fault_responder.routing.runbooks import CLASS_RUNBOOKS, NVIDIA_XID_CATALOG, XID_RUNBOOKS, runbook_for
 from sandbox.standins import event_errors
 from tests.builders import INSTANCE, OPENED, ROUTING_KEY, an_alert, an_incident, draining, step
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from fault_responder.domain import DrainAttribution, DrainCause, FaultClass, Severity
-from fault_responder.render import slack
-from fault_responder.render.slack import (
+from fault_responder.core.domain import DrainAttribution, DrainCause, FaultClass, Severity
+from fault_responder.notification.render import slack
+from fault_responder.notification.render.slack import (
     MAX_CONTEXT_ELEMENTS,
     MAX_LISTING_TEXT,
     MAX_MESSAGE_TEXT,
@@ -23,8 +23,8 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
-from fault_responder.routing import RouteRunbook
-from fault_responder.runbooks import MAX_ACTION, MAX_URL, runbook_for
+from fault_responder.routing.router import RouteRunbook
+from fault_responder.routing.runbooks import MAX_ACTION, MAX_URL, runbook_for
 from sandbox.standins import block_errors
 from tests.builders import INSTANCE, OPENED, an_alert, an_incident, draining, resolved, step
 

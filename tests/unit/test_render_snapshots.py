@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from fault_responder import lifecycle
-from fault_responder.alarms import alarm_facts
-from fault_responder.domain import Alert, EntryKind, FaultClass, Incident, Severity
-from fault_responder.models.alarms import AlarmStateChangeEvent
-from fault_responder.models.events import parse_ecs_event
-from fault_responder.record import FOUND_BY_SWEEP, InstanceRecord
-from fault_responder.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
-from fault_responder.render.slack import (
+from fault_responder.core.domain import Alert, EntryKind, FaultClass, Incident, Severity
+from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.alarms import alarm_facts
+from fault_responder.incidents.record import FOUND_BY_SWEEP, InstanceRecord
+from fault_responder.notification.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
+from fault_responder.notification.render.slack import (
     SlackMessage,
     render_alert,
     render_incident_root,
@@ -31,8 +31,8 @@ from fault_responder.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
-from fault_responder.routing import Router, RouteRunbook, load_routing
-from fault_responder.runbooks import runbook_for
+from fault_responder.routing.router import Router, RouteRunbook, load_routing
+from fault_responder.routing.runbooks import runbook_for
 from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved, step
 from tests.conftest import load_event
 

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from fault_responder.checkpoints import Checkpoint, CheckpointSearch, MarkerKind, SkippedFolder
-from fault_responder.models.events import parse_ecs_event
+from fault_responder.events.parse import parse_ecs_event
 from fault_responder.resume.budget import (
     AttemptOutcome,
     GiveUpReason,
@@ -20,6 +19,7 @@ from fault_responder.resume.budget import (
     plan_retry,
     retry_backoff,
 )
+from fault_responder.resume.checkpoints import Checkpoint, CheckpointSearch, MarkerKind, SkippedFolder
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.fault import (
     ClaimedFault,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from fault_responder.buttons import approval_id
-from fault_responder.checkpoints import SkippedFolder, SkipReason
-from fault_responder.domain import Severity
+from fault_responder.core.domain import Severity
+from fault_responder.notification.buttons import approval_id
 from fault_responder.resume.budget import Ledger, plan_job
+from fault_responder.resume.checkpoints import SkippedFolder, SkipReason
 from fault_responder.resume.config import Mode, ResumeConfig
 from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo, Quarantine
 from fault_responder.resume.jobs import FoundJobs, TaskSummary
@@ -22,7 +22,7 @@ from fault_responder.resume.notify import (
 )
 from fault_responder.resume.relaunch import Launch, LaunchState
 from fault_responder.resume.watch import TaskWatch, WatchState
-from fault_responder.routing import Grouping
+from fault_responder.routing.router import Grouping
 from sandbox.standins import SANDBOX_ROUTING_KEY, block_errors, change_event_errors, event_errors
 from tests.unit.test_resume_domain import NOW, URI, a_fault, a_job, attempt, checkpoint, search
 

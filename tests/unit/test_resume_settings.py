@@ -9,8 +9,8 @@ import boto3
 import botocore.loaders
 import pytest
 
-from fault_responder.resume.bootstrap import ResumeSettings, ecs_client
 from fault_responder.resume.config import Mode, NoCheckpointPolicy
+from fault_responder.wiring.resume_training import ResumeSettings, ecs_client
 
 BASE = {"INCIDENTS_TABLE": "incidents", "SLACK_SECRET_NAME": "slack", "PAGERDUTY_SECRET_NAME": "pagerduty"}
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from fault_responder.domain import Severity
-from fault_responder.routecheck import main as routecheck
-from fault_responder.routing import RouteContext, Router, RouteRunbook, RoutingConfig, load_routing, read_yaml
+from fault_responder.core.domain import Severity
+from fault_responder.operations.routecheck import main as routecheck
+from fault_responder.routing.router import RouteContext, Router, RouteRunbook, RoutingConfig, load_routing, read_yaml
 from tests.conftest import EVENTS, ROOT
 
 DOCUMENTED_RUNBOOKS = ROOT / "docs" / "examples" / "routing-with-runbooks.yaml"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fault_responder.domain import FaultClass, Runbook
-from fault_responder.routing import RouteRunbook
-from fault_responder.runbooks import (
+from fault_responder.core.domain import FaultClass, Runbook
+from fault_responder.events.xid import CRITICAL_XIDS, RESTART_APP_XIDS
+from fault_responder.routing.router import RouteRunbook
+from fault_responder.routing.runbooks import (
     CLASS_RUNBOOKS,
     ECS_GPU_AUTO_REPAIR,
     MAX_ACTION,
@@ -17,7 +18,6 @@ from fault_responder.runbooks import (
     default_runbook,
     runbook_for,
 )
-from fault_responder.xid import CRITICAL_XIDS, RESTART_APP_XIDS
 from tests.conftest import ROOT
 
 KNOWN_XIDS = sorted(set(CRITICAL_XIDS) | RESTART_APP_XIDS)

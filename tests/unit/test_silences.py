@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from fault_responder.domain import Severity
-from fault_responder.matchers import alert_labels, incident_labels, parse_matcher, parse_matchers
-from fault_responder.silences import (
+from fault_responder.core.domain import Severity
+from fault_responder.noise.silences import (
     MAX_AUTHOR,
     MAX_COMMENT,
     MAX_MATCHERS,
@@ -24,6 +23,7 @@ from fault_responder.silences import (
     silencing,
     sort_for_display,
 )
+from fault_responder.routing.matchers import alert_labels, incident_labels, parse_matcher, parse_matchers
 from tests.builders import an_alert, an_incident
 
 NOW = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from fault_responder import observability
-from fault_responder.alarms import GPU_RESTART_APP_XIDS, GPU_TEMPERATURE, RESPONDER_HEALTH, alarm_check_type
+from fault_responder.core import observability
+from fault_responder.incidents.alarms import GPU_RESTART_APP_XIDS, GPU_TEMPERATURE, RESPONDER_HEALTH, alarm_check_type
 from sandbox.template import load_template
 from tests.conftest import ROOT
 

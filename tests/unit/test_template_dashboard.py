@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fault_responder.observability import count
+from fault_responder.core.observability import count
 from sandbox.template import Template, load_template
 from tests.sandbox.conftest import resolver_for
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fault_responder.timeintervals import TimeInterval, contains_any
+from fault_responder.routing.timeintervals import TimeInterval, contains_any
 from tests.conftest import ROOT
 
 MINUTE = timedelta(minutes=1)
@@ -291,7 +291,7 @@ def test_utc_needs_no_zone_database_and_another_zone_says_what_is_missing(tmp_pa
         sys.modules["tzdata"] = None
         from datetime import UTC, datetime
         from pydantic import ValidationError
-        from fault_responder.timeintervals import TimeInterval
+        from fault_responder.routing.timeintervals import TimeInterval
         utc = TimeInterval.model_validate({"weekdays": ["monday"], "location": "UTC"})
         print(utc.contains(datetime(2026, 11, 2, 12, 0, tzinfo=UTC)))
         try:

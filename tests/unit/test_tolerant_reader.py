@@ -19,24 +19,24 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fault_responder import lifecycle
-from fault_responder.dryrun import ReceiverCourier, RecordingChannels
-from fault_responder.envelope import MAX_COUNT
-from fault_responder.fleet import group_arn
-from fault_responder.models.events import (
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.events.ecs import (
     Container,
     HealthChangeDetail,
     HealthCheck,
     InstanceStateDetail,
     TaskStateDetail,
     Tolerant,
-    parse_ecs_event,
 )
-from fault_responder.policy import Policy
-from fault_responder.routing import Grouping, Router, load_routing
-from fault_responder.service import AlertService
-from fault_responder.store import MemoryInstanceStore
-from fault_responder.xid import parse_xid
+from fault_responder.events.envelope import MAX_COUNT
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.events.xid import parse_xid
+from fault_responder.incidents import lifecycle
+from fault_responder.noise.fleet import group_arn
+from fault_responder.noise.policy import Policy
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.routing.router import Grouping, Router, load_routing
 from tests.conftest import EVENTS, health_check, load_event, vary
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -96,9 +96,7 @@ def counted(out: str, metric: str) -> list[str]:
 
 
 def drift_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [
-        r for r in caplog.records if r.name == "fault_responder.models.events" and r.getMessage().startswith("schema")
-    ]
+    return [r for r in caplog.records if r.name == "fault_responder.events.ecs" and r.getMessage().startswith("schema")]
 
 
 # --- Every field of AWS's samples but the required ones, mutated three ways ----------------------------------

@@ -30,13 +30,13 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
-from fault_responder import lifecycle
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
-from fault_responder.domain import Incident
+from fault_responder.core.domain import Incident
+from fault_responder.incidents import lifecycle
 from fault_responder.resume.budget import Ledger
 from fault_responder.resume.jobs import CHECKPOINT_URI_TAG, JOB_ID_TAG, job_key
-from fault_responder.routing import Router, load_routing
+from fault_responder.routing.router import Router, load_routing
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from sandbox.template import Resolver, StackIdentity, Template, load_template, resolve_parameters
@@ -450,7 +450,7 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., World]
 
 
 def _wiring(name: str) -> ModuleType:
-    """fault_responder.bootstrap / resume.bootstrap, imported only once a test has set the environment:
+    """fault_responder.wiring.alert_router / resume.bootstrap, imported only once a test has set the environment:
     Powertools reads POWERTOOLS_* when the package's observability module is first imported."""
     return importlib.import_module(f"fault_responder.{name}")
 

@@ -9,7 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fault_responder.models.events import parse_ecs_event
+from fault_responder.events.parse import parse_ecs_event
 from fault_responder.resume.budget import AttemptOutcome
 from fault_responder.resume.fault import fault_from_event
 from tests.workflow.conftest import ALERT_CHANNEL, Host, World, environment_of

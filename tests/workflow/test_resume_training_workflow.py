@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
-from fault_responder.models.events import parse_ecs_event
+from fault_responder.events.parse import parse_ecs_event
 from fault_responder.resume.budget import AttemptOutcome, LedgerAttempt
 from fault_responder.resume.fault import fault_from_event
 from fault_responder.resume.jobs import ATTEMPT_TAG, RESUMED_FROM_TAG, job_key

@@ -1,5 +1,5 @@
 """The alert queue as the endpoints that hear of people's actions (SlackActionsFunction, PagerDutyWebhookFunction)
-use it: one SendMessage per action, its envelope (fault_responder.incident_actions) as the JSON body. The
+use it: one SendMessage per action, its envelope (fault_responder.incidents.incident_actions) as the JSON body. The
 AlertRouter takes it from there like any other fact."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 
-from fault_responder.incident_actions import IncidentAction
+from fault_responder.incidents.incident_actions import IncidentAction
 
 
 class ActionQueue:

@@ -1,6 +1,6 @@
 """What a drill does in the operator's account (docs/drills.md): EventBridge PutEvents for the synthetic drill;
 ECS for the DCGM drill (the cluster's tags, the injector task definition, RunTask, where it landed, the
-instances' status). Nothing here decides: fault_responder.drill does."""
+instances' status). Nothing here decides: fault_responder.operations.drill does."""
 
 from __future__ import annotations
 

@@ -41,12 +41,7 @@ import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from fault_responder.domain import FleetMember, InstanceRef
-from fault_responder.envelope import EARLIEST
-from fault_responder.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Recent, Told, is_group
-from fault_responder.observability import count
-from fault_responder.record import Backoff, Delivery, InstanceRecord, Lease, compact, digest
-from fault_responder.serialization import (
+from fault_responder.adapters.serialization import (
     action_from_dict,
     action_to_dict,
     backoff_from_dict,
@@ -70,7 +65,18 @@ from fault_responder.serialization import (
     recent_to_dict,
     record_from_parts,
 )
-from fault_responder.store import Committed, ConcurrentUpdateError, LeaseLostError, RecordTooLargeError, carried
+from fault_responder.alerting.store import (
+    Committed,
+    ConcurrentUpdateError,
+    LeaseLostError,
+    RecordTooLargeError,
+    carried,
+)
+from fault_responder.core.domain import FleetMember, InstanceRef
+from fault_responder.core.observability import count
+from fault_responder.events.envelope import EARLIEST
+from fault_responder.incidents.record import Backoff, Delivery, InstanceRecord, Lease, compact, digest
+from fault_responder.noise.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Recent, Told, is_group
 
 log = logging.getLogger(__name__)
 _serializer = TypeSerializer()

@@ -1,9 +1,9 @@
 """Amazon ECS for the reconciliation sweep: the watched clusters' container instances and their health.
 
 Separate from adapters/ecs.py, which speaks the training auto-resume workflow's types: this one answers
-fault_responder.reconcile's Inventory. ListClusters and ListContainerInstances are read page by page (nextToken,
-at most 100 a page); DescribeContainerInstances takes at most 100 instances a call and reports their health only
-when asked (include=CONTAINER_INSTANCE_HEALTH). Throttling is retried by botocore (standard mode).
+fault_responder.operations.reconcile's Inventory. ListClusters and ListContainerInstances are read page by page
+(nextToken, at most 100 a page); DescribeContainerInstances takes at most 100 instances a call and reports their health
+only when asked (include=CONTAINER_INSTANCE_HEALTH). Throttling is retried by botocore (standard mode).
 
 ECS's answer is read strictly: an instance whose description does not have the documented shape is reported
 unreadable (with the reason) and nothing is decided about it; a failure other than MISSING is unreadable too,
@@ -19,9 +19,9 @@ from typing import Annotated, Any, cast
 from botocore.client import BaseClient
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from fault_responder.envelope import EARLIEST
-from fault_responder.models.events import Count
-from fault_responder.reconcile import DESCRIBE_BATCH, Described, ObservedCheck, ObservedInstance, Unreadable
+from fault_responder.events.ecs import Count
+from fault_responder.events.envelope import EARLIEST
+from fault_responder.operations.reconcile import DESCRIBE_BATCH, Described, ObservedCheck, ObservedInstance, Unreadable
 
 HEALTH = "CONTAINER_INSTANCE_HEALTH"
 PAGE_SIZE = 100
@@ -67,7 +67,7 @@ class _Instance(_Answer):
 
 
 class EcsHealthInventory:
-    """fault_responder.reconcile.Inventory over boto3's ECS client."""
+    """fault_responder.operations.reconcile.Inventory over boto3's ECS client."""
 
     def __init__(self, ecs: BaseClient, *, page_size: int = PAGE_SIZE) -> None:
         self._ecs = cast(Any, ecs)

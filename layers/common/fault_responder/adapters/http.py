@@ -28,14 +28,12 @@ the queue's redelivery does the waiting.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -55,33 +53,14 @@ from urllib3.exceptions import (
 )
 
 # urllib3's log lines carry URL paths, and a webhook's path is its secret: logsafety redacts them.
-from fault_responder import logsafety  # noqa: F401 - imported for its log filters
+from fault_responder.core import logsafety  # noqa: F401 - imported for its log filters
+from fault_responder.notification.contract import DeliveryError, LeaseEndingError, fence_left
 
 log = logging.getLogger(__name__)
 
 _MAX_REASON = 200
 _MIN_CALL_SECONDS = 0.5
 """Less time than this left for a call: it is not made."""
-
-
-class DeliveryError(Exception):
-    """A notification could not be delivered. Its text names the service and the cause, never a secret."""
-
-    def __init__(
-        self, service: str, status: int | None, reason: str, retryable: bool, *, unknown_outcome: bool = False
-    ) -> None:
-        super().__init__(service, status, reason, retryable)
-        self.service = service
-        self.status = status
-        self.reason = reason
-        self.retryable = retryable
-        self.unknown_outcome = unknown_outcome
-        """The request may have been acted on (a read timeout): do not simply send it again."""
-
-    def __str__(self) -> str:
-        status = f"HTTP {self.status}" if self.status is not None else "no response"
-        kind = "retryable" if self.retryable else "permanent"
-        return f"{self.service} delivery failed ({status}, {kind}): {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +129,7 @@ class HttpSession:
     def post(self, url: str, *, body: bytes, headers: Mapping[str, str], timeout: tuple[float, float]) -> HttpResponse:
         # The last check before the request goes out, after every wait (a retry's sleep, a stall): the call must end
         # before the lease it is made under can pass to another worker (`fenced`), or it is not made.
-        fence = _fence_left()
+        fence = fence_left()
         if fence < _MIN_CALL_SECONDS:
             raise _Fenced
         connect = min(timeout[0], fence / 2)
@@ -193,35 +172,8 @@ def _transport_error(exc: HTTPError) -> _TransportError:
     return _TransportError(type(exc).__name__, retryable=False)
 
 
-class LeaseEndingError(DeliveryError):
-    """The call was not made: the delivery's lease would end before it could, and someone else may take over."""
-
-
 class _Fenced(Exception):
     """Raised by the transport in place of a request the fence refused (send_json says which service)."""
-
-
-_fence = threading.local()
-
-
-@contextlib.contextmanager
-def fenced(deadline: float, *, clock: Callable[[], float] = time.time) -> Iterator[None]:
-    """Every call this thread makes inside must end by `deadline` (epoch seconds: the end of the lease under
-    which it delivers), or it is not made. Checked immediately before each request, after every other wait."""
-    previous = getattr(_fence, "limit", None)
-    _fence.limit = (deadline, clock)
-    try:
-        yield
-    finally:
-        _fence.limit = previous
-
-
-def _fence_left() -> float:
-    limit = getattr(_fence, "limit", None)
-    if limit is None:
-        return math.inf
-    deadline, clock = limit
-    return float(deadline - clock())
 
 
 FailureCheck = Callable[[HttpResponse], tuple[bool, bool, str]]

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from fault_responder.buttons import approval_id
+from fault_responder.notification.buttons import approval_id
 
 __all__ = ["DynamoDBInteractionStore", "approval_id"]
 

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
-from fault_responder.adapters.http import Budget, DeliveryError, HttpSession, RetryPolicy
+from fault_responder.adapters.http import Budget, HttpSession, RetryPolicy
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
+from fault_responder.notification.contract import DeliveryError
 
 _ROUTING_KEY = re.compile(r"^[A-Za-z0-9]{32}$")
 

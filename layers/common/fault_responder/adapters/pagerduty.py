@@ -15,13 +15,13 @@ from fault_responder.adapters.endpoints import PAGERDUTY_CHANGE_EVENTS_URL, PAGE
 from fault_responder.adapters.http import (
     DEFAULT_RETRY_POLICY,
     Budget,
-    DeliveryError,
     HttpResponse,
     HttpSession,
     RetryPolicy,
     json_object,
     send_json,
 )
+from fault_responder.notification.contract import DeliveryError
 
 SERVICE = "pagerduty"
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 from botocore.client import BaseClient
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fault_responder.checkpoints import CheckpointStoreError, StoredObject
+from fault_responder.resume.checkpoints import CheckpointStoreError, StoredObject
 
 _NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
 

@@ -23,7 +23,7 @@ import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from fault_responder.silences import (
+from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
     SilenceError,
@@ -208,7 +208,7 @@ def decode(item: dict[str, Any]) -> Silence:
 def unreadable(item: dict[str, Any], error: Exception) -> None:
     """Count and log a silence that cannot be read: its id (as stored) is named, the error is clipped."""
     # Imported here: only an unreadable silence pays for Powertools' metrics.
-    from fault_responder.observability import count  # noqa: PLC0415
+    from fault_responder.core.observability import count  # noqa: PLC0415
 
     stored_id = item.get("sk", {}).get("S") if isinstance(item.get("sk"), dict) else None
     count("UnreadableRecords", "Part", "silence")

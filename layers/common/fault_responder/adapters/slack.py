@@ -15,7 +15,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,14 +22,14 @@ from fault_responder.adapters.endpoints import SLACK_API_URL
 from fault_responder.adapters.http import (
     DEFAULT_RETRY_POLICY,
     Budget,
-    DeliveryError,
     HttpResponse,
     HttpSession,
     RetryPolicy,
     json_object,
     send_json,
 )
-from fault_responder.render.slack import SlackMessage
+from fault_responder.notification.contract import DeliveryError, SlackPostRef
+from fault_responder.notification.render.slack import SlackMessage
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +42,6 @@ _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{8,}$")
 _LOOKUP_PAGES = 5
 """conversations.history pages (of 100 messages) read when looking for a message: a busy channel's last
 few minutes fit, and a lookup cannot run away."""
-
-
-@dataclass(frozen=True)
-class SlackPostRef:
-    channel: str
-    """The channel id Slack answered with (chat.update needs the id, not the name)."""
-    ts: str
 
 
 class SlackWebApi:

@@ -11,9 +11,10 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from fault_responder.adapters.http import Budget, DeliveryError, HttpSession, RetryPolicy, send_json
+from fault_responder.adapters.http import Budget, HttpSession, RetryPolicy, send_json
 from fault_responder.adapters.slack import SlackWebApi
-from fault_responder.observability import logger
+from fault_responder.core.observability import logger
+from fault_responder.notification.contract import DeliveryError
 
 _GONE = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 """Step Functions' answers for a token whose wait is over: the workflow moved on, there is nothing to answer."""

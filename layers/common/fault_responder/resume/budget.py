@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from fault_responder.checkpoints import Checkpoint, CheckpointSearch, SkippedFolder
+from fault_responder.resume.checkpoints import Checkpoint, CheckpointSearch, SkippedFolder
 from fault_responder.resume.config import (
     EVIDENCE_ITEMS,
     MAX_BACKOFF_SECONDS,

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from fault_responder.classify import classify_health_check
-from fault_responder.domain import InstanceRef, Severity
-from fault_responder.lifecycle import fingerprint, health_instance
-from fault_responder.models.events import HealthChangeEvent
+from fault_responder.core.domain import InstanceRef, Severity
+from fault_responder.core.timefmt import iso_utc
+from fault_responder.events.ecs import HealthChangeEvent
+from fault_responder.incidents.classify import classify_health_check
+from fault_responder.incidents.lifecycle import fingerprint, health_instance
 from fault_responder.resume.config import ResumeConfig, _Payload
-from fault_responder.timefmt import iso_utc
 
 MANAGED_INSTANCES = "MANAGED_INSTANCES"
 AUTO_REPAIR_ENABLED = "ENABLED"

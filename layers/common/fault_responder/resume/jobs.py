@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fault_responder.checkpoints import parse_checkpoint_uri
+from fault_responder.resume.checkpoints import parse_checkpoint_uri
 from fault_responder.resume.config import EVIDENCE_ITEMS, MAX_ATTEMPTS_LIMIT, Mode, _Payload
 
 JOB_ID_TAG = "fault-responder:job-id"

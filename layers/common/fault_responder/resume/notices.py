@@ -10,16 +10,16 @@ from typing import Any
 
 from pydantic import Field
 
-from fault_responder.buttons import approval_id
-from fault_responder.checkpoints import Checkpoint
-from fault_responder.domain import Severity
+from fault_responder.core.domain import Severity
+from fault_responder.core.timefmt import format_duration, iso_utc
+from fault_responder.notification.buttons import approval_id
 from fault_responder.resume.budget import GiveUpReason, Plan
+from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import Fault, Guards, Quarantine
 from fault_responder.resume.jobs import FoundJobs, Job
 from fault_responder.resume.relaunch import Launch
 from fault_responder.resume.watch import TaskWatch
-from fault_responder.timefmt import format_duration, iso_utc
 
 
 class NoticeKind(StrEnum):

@@ -18,15 +18,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fault_responder import lifecycle
-from fault_responder.adapters.http import DeliveryError
-from fault_responder.buttons import ActionId
-from fault_responder.delivery import Channels
-from fault_responder.domain import Incident
-from fault_responder.fleet import fingerprint as fleet_fingerprint
-from fault_responder.policy import QUIET_REASON_PREFIX, Policy
-from fault_responder.record import NoticeFact
-from fault_responder.render.slack import (
+from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
+from fault_responder.core.domain import Incident
+from fault_responder.core.timefmt import iso_utc
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import NoticeFact
+from fault_responder.noise.fleet import fingerprint as fleet_fingerprint
+from fault_responder.noise.policy import QUIET_REASON_PREFIX, Policy
+from fault_responder.notification.buttons import ActionId
+from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.delivery import Channels
+from fault_responder.notification.render.slack import (
     SEVERITY_EMOJI,
     SlackMessage,
     escape_mrkdwn,
@@ -35,9 +37,7 @@ from fault_responder.render.slack import (
 )
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.notices import Delivered, Notice, PagerDutyAction, pagerduty_dedup_key
-from fault_responder.routing import Grouping, Receiver, RouteContext, Router
-from fault_responder.store import ConcurrentUpdateError, InstanceStore
-from fault_responder.timefmt import iso_utc
+from fault_responder.routing.router import Grouping, Receiver, RouteContext, Router
 
 KIND = "training_resume"
 PHASE = "RESUME"

@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from fault_responder.checkpoints import Checkpoint
+from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import _clip, _Payload
 from fault_responder.resume.fault import Fault, ProviderInfo
 from fault_responder.resume.jobs import ATTEMPT_TAG, MAX_TAGS, RESUMED_FROM_TAG, TaskSpec

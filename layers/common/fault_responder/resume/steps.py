@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from fault_responder.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
-from fault_responder.fleet import group_arn
-from fault_responder.models.events import HealthChangeEvent, parse_ecs_event
-from fault_responder.record import InstanceRecord, QuarantineFact
+from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
+from fault_responder.events.ecs import HealthChangeEvent
+from fault_responder.events.parse import parse_ecs_event
+from fault_responder.incidents.record import InstanceRecord, QuarantineFact
+from fault_responder.noise.fleet import group_arn
 from fault_responder.resume.budget import (
     AttemptOutcome,
     Ledger,
@@ -28,6 +29,7 @@ from fault_responder.resume.budget import (
     plan_job,
     plan_retry,
 )
+from fault_responder.resume.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
 from fault_responder.resume.config import EVIDENCE_ITEMS, ResumeConfig
 from fault_responder.resume.fault import (
     Claim,
@@ -84,7 +86,6 @@ from fault_responder.resume.watch import (
     misplaced_tasks,
     watch_result,
 )
-from fault_responder.store import ConcurrentUpdateError, InstanceStore
 
 MAX_STATE_CONFLICTS = 5
 MAX_OPEN_MEMBERS_READ = 1000

@@ -1,0 +1,518 @@
+"""`fault-responder`: silences, status and drills against a deployed stack or any incidents table, and route checks
+(docs/silences.md, docs/operations.md, docs/drills.md, docs/routing.md).
+
+    fault-responder silence add --match M [--match M ...] (--duration 2h | --ends ISO8601)
+        [--starts ISO8601] --comment TEXT [--author NAME] TARGET
+    fault-responder silence list [--all] [--json] TARGET
+    fault-responder silence expire ID TARGET
+    fault-responder status [--json] (TARGET | --report REPORT.json)
+    fault-responder drill [--cluster C] [--instance I] [--xid 79] [--TIMEOUTS] TARGET
+    fault-responder drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
+    fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
+
+(`python -m fault_responder.cli` is the same command.)
+
+TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation) or `--table NAME`, with
+`--region` and `--endpoint-url` (a moto server, say). Each command is one function taking the parsed arguments:
+a new one adds its parser in its own function (as `_add_silence_commands` does) and sets `run`.
+
+Exit status: 0 done; 1 an unknown silence id, a silence already expired, a drill hop that failed, or an AWS
+error; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+from boto3.dynamodb.types import TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
+
+from fault_responder.adapters.deployed_stack import aws_client, stack_resource
+from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
+from fault_responder.adapters.silence_store import PK as SILENCE_PK
+from fault_responder.adapters.silence_store import DynamoDBSilenceStore
+from fault_responder.adapters.silence_store import decode as decode_silence
+from fault_responder.noise.silences import (
+    Silence,
+    SilenceAlreadyExpiredError,
+    SilenceError,
+    UnknownSilenceError,
+    check_id,
+    iso,
+    new_silence,
+    sort_for_display,
+)
+from fault_responder.operations import status as status_module
+from fault_responder.routing.matchers import Matcher, MatcherError, parse_matcher
+
+PROG = "fault-responder" if Path(sys.argv[0]).name == "fault-responder" else "python -m fault_responder.cli"
+"""The command as it was run: the installed script, or the module (`python -m`, or in process)."""
+INCIDENTS_TABLE = "IncidentsTable"
+RESUME_STATE_MACHINE = "ResumeTrainingStateMachine"
+_serializer = TypeSerializer()
+_DURATION = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+_UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=1), "m": timedelta(minutes=1)}
+_COLUMNS = ("ID", "STATE", "MATCHERS", "STARTS", "ENDS", "AUTHOR", "COMMENT")
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """Arguments that parse but cannot be used; exit status 2."""
+
+
+class TargetError(Exception):
+    """The stack or table named cannot be reached or found; exit status 1."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["route"]:  # its own parser: events and a routing file, no target
+        from fault_responder.operations import routecheck  # noqa: PLC0415 - only this command needs the router
+
+        return routecheck.main(arguments[1:], prog=f"{PROG} route")
+    parser = build_parser()
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as exit_:  # argparse has printed the usage and the problem (or the help)
+        return exit_.code if isinstance(exit_.code, int) else 2
+    command: Command = args.run
+    try:
+        return command(args)
+    except (UnknownSilenceError, SilenceAlreadyExpiredError) as error:
+        return _fail(str(error), 1)
+    except (SilenceError, MatcherError, UsageError, DrillRefusedError) as error:
+        return _fail(str(error), 2)
+    except NoRegionError:
+        return _fail("no AWS Region: give --region, or set AWS_REGION", 2)
+    except (ClientError, BotoCoreError, TargetError, DrillAwsError) as error:
+        return _fail(f"AWS: {error}" if isinstance(error, ClientError | BotoCoreError) else str(error), 1)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Silences, status, drills and route checks for a deployed GPU Fault Responder stack.",
+        epilog="exit status: 0 done; 1 unknown silence, already expired, or an AWS error; 2 bad usage",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_silence_commands(commands, _target_options())
+    _add_status_command(commands)
+    _add_drill_command(commands, _target_options())
+    commands.add_parser(
+        "route",
+        help="which route and receivers events reach, without sending anything",
+        description="fault-responder route [--routing-file F] [--at ISO8601] EVENT.json ...",
+        add_help=False,
+    )
+    return parser
+
+
+def _target_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    target = parent.add_argument_group("target (one of --stack and --table)")
+    which = target.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", metavar="NAME", help="a deployed stack: its IncidentsTable is used")
+    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
+    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
+    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+    return parent
+
+
+def _add_silence_commands(commands: Any, target: argparse.ArgumentParser) -> None:
+    silence = commands.add_parser(
+        "silence",
+        help="add, list or expire silences",
+        description="While a silence is active, incidents and notices its matchers match notify nobody.",
+    )
+    actions = silence.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    add = actions.add_parser(
+        "add",
+        parents=[target],
+        help="add a silence; prints its id",
+        description="Add a silence and print its id. A start in the past is taken as now.",
+    )
+    add.add_argument(
+        "--match",
+        action="append",
+        required=True,
+        type=_matcher,
+        metavar="MATCHER",
+        help="name=value, name!=value, name=~regex or name!~regex; repeat it: all must match",
+    )
+    until = add.add_mutually_exclusive_group(required=True)
+    until.add_argument("--duration", type=_duration, help="how long from its start: 90m, 2h, 1d12h, 1w")
+    until.add_argument("--ends", type=_moment, metavar="ISO8601", help="when it ends (with Z or an offset)")
+    add.add_argument("--starts", type=_moment, metavar="ISO8601", help="when it starts (default: now)")
+    add.add_argument("--comment", required=True, help="why (one line)")
+    add.add_argument("--author", help="who (default: $USER)")
+    add.set_defaults(run=_silence_add)
+
+    listing = actions.add_parser(
+        "list", parents=[target], help="list pending and active silences", description="List silences."
+    )
+    listing.add_argument("--all", action="store_true", help="expired ones too (kept for a while after they end)")
+    listing.add_argument("--json", action="store_true", help="JSON instead of a table")
+    listing.set_defaults(run=_silence_list)
+
+    expire = actions.add_parser(
+        "expire", parents=[target], help="end a silence now", description="End a pending or active silence now."
+    )
+    expire.add_argument("id", help="the silence's id")
+    expire.set_defaults(run=_silence_expire)
+
+
+def _add_status_command(commands: Any) -> None:
+    status = commands.add_parser(
+        "status",
+        help="open incidents and fleet incidents, what is held back and why, silences, recent resumes",
+        description=(
+            "What is open now, derived as the router derives it (routing file, hold-down, fleets, inhibition, "
+            "maintenance windows, silences); the pending and active silences; the training workflow's executions "
+            "of the last 24 hours (with --stack)."
+        ),
+    )
+    target = status.add_argument_group("target (one of --stack, --table and --report)")
+    which = target.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", metavar="NAME", help="a deployed stack")
+    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
+    which.add_argument("--report", metavar="FILE", help="a sandbox report (python -m sandbox replay|run --report)")
+    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
+    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+    status.add_argument(
+        "--routing-file",
+        help="the stack's routing file (default: the stack's RoutingFile parameter, else default.yaml)",
+    )
+    status.add_argument("--json", action="store_true", help="JSON instead of tables")
+    status.set_defaults(run=_status)
+
+
+def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
+    drill = commands.add_parser(
+        "drill",
+        parents=[target],
+        help="a fire drill: a synthetic GPU fault followed hop by hop, or (--dcgm) a real injected XID",
+        description=(
+            "Synthetic (default): put an IMPAIRED health event with the source fault-responder.drill on the default "
+            "bus, follow it through the incidents table (incident, Slack root, PagerDuty trigger), send its OK and "
+            "follow the resolve; print each hop's latency; exit 1 naming the hops that failed. With --dcgm: inject a "
+            "real XID on a test cluster tagged as a drill target, follow ECS's repair, print a recovery-time report "
+            "(docs/drills.md)."
+        ),
+    )
+    drill.add_argument("--cluster", help="the cluster named in the event (default: the stack's first watched one)")
+    drill.add_argument("--instance", help="the container instance id named in the event (default: drill-<time>)")
+    drill.add_argument("--capacity-provider", help="the capacity provider named in the event (or, --dcgm, used)")
+    drill.add_argument("--xid", type=_xid, default=79, help="the XID reported (default 79, GPU fell off the bus)")
+    drill.add_argument("--routing-file", help="the stack's routing file (default: its RoutingFile parameter)")
+    timeouts = drill.add_argument_group("timeouts, in seconds, each counted from the end of the hop before")
+    for hop, default in (("incident", 60.0), ("slack", 60.0), ("pagerduty", 60.0), ("resolve", 60.0)):
+        timeouts.add_argument(
+            f"--{hop}-timeout", type=_seconds, default=default, metavar="S", help=f"default {default:g}"
+        )
+    timeouts.add_argument("--poll-seconds", type=_seconds, default=1.0, metavar="S", help="how often the table is read")
+    dcgm = drill.add_argument_group("the DCGM drill (a real fault: the instance it lands on is replaced)")
+    dcgm.add_argument("--dcgm", action="store_true", help="inject the XID with dcgmi on an instance of --cluster")
+    dcgm.add_argument("--yes", action="store_true", help="required with --dcgm: you accept losing that instance")
+    dcgm.add_argument("--injector-image", help="an image with dcgmi matching the hosts' DCGM major version")
+    dcgm.add_argument(
+        "--recovery-timeout", type=_seconds, default=1800.0, metavar="S", help="how long to follow ECS (default 1800)"
+    )
+    drill.set_defaults(run=_drill)
+
+
+# --- drill --------------------------------------------------------------------------------------------
+
+
+def _drill(args: argparse.Namespace) -> int:
+    from fault_responder.cli import drills as drill_run  # noqa: PLC0415 - only this command needs the drill machinery
+
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    routing_file = args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml"
+    # The stream as the drill starts: what it prints goes there even if another thread swaps sys.stdout meanwhile
+    # (the sandbox runs the stack's functions beside it, capturing their output that way).
+    context = drill_run.DrillContext(
+        out=_writer(sys.stdout),
+        clients=lambda service: aws_client(service, **where),
+        table=_table_name(args),
+        routing_file=routing_file,
+        watched_clusters=_stack_parameter(args, "ClusterArns") or "",
+    )
+    if args.dcgm:
+        if not args.yes:
+            raise UsageError(
+                "the DCGM drill injects a real XID: ECS marks the instance it lands on IMPAIRED and, with auto repair, "
+                "replaces it. Give --yes to go ahead"
+            )
+        if not args.cluster:
+            raise UsageError("the DCGM drill needs --cluster: a test cluster tagged as a drill target")
+        return drill_run.dcgm_drill(context, args)
+    return drill_run.synthetic_drill(context, args)
+
+
+# --- status -------------------------------------------------------------------------------------------
+
+
+def _status(args: argparse.Namespace) -> int:
+    now = _now()
+    view = _report_status(Path(args.report), now) if args.report else _deployed_status(args, now)
+    print(json.dumps(view, indent=2) if args.json else status_module.render(view), end="")
+    if args.json:
+        print()
+    return 0
+
+
+def _report_status(path: Path, now: datetime) -> dict[str, Any]:
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot read the report {path}: {error}") from None
+    if not isinstance(report, dict) or "incidents" not in report:
+        raise UsageError(f"{path} is not a sandbox report (no incidents): write one with --report")
+    silences = [
+        decode_silence({name: _serializer.serialize(_decimal(value)) for name, value in item.items()})
+        for item in report.get("table") or []
+        if isinstance(item, dict) and item.get("pk") == SILENCE_PK
+    ]
+    return status_module.from_report(report, silences, now)
+
+
+def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
+    from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore  # noqa: PLC0415
+    from fault_responder.alerting.store import with_open_members  # noqa: PLC0415
+    from fault_responder.incidents import lifecycle  # noqa: PLC0415 - only this command needs the incident machinery
+    from fault_responder.noise.fleet import derive_fleet, is_group  # noqa: PLC0415
+    from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
+    from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
+
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    table = _table_name(args)
+    dynamodb = aws_client("dynamodb", **where)
+    routing = load_routing(args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml")
+    router = Router(routing)
+    silence_store = DynamoDBSilenceStore(table, dynamodb)
+    silences = silence_store.list(now=now)
+    cache = SilenceCache(lambda: silences, refresh_seconds=3600)
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    policy = Policy(
+        silencer=cache.silencer,
+        window_mutes=router.muted_receivers,
+        inhibit_rules=tuple(routing.inhibit_rules),
+        pagerduty_receivers=pagerduty,
+    )
+    settings = lifecycle.Settings(hold_down=routing.flapping.hold_down)
+    store = DynamoDBInstanceStore(table, timedelta(days=30), dynamodb)
+    incidents = []
+    for arn in store.open_records():
+        if is_group(arn):
+            group = store.load_group(arn)
+            if group is not None:
+                with_open_members(store, group)
+                incidents.extend(derive_fleet(group, routing.grouping, router.route, now, policy).incidents)
+        else:
+            record = store.load(arn)
+            if record is not None:
+                incidents.extend(lifecycle.derive(record, settings, router.route, now, policy).incidents)
+    return status_module.status(incidents, silences, _recent_resumes(args, now), now)
+
+
+def _recent_resumes(args: argparse.Namespace, now: datetime) -> list[dict[str, Any]]:
+    """The ResumeTraining workflow's executions of the last 24 hours (a stack deployed with auto-resume)."""
+    if not args.stack:
+        return []
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        machine = stack_resource(aws_client("cloudformation", **where), args.stack, RESUME_STATE_MACHINE)
+    except ClientError:
+        return []  # the stack has no workflow (TrainingCapacityProviders empty)
+    listed = aws_client("stepfunctions", **where).list_executions(stateMachineArn=machine, maxResults=50)
+    since = now - status_module.RECENT_RESUMES
+    return [
+        {
+            "execution": execution["name"],
+            "status": execution["status"],
+            "started_at": _iso_or_none(execution.get("startDate")),
+            "stopped_at": _iso_or_none(execution.get("stopDate")),
+        }
+        for execution in listed.get("executions", [])
+        if execution.get("startDate") and execution["startDate"] >= since
+    ]
+
+
+def _stack_parameter(args: argparse.Namespace, name: str) -> str | None:
+    if not args.stack:
+        return None
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        [stack] = aws_client("cloudformation", **where).describe_stacks(StackName=args.stack)["Stacks"]
+    except (ClientError, ValueError):
+        return None
+    return next((p["ParameterValue"] for p in stack.get("Parameters", []) if p["ParameterKey"] == name), None)
+
+
+def _iso_or_none(moment: Any) -> str | None:
+    return moment.astimezone(UTC).isoformat() if isinstance(moment, datetime) else None
+
+
+def _decimal(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {key: _decimal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decimal(item) for item in value]
+    return value
+
+
+# --- silence ------------------------------------------------------------------------------------------
+
+
+def _silence_add(args: argparse.Namespace) -> int:
+    author = args.author or os.environ.get("USER")
+    if not author:
+        raise UsageError("give --author NAME ($USER is not set)")
+    now = _now()
+    ends = args.ends if args.ends is not None else (args.starts or now) + args.duration
+    silence = new_silence(
+        args.match, starts_at=args.starts, ends_at=ends, created_by=author, comment=args.comment, now=now
+    )
+    _store(args).add(silence)
+    print(silence.id)
+    return 0
+
+
+def _silence_list(args: argparse.Namespace) -> int:
+    now = _now()
+    silences = sort_for_display(_store(args).list(include_expired=args.all, now=now), now)
+    if args.json:
+        print(json.dumps([{**silence.to_dict(), "state": silence.state(now).value} for silence in silences], indent=2))
+    elif not silences:
+        print("No silences." if args.all else "No pending or active silences (--all lists expired ones too).")
+    else:
+        print(silence_table(silences, now))
+    return 0
+
+
+def _silence_expire(args: argparse.Namespace) -> int:
+    silence_id = check_id(args.id.strip().lower())
+    expired = _store(args).expire(silence_id, _now())
+    print(f"expired {expired.id} at {iso(expired.ends_at)}")
+    return 0
+
+
+def silence_table(silences: Sequence[Silence], now: datetime) -> str:
+    rows = [
+        (
+            silence.id,
+            silence.state(now).value,
+            ", ".join(str(matcher) for matcher in silence.matchers),
+            _short_time(silence.starts_at),
+            _short_time(silence.ends_at),
+            silence.created_by,
+            silence.comment,
+        )
+        for silence in silences
+    ]
+    widths = [max(len(row[column]) for row in [_COLUMNS, *rows]) for column in range(len(_COLUMNS) - 1)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in [_COLUMNS, *rows]
+    )
+
+
+# --- Shared -------------------------------------------------------------------------------------------
+
+
+def _store(args: argparse.Namespace) -> DynamoDBSilenceStore:
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    return DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where))
+
+
+def _table_name(args: argparse.Namespace) -> str:
+    if args.table is not None:
+        return str(args.table)
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        return stack_resource(aws_client("cloudformation", **where), args.stack, INCIDENTS_TABLE)
+    except ClientError as error:
+        raise TargetError(f"cannot find the {INCIDENTS_TABLE} of stack {args.stack!r}: {error}") from None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return status
+
+
+def _writer(stream: TextIO) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    return write
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 86400 seconds")
+    return value
+
+
+def _xid(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an XID (a number such as 79)")
+    return int(text)
+
+
+def _matcher(text: str) -> Matcher:
+    try:
+        return parse_matcher(text)
+    except MatcherError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _duration(text: str) -> timedelta:
+    found = _DURATION.match(text.strip())
+    if not text.strip() or found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write 90m, 2h, 1d12h or 1w")
+    total = sum(
+        (int(found[unit]) * _UNITS.get(unit, timedelta(seconds=1)) for unit in "wdhms" if found[unit]), timedelta()
+    )
+    if total <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be longer than nothing")
+    return total
+
+
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time (2026-11-07T02:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset: add Z (UTC) or +HH:MM")
+    return moment
+
+
+def _short_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

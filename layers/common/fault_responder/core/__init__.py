@@ -1,0 +1,10 @@
+"""The vocabulary every capability shares: domain types, times, and the one logger, tracer and metrics.
+
+- domain.py         the domain types shared by classification, incidents, routing and rendering
+- timefmt.py        times as people and APIs read them
+- observability.py  the Powertools logger, tracer and metrics, created once
+- logsafety.py      keeps secrets out of every library's logs
+- tracing.py        X-Ray tracing, only when the stack turns it on
+
+Imports nothing else of fault_responder.
+"""

@@ -1,0 +1,237 @@
+"""Who hears nothing new, and why: silences, maintenance windows, inhibition, fleets, and the resume workflow.
+
+Routing says who is told of an incident; the policy says who is not told *now*. A muted receiver gets no new
+message (no root, no reply, no notice, no PagerDuty trigger); what it already has is still kept true in place
+(a root is updated, an open alert is resolved), and the facts, the timeline and the metrics are recorded as
+ever. A mute is a reason, shown to people and in `status`; when the reason ends while the incident is open
+(a silence expires, a window closes, a deadline passes) the incident notifies then, at the next event for its
+instance or the sweep.
+
+- **Silences** match an incident's or notice's labels (fault_responder.routing.matchers) between their start and end.
+- **Maintenance windows**: a route's mute_time_intervals (and active_time_intervals) mute its receivers.
+- **Inhibition** (the routing file's inhibit_rules): while an open incident matches a rule's source
+  matchers, an incident, notice or report that matches its target matchers and has the same values for its
+  `equal` labels is muted. Sources are the open incidents of the same instance (a fleet incident mutes its
+  members itself).
+- **Fleets**: an incident that joined an open fleet incident is muted; the fleet incident tells its story.
+- **Quiet when handled**: on a capacity provider whose faults the training auto-resume workflow handles, an
+  incident of a check it handles pages nobody on PagerDuty while the workflow works: not when the jobs are
+  resumed, not when the workflow pages itself (give-up, approval, ...: one page, its own, with the evidence),
+  and only if neither has happened by the deadline. Slack hears of it at once, as always.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from fault_responder.core.domain import Alert, EntryKind, Incident, TimelineEntry
+from fault_responder.incidents.record import NoticeFact
+from fault_responder.noise.silences import Silence, iso, silencing
+from fault_responder.routing.matchers import Labels, alert_labels, incident_labels, matches_all
+from fault_responder.routing.router import InhibitRule
+
+log = logging.getLogger(__name__)
+_SYNCHRONOUS_EVERY = 1.0
+"""Seconds: with no refresh interval, the silences are read again before an event at most this often."""
+
+Silencer = Callable[[Labels, datetime], str | None]
+"""Labels, now -> why they are silenced (naming the silence), or None."""
+WindowMutes = Callable[[tuple[str, ...], datetime], dict[str, str]]
+"""Matched route names, now -> receiver: why its routes are muted now (a maintenance window)."""
+RESUMED = "resumed"
+ECS_OWNS_RECOVERY = "ecs_owns_recovery"
+"""The workflow found ECS auto-repair on the provider and does nothing: the fault is not handled, it pages."""
+QUIET_REASON_PREFIX = "the training auto-resume workflow"
+"""How every quiet-when-handled reason begins (the workflow's own notices are not held back by it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuietWhenHandled:
+    capacity_providers: frozenset[str]
+    check_types: frozenset[str]
+    deadline: timedelta = timedelta(minutes=30)
+    """Pages if the workflow has neither resumed the jobs nor paged itself by this long after the fault."""
+
+    def applies(self, incident: Incident) -> bool:
+        return (
+            not incident.instance.drill  # the workflow never runs for a drill, so it must page
+            # A fleet incident is a mass fault, which the workflow does not resume (its guard pages, on the fleet's key)
+            and incident.fleet is None
+            and incident.instance.capacity_provider in self.capacity_providers
+            and incident.check_type in self.check_types
+        )
+
+
+@dataclass(frozen=True)
+class Policy:
+    silencer: Silencer | None = None
+    window_mutes: WindowMutes | None = None
+    inhibit_rules: Sequence[InhibitRule] = ()
+    quiet: QuietWhenHandled | None = None
+    pagerduty_receivers: frozenset[str] = field(default_factory=frozenset)
+
+    def apply(
+        self,
+        incidents: list[Incident],
+        alerts: list[Alert],
+        notices: Collection[NoticeFact],
+        now: datetime | None,
+    ) -> list[Alert]:
+        """Set each incident's and notice's mutes (incidents in place; notices are returned anew), and mark
+        inhibited reports in the timelines."""
+        open_sources = [(incident, incident_labels(incident)) for incident in incidents if incident.is_open]
+        for incident in incidents:
+            labels = incident_labels(incident)
+            reason = self._common(labels, incident.id, open_sources, now)
+            muted = dict.fromkeys(incident.receivers, reason) if reason else {}
+            if incident.fleet_id is not None:
+                muted.update(dict.fromkeys(incident.receivers, f"part of fleet incident {incident.fleet_id}"))
+            if now is not None and self.window_mutes is not None and incident.route:
+                for receiver, why in self.window_mutes(tuple(incident.route.split(",")), now).items():
+                    muted.setdefault(receiver, why)
+            quiet = _quiet_reason(self.quiet, incident, notices, now) if self.quiet else None
+            if quiet is not None:
+                for receiver in incident.receivers:
+                    if receiver in self.pagerduty_receivers:
+                        muted.setdefault(receiver, quiet)
+            incident.muted = {receiver: why for receiver, why in muted.items() if receiver in incident.receivers}
+            if self.inhibit_rules:
+                incident.timeline = [self._report(entry, incident, labels, open_sources) for entry in incident.timeline]
+        return [self._alert(alert, open_sources, now) for alert in alerts]
+
+    def _common(
+        self, labels: Labels, own_id: str | None, sources: Sequence[tuple[Incident, Labels]], now: datetime | None
+    ) -> str | None:
+        if self.silencer is not None and now is not None:
+            silenced = self.silencer(labels, now)
+            if silenced:
+                return silenced
+        return self._inhibited(labels, own_id, sources)
+
+    def _inhibited(self, labels: Labels, own_id: str | None, sources: Sequence[tuple[Incident, Labels]]) -> str | None:
+        for rule in self.inhibit_rules:
+            if not matches_all(rule.targets, labels):
+                continue
+            for source, source_labels in sources:
+                if source.id == own_id or not matches_all(rule.sources, source_labels):
+                    continue
+                if all(labels.get(name, "") == source_labels.get(name, "") for name in rule.equal):
+                    return f"inhibited by {rule.name} (incident {source.id})"
+        return None
+
+    def _report(
+        self, entry: TimelineEntry, incident: Incident, labels: Labels, sources: Sequence[tuple[Incident, Labels]]
+    ) -> TimelineEntry:
+        """A report inside an incident that is less than the incident (XID 13 while XID 79 is open) is muted when
+        a rule says so, with the incident itself as a possible source."""
+        if entry.kind != EntryKind.CHANGED or entry.classification is None or entry.page:
+            return entry
+        report = {
+            **labels,
+            "xid": "" if entry.classification.xid is None else str(entry.classification.xid),
+            "severity": entry.classification.severity.value,
+            "fault_class": entry.classification.fault_class.value,
+        }
+        reason = self._inhibited(report, None, [*sources, (incident, labels)] if incident.is_open else sources)
+        return replace(entry, muted=reason) if reason else entry
+
+    def _alert(self, alert: Alert, sources: Sequence[tuple[Incident, Labels]], now: datetime | None) -> Alert:
+        labels = alert_labels(alert)
+        reason = self._common(labels, None, sources, now)
+        muted = dict.fromkeys(alert.receivers, reason) if reason else {}
+        return replace(alert, muted=muted) if muted else alert
+
+
+class SilenceCache:
+    """The silences, read at most every `refresh_seconds`: a new silence takes effect within that time.
+
+    The first read is made before the first event is handled; later reads happen in the background, so no page
+    ever waits for one (the event at hand uses the silences read last). With `refresh_seconds` 0 every read is
+    made at once, before the event is handled (at most once a second). `refresh()` reads at once (the sweep).
+    """
+
+    def __init__(
+        self,
+        load: Callable[[], Iterable[Silence]],
+        refresh_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._load = load
+        self._refresh_seconds = refresh_seconds
+        self._clock = clock
+        self._silences: tuple[Silence, ...] = ()
+        self._loaded_at: float | None = None
+        self._loading = threading.Lock()
+
+    def refresh(self) -> None:
+        """Read the silences now; raises if they cannot be read."""
+        self._silences = tuple(self._load())
+        self._loaded_at = self._clock()
+
+    def silencer(self, labels: Labels, now: datetime) -> str | None:
+        self._keep_fresh()
+        silence = silencing(self._silences, labels, now)
+        if silence is None:
+            return None
+        return f"silenced by {silence.id} ({silence.created_by}: {silence.comment}) until {iso(silence.ends_at)}"
+
+    def _keep_fresh(self) -> None:
+        if self._loaded_at is None:
+            self.refresh_or_keep()
+            return
+        if self._refresh_seconds <= 0:
+            if self._clock() - self._loaded_at >= _SYNCHRONOUS_EVERY:
+                self.refresh_or_keep()
+            return
+        if self._clock() - self._loaded_at < self._refresh_seconds or not self._loading.acquire(blocking=False):
+            return
+        self._loaded_at = self._clock()  # one refresh at a time, and not again until it is due again
+        threading.Thread(target=self._background, daemon=True, name="silences").start()
+
+    def _background(self) -> None:
+        try:
+            self.refresh_or_keep()
+        finally:
+            self._loading.release()
+
+    def refresh_or_keep(self) -> None:
+        """A page that goes out despite a silence is better than one that never goes out: when the silences cannot
+        be read, the ones read last (or none) apply, and the read is tried again when the next one is due."""
+        try:
+            self.refresh()
+        except Exception as error:
+            self._loaded_at = self._clock()
+            log.warning("silences could not be read; the last ones read apply (%s)", type(error).__name__)
+
+
+def _quiet_reason(
+    quiet: QuietWhenHandled, incident: Incident, notices: Collection[NoticeFact], now: datetime | None
+) -> str | None:
+    if not quiet.applies(incident):
+        return None
+    if incident.found:
+        # The workflow starts on the fault's event: a fault no event announced (the reconciliation sweep found it)
+        # has no workflow handling it. Should the event have arrived too, a page is the safer mistake.
+        return None
+    mine = [n for n in notices if n.check_type == incident.check_type and _within(n, incident)]
+    if any(n.kind == ECS_OWNS_RECOVERY for n in mine):
+        return None
+    if any(n.kind == RESUMED for n in mine):
+        return f"{QUIET_REASON_PREFIX} resumed the jobs"
+    if any(n.pages for n in mine):
+        return f"{QUIET_REASON_PREFIX} paged for it itself"
+    # The deadline runs from when the fault was known here (the workflow starts then), not from when it began.
+    due = max(incident.opened_at, incident.known_at or incident.opened_at) + quiet.deadline
+    if now is None or now >= due or not incident.is_open:
+        return None
+    return f"{QUIET_REASON_PREFIX} is handling it (pages at {due:%H:%M} UTC if the jobs are not resumed)"
+
+
+def _within(notice: NoticeFact, incident: Incident) -> bool:
+    ends = incident.closed_at
+    return incident.opened_at <= notice.fault_at and (ends is None or notice.fault_at <= ends)

@@ -1,0 +1,256 @@
+"""Wiring: environment -> settings -> the alert router with its adapters. Built once per container."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools.utilities import parameters
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
+from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
+from fault_responder.adapters.http import Budget, RetryPolicy
+from fault_responder.adapters.notifiers import SecretChannels
+from fault_responder.adapters.silence_store import DynamoDBSilenceStore
+from fault_responder.alerting.service import AlertService
+from fault_responder.core.observability import count, logger, measure
+from fault_responder.events.ecs import UnsupportedEventError
+from fault_responder.events.envelope import RejectedEvent, read_envelope
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.incident_actions import BadAction
+from fault_responder.noise.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
+from fault_responder.notification.delivery import Courier
+from fault_responder.routing.router import Router, RoutingConfig, load_routing
+from fault_responder.wiring.envtypes import Names
+
+SECRET_CACHE_SECONDS = 300
+QUIET_MODES = frozenset({"auto", "approve"})
+"""Resume modes in which the workflow acts on a fault itself, so its incident need not page while it does."""
+BUDGET_MARGIN_SECONDS = 3.0
+"""Kept back from the invocation's time for recording outcomes and answering SQS."""
+MAX_REASON = 1000
+LAMBDA_MAX_SECONDS = 900.0
+"""The longest a Lambda invocation runs: the time budget when none was given (a direct call, a test)."""
+
+
+class RouterSettings(BaseModel):
+    """The AlertRouter's environment, validated once at cold start."""
+
+    model_config = ConfigDict(frozen=True)
+    incidents_table: str = Field(alias="INCIDENTS_TABLE", min_length=1)
+    alert_dlq_url: str = Field(alias="ALERT_DLQ_URL", min_length=1)
+    slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
+    pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
+    routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
+    incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
+    drain_attribution_window_minutes: int = Field(alias="DRAIN_ATTRIBUTION_WINDOW_MINUTES", default=60, ge=1)
+    max_receive_count: int = Field(alias="ALERT_MAX_RECEIVE_COUNT", default=5, ge=1)
+    slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL)
+    pagerduty_events_url: str = Field(alias="PAGERDUTY_EVENTS_URL", default=PAGERDUTY_EVENTS_URL)
+    http_max_attempts: int = Field(alias="HTTP_MAX_ATTEMPTS", default=4, ge=1, le=10)
+    training_capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
+    resume_check_types: Names = Field(alias="RESUME_CHECK_TYPES", default=("ACCELERATED_COMPUTE",))
+    resume_mode: str = Field(alias="RESUME_MODE", default="auto")
+    resume_page_deadline_minutes: int = Field(alias="RESUME_PAGE_DEADLINE_MINUTES", default=30, ge=1, le=1440)
+    silence_refresh_seconds: int = Field(alias="SILENCE_REFRESH_SECONDS", default=30, ge=0, le=600)
+    dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
+    """The stack's CloudWatch dashboard, linked from every Slack root; empty: no link."""
+    cluster_arns: Names = Field(alias="CLUSTER_ARNS", default=())
+    """The watched clusters (the reconciliation sweep lists their instances); empty: every cluster."""
+    reconcile_max_instances: int = Field(alias="RECONCILE_MAX_INSTANCES", default=5000, ge=1, le=100_000)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
+        try:
+            return cls.model_validate(dict(env))
+        except ValidationError as error:
+            fields = sorted({str(e["loc"][0]) for e in error.errors()})
+            raise RuntimeError(f"AlertRouter environment is incomplete or invalid: {fields}") from None
+
+
+class AlertRouter:
+    """One SQS record at a time (several at once, in threads): processed, or dead-lettered with its reason.
+
+    A malformed record is dead-lettered at once. A record that fails for any other reason (a receiver that
+    stays down, a bug) is left to SQS's redelivery, and on its last receive is dead-lettered here with the
+    reason, so that every message in the DLQ says why it is there.
+    """
+
+    def __init__(self, settings: RouterSettings) -> None:
+        self.settings = settings
+        routing = load_routing(settings.routing_file)
+        router = Router(routing)
+        self.channels = SecretChannels(
+            fetch_secret=_fetch_json_secret,
+            slack_secret_name=settings.slack_secret_name,
+            pagerduty_secret_name=settings.pagerduty_secret_name,
+            slack_api_url=settings.slack_api_url,
+            pagerduty_url=settings.pagerduty_events_url,
+            policy=RetryPolicy(max_attempts=settings.http_max_attempts),
+        )
+        store = DynamoDBInstanceStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
+        silence_store = DynamoDBSilenceStore(settings.incidents_table)
+        self.silences = SilenceCache(
+            lambda: silence_store.active(datetime.now(UTC)), refresh_seconds=settings.silence_refresh_seconds
+        )
+        self.service = AlertService(
+            store,
+            router,
+            Courier(self.channels, clock=lambda: datetime.now(UTC), dashboard_url=settings.dashboard_url),
+            lifecycle.Settings(
+                drain_window=timedelta(minutes=settings.drain_attribution_window_minutes),
+                hold_down=routing.flapping.hold_down,
+            ),
+            count=count,
+            measure=measure,
+            policy=policy_for(routing, settings, self.silences.silencer, router.muted_receivers),
+            grouping=routing.grouping,
+            on_silence=self.silences.refresh,
+        )
+        self._sqs = boto3.client("sqs")
+        self._ends_at = time.monotonic() + LAMBDA_MAX_SECONDS
+
+    def start_invocation(self, seconds_left: float) -> None:
+        """A new invocation: its time budget, shared by every call its records make."""
+        seconds_left = min(seconds_left, LAMBDA_MAX_SECONDS)
+        self._ends_at = time.monotonic() + seconds_left
+        self.channels.budget = Budget(seconds_left, margin=BUDGET_MARGIN_SECONDS)
+
+    def sweep(self) -> dict[str, int]:
+        """One run of the sweep (SweepFunction): every open record brought up to date with the time."""
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        self.silences.refresh_or_keep()  # what ended since the last run is what the sweep is for
+        tally = self.service.sweep(seconds_left=seconds_left)
+        logger.info("sweep done", extra=tally)
+        return tally
+
+    def reconcile(self) -> dict[str, int]:
+        """One run of the reconciliation sweep (ReconcileFunction): what ECS says now against the incidents table;
+        what an event would have said and none did is recorded and delivered as the event's would have been."""
+        # Imported here: only ReconcileFunction reconciles, and the router's cold start need not pay for it.
+        from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415
+        from fault_responder.operations.reconcile import Reconciler  # noqa: PLC0415
+
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        self.silences.refresh_or_keep()
+        service = self.service
+        reconciler = Reconciler(
+            inventory=EcsHealthInventory(boto3.client("ecs")),
+            records=service.store,
+            observe=lambda facts, left: service.observe(facts, seconds_left=left),
+            redeliver=lambda arn, left: service.reconcile(arn, seconds_left=left),
+            clusters=self.settings.cluster_arns,
+            count=count,
+            epoch=time.time,
+            max_instances=self.settings.reconcile_max_instances,
+        )
+        tally = reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left)
+        logger.info("reconciliation done", extra=tally)
+        return tally
+
+    def _handle(self, event: dict[str, Any]) -> dict[str, Any]:
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+        return self.service.handle(event, seconds_left=seconds_left)
+
+    def process_record(self, body: str, message_id: str, receive_count: int = 1) -> dict[str, Any] | None:
+        """Handle one SQS message body. Returns None when the message was dead-lettered; raises to have SQS
+        deliver it again."""
+        last = receive_count >= self.settings.max_receive_count
+        try:
+            raw = read_envelope(body)
+        except RejectedEvent as rejected:
+            self._dead_letter(body, message_id, rejected.event_id, f"malformed: {rejected.reason}", receive_count)
+            return None
+        event_id = str(raw["id"])[:256]
+        logger.thread_safe_append_keys(correlation_id=event_id)
+        try:
+            try:
+                # No idempotency record first: facts are idempotent and deliveries leased, so a copy of an event
+                # finds its facts known and its pages sent (or being sent by the lease holder) and does nothing.
+                result = self._handle(raw)
+            except (ValidationError, UnsupportedEventError, BadAction) as error:
+                self._dead_letter(body, message_id, event_id, f"malformed: {_describe(error)}", receive_count)
+                return None
+            except Exception as error:
+                reason = f"{type(error).__name__}: {error}"
+                if last:
+                    self._dead_letter(body, message_id, event_id, f"failed on every receive: {reason}", receive_count)
+                    return None
+                logger.error(
+                    "event processing failed; SQS will retry it", extra={"event_id": event_id, "reason": reason}
+                )
+                raise
+            logger.info("event processed", extra={"event_id": event_id, "result": result})
+            return result
+        finally:
+            logger.thread_safe_remove_keys(["correlation_id"])
+
+    def _dead_letter(self, body: str, message_id: str, event_id: str | None, reason: str, receive_count: int) -> None:
+        reason = reason[:MAX_REASON]
+        logger.error("event dead-lettered", extra={"event_id": event_id or message_id, "reason": reason})
+        count("DeadLettered", "Queue", "AlertQueue")
+        if reason.startswith("malformed"):
+            count("MalformedEvents", "Queue", "AlertQueue")
+        attributes = {
+            "reason": reason,
+            "event_id": event_id or "(none)",
+            "source_message_id": message_id,
+            "receive_count": str(receive_count),
+        }
+        self._sqs.send_message(
+            QueueUrl=self.settings.alert_dlq_url,
+            MessageBody=body,
+            MessageAttributes={
+                name: {"DataType": "String", "StringValue": value or "(empty)"} for name, value in attributes.items()
+            },
+        )
+
+
+def policy_for(
+    routing: RoutingConfig, settings: RouterSettings, silencer: Silencer | None, window_mutes: WindowMutes | None
+) -> Policy:
+    """Who hears nothing new, and why: silences, the routing file's maintenance windows and inhibition rules, and
+    quiet while the training auto-resume workflow handles a fault it acts on."""
+    quiet = None
+    if settings.training_capacity_providers and settings.resume_mode in QUIET_MODES:
+        quiet = QuietWhenHandled(
+            capacity_providers=frozenset(settings.training_capacity_providers),
+            check_types=frozenset(settings.resume_check_types),
+            deadline=timedelta(minutes=settings.resume_page_deadline_minutes),
+        )
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    return Policy(
+        silencer=silencer,
+        window_mutes=window_mutes,
+        inhibit_rules=tuple(routing.inhibit_rules),
+        quiet=quiet,
+        pagerduty_receivers=pagerduty,
+    )
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        problems = [f"{'.'.join(str(p) for p in e['loc'])[:100]}: {e['msg'][:200]}" for e in error.errors()[:5]]
+        return "invalid event: " + "; ".join(problems)
+    return str(error)[:MAX_REASON]
+
+
+def _fetch_json_secret(name: str, force: bool) -> Any:
+    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
+
+
+@cache
+def alert_router() -> AlertRouter:
+    return AlertRouter(RouterSettings.from_env(os.environ))
+
+
+def reset() -> None:
+    """Forget the wiring and cached secrets (the sandbox calls this when it points us at new endpoints)."""
+    alert_router.cache_clear()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]

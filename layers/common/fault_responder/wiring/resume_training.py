@@ -1,0 +1,204 @@
+"""Wiring for the ResumeTraining task functions: environment -> settings -> steps with their adapters.
+
+Built once per execution environment and cached, like fault_responder.wiring.alert_router for the AlertRouter. Only the
+ClaimFault function carries the workflow's parameters in its environment (RESUME_*); the other functions
+get them from the `config` the Claim state returns, so one parameter change reaches a whole execution at
+once and an execution in flight keeps the values it started with.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import botocore
+from aws_lambda_powertools.utilities import parameters
+from botocore.client import BaseClient
+from botocore.config import Config
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
+from fault_responder.adapters.ecs import EcsAdapter
+from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
+from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
+from fault_responder.adapters.resume_store import DynamoDBResumeStore
+from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
+from fault_responder.core.observability import count
+from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
+from fault_responder.resume.steps import ResumeSteps
+from fault_responder.wiring.envtypes import Names
+
+if TYPE_CHECKING:
+    from fault_responder.resume.notify import ResumeNotifier
+
+
+SECRET_CACHE_SECONDS = 300
+# Throttling on a busy cluster is retried by botocore, with backoff, before a step fails.
+AWS_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8})
+
+
+class ResumeSettings(BaseModel):
+    """The task functions' environment, validated once at cold start."""
+
+    model_config = ConfigDict(frozen=True)
+    incidents_table: str = Field(alias="INCIDENTS_TABLE", min_length=1)
+    slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
+    pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
+    routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
+    incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
+    drain_attribution_window_minutes: int = Field(alias="DRAIN_ATTRIBUTION_WINDOW_MINUTES", default=60, ge=1)
+    slack_api_url: str = Field(alias="SLACK_API_URL", default=SLACK_API_URL)
+    pagerduty_events_url: str = Field(alias="PAGERDUTY_EVENTS_URL", default=PAGERDUTY_EVENTS_URL)
+    pagerduty_change_events_url: str = Field(alias="PAGERDUTY_CHANGE_EVENTS_URL", default="")
+    """Empty: derived from PAGERDUTY_EVENTS_URL (…/v2/enqueue -> …/v2/change/enqueue)."""
+    http_max_attempts: int = Field(alias="HTTP_MAX_ATTEMPTS", default=4, ge=1, le=10)
+    incident_wait_retries: int = Field(alias="INCIDENT_WAIT_RETRIES", default=6, ge=0, le=6)
+    dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
+    """The stack's CloudWatch dashboard, linked from the Slack roots the notices post or update; empty: no link."""
+
+    mode: Mode = Field(alias="RESUME_MODE", default=Mode.AUTO)
+    capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
+    check_types: Names = Field(alias="RESUME_CHECK_TYPES", default=("ACCELERATED_COMPUTE",))
+    max_attempts: int = Field(alias="MAX_RESUME_ATTEMPTS", default=3)
+    mass_fault_threshold_percent: int = Field(alias="MASS_FAULT_THRESHOLD_PERCENT", default=20)
+    mass_fault_window_minutes: int = Field(alias="MASS_FAULT_WINDOW_MINUTES", default=30)
+    no_checkpoint_policy: NoCheckpointPolicy = Field(alias="NO_CHECKPOINT_POLICY", default=NoCheckpointPolicy.PAGE)
+    poll_seconds: int = Field(alias="RESUME_POLL_SECONDS", default=15)
+    stop_timeout_seconds: int = Field(alias="RESUME_STOP_TIMEOUT_SECONDS", default=600)
+    start_timeout_seconds: int = Field(alias="RESUME_START_TIMEOUT_SECONDS", default=900)
+    approval_timeout_seconds: int = Field(alias="APPROVAL_TIMEOUT_SECONDS", default=3600)
+    relaunch_backoff_seconds: int = Field(alias="RELAUNCH_BACKOFF_SECONDS", default=60)
+    job_concurrency: int = Field(alias="RESUME_JOB_CONCURRENCY", default=4)
+
+    @property
+    def change_events_url(self) -> str:
+        if self.pagerduty_change_events_url:
+            return self.pagerduty_change_events_url
+        return f"{self.pagerduty_events_url.removesuffix('/v2/enqueue')}/v2/change/enqueue"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ResumeSettings:
+        try:
+            return cls.model_validate(dict(env))
+        except ValidationError as error:
+            fields = sorted({str(e["loc"][0]) for e in error.errors()})
+            raise RuntimeError(f"ResumeTraining environment is incomplete or invalid: {fields}") from None
+
+    def config(self) -> ResumeConfig:
+        """The workflow's parameters, checked against their bounds (ResumeConfig's)."""
+        fields = set(ResumeConfig.model_fields)
+        return ResumeConfig.model_validate({name: getattr(self, name) for name in fields})
+
+
+@cache
+def settings() -> ResumeSettings:
+    return ResumeSettings.from_env(os.environ)
+
+
+@cache
+def _incident_store() -> DynamoDBInstanceStore:
+    current = settings()
+    retention = timedelta(days=current.incident_retention_days)
+    return DynamoDBInstanceStore(current.incidents_table, retention, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
+
+
+@cache
+def _notifier() -> ResumeNotifier:
+    # Imported here: only the steps that page need the HTTP clients, the routing file and the renderers,
+    # and every other task function's cold start would pay for them.
+    from fault_responder.adapters.http import RetryPolicy  # noqa: PLC0415
+    from fault_responder.adapters.notifiers import SecretChannels  # noqa: PLC0415
+    from fault_responder.adapters.pagerduty import PagerDutyChangeEvents  # noqa: PLC0415
+    from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
+    from fault_responder.incidents import lifecycle  # noqa: PLC0415
+    from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
+    from fault_responder.resume.notify import ResumeNotifier  # noqa: PLC0415
+    from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
+
+    current = settings()
+    routing = load_routing(current.routing_file)
+    router = Router(routing)
+    silences = DynamoDBSilenceStore(current.incidents_table, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
+    # The notices are held back as the incident is (a silence, a window, a fleet incident, an inhibition rule);
+    # read before each notice (no refresh interval): a workflow step is no hot path.
+    cache = SilenceCache(lambda: silences.active(datetime.now(UTC)), refresh_seconds=0)
+    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    held_back = Policy(
+        silencer=cache.silencer,
+        window_mutes=router.muted_receivers,
+        inhibit_rules=tuple(routing.inhibit_rules),
+        pagerduty_receivers=pagerduty,
+    )
+    policy = RetryPolicy(max_attempts=current.http_max_attempts)
+    channels = SecretChannels(
+        fetch_secret=_fetch_json_secret,
+        slack_secret_name=current.slack_secret_name,
+        pagerduty_secret_name=current.pagerduty_secret_name,
+        slack_api_url=current.slack_api_url,
+        pagerduty_url=current.pagerduty_events_url,
+        policy=policy,
+    )
+    return ResumeNotifier(
+        router,
+        channels,
+        PagerDutyChangeEvents(current.change_events_url, policy=policy),
+        _incident_store(),
+        settings=lifecycle.Settings(
+            drain_window=timedelta(minutes=current.drain_attribution_window_minutes),
+            hold_down=routing.flapping.hold_down,
+        ),
+        on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
+        policy=held_back,
+        dashboard_url=current.dashboard_url,
+    )
+
+
+def _checkpoint_store() -> S3CheckpointStore:
+    return S3CheckpointStore(boto3.client("s3", config=AWS_CLIENT_CONFIG))
+
+
+def ecs_client() -> BaseClient:
+    """An ECS client whose botocore knows ECS auto-repair.
+
+    The layer does not bundle boto3: the Lambda runtime's is used, in whatever version the runtime carries. A
+    botocore older than 1.42.94 has no AutoRepairConfiguration shape and drops it from DescribeCapacityProviders
+    answers, so the auto-repair guard would take an ENABLED provider for one without auto-repair.
+    """
+    client: BaseClient = boto3.client("ecs", config=AWS_CLIENT_CONFIG)
+    if "AutoRepairConfiguration" not in client.meta.service_model.shape_names:
+        raise RuntimeError(
+            f"botocore {botocore.__version__} does not know ECS auto-repair (AutoRepairConfiguration): the "
+            "auto-resume guard needs botocore 1.42.94 or later"
+        )
+    return client
+
+
+@cache
+def resume_steps() -> ResumeSteps:
+    current = settings()
+    dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
+    return ResumeSteps(
+        ecs=EcsAdapter(ecs_client(), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
+        store=DynamoDBResumeStore(current.incidents_table, dynamodb),
+        incidents=_incident_store(),
+        checkpoints=_checkpoint_store,
+        notifier=_notifier,
+        config=current.config(),
+        incident_wait_retries=current.incident_wait_retries,
+        approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
+    )
+
+
+def _fetch_json_secret(name: str, force: bool) -> Any:
+    return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
+
+
+def reset() -> None:
+    """Forget the wiring and cached secrets (tests and the sandbox call this when endpoints change)."""
+    for factory in (settings, _incident_store, _notifier, resume_steps):
+        factory.cache_clear()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
