@@ -50,9 +50,10 @@ DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements/dev.txt
+$(VENV)/.installed: requirements/dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --editable .
 	touch $@
 
 $(SAMVENV)/.installed: requirements/sam.txt
@@ -65,11 +66,12 @@ $(SCANVENV)/.installed: requirements/scan.txt
 	$(SCANVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/scan.txt
 	touch $@
 
-setup: $(VENV)/.installed $(SAMVENV)/.installed $(SCANVENV)/.installed ## Create the virtual environments from the pinned requirements
+setup: $(VENV)/.installed $(SAMVENV)/.installed $(SCANVENV)/.installed ## Create the virtual environments from the pinned requirements; install the `fault-responder` command into .venv
 
-lint: $(VENV)/.installed ## ruff: lint and formatting
+lint: $(VENV)/.installed ## ruff (lint and formatting), and the import contracts between the packages (lint-imports)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff check --fix .
@@ -127,7 +129,7 @@ demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair d
 	$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
 
 route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] [AT=<ISO 8601>] EVENT="<file>..."
-	PYTHONPATH=layers/common $(PY) -m fault_responder.routecheck --routing-file $(ROUTING_FILE) $(if $(AT),--at $(AT)) $(EVENT)
+	$(VENV)/bin/fault-responder route --routing-file $(ROUTING_FILE) $(if $(AT),--at $(AT)) $(EVENT)
 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
