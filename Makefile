@@ -45,7 +45,7 @@ EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 INVOKE_PARAMETERS ?= $(if $(filter AlertRouterFunction,$(FN)),,TrainingCapacityProviders=gpu-training)
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck validate scan pytest build build-host invoke smoke standins scenarios demo route fuzz test clean
+.PHONY: help setup lint format typecheck workflow validate scan pytest build build-host invoke smoke standins scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -78,7 +78,11 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff format .
 
 typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
-	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox
+	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox statemachines
+
+# statemachines/*.asl.json are generated from their Python sources: edit those, then run this (statemachines/README.md).
+workflow: $(VENV)/.installed ## Write statemachines/*.asl.json from their sources (statemachines/*.py)
+	$(PY) -m statemachines.build
 
 validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint, and statelint on the state machines
 	$(SAM) validate --lint
