@@ -22,7 +22,7 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
 - ecs: {instances: [...], tasks: [...], run_task_requests: [...]} (sandbox.report.collect_ecs)
 - pagerduty_changes: the change events PagerDuty accepted; actions: [{action, after_seconds, outcome, ...}]
 - cli: [{step, args, exit_code, expect_exit, passed, stdout, stderr}], one per `cli` step (python -m
-  fault_responder.cli.main run in process against the stack's IncidentsTable)
+  fault_responder.cli run in process against the stack's IncidentsTable)
 - clicks: [{step, button, user, signed, instance, signed_at, replay_of, status, refused, message_ts, outcome}], one per
   `click` step (a press of an incident root's button through SlackActionsFunction's function URL, or a replay of one)
 - webhooks: [{step, webhook, by, agent, signed, assignee, event_id, incident, dedup_key, occurred_at, status, refused,

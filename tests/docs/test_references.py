@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 
 THIS_FILE = Path(__file__).resolve().relative_to(ROOT).as_posix()
 OUTSIDE_NOTES = re.compile(
-    r"ECS_EVENTS|TOOLING\.md|ARCHITECTURE\.md|STYLE\.md|design[ -]notes?\b|/work/(?:shared|main)\b", re.IGNORECASE
+    r"ECS_EVENTS|TOOLING\.md|(?-i:ARCHITECTURE\.md)|STYLE\.md|design[ -]notes?\b|/work/(?:shared|main)\b", re.IGNORECASE
 )
 _LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)\s]+)\)")
 _MD_MENTION = re.compile(

@@ -278,7 +278,7 @@ def test_the_program_adds_lists_and_expires_against_a_moto_server(moto_server: s
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "fault_responder.cli.main", *argv, *target],
+            [sys.executable, "-m", "fault_responder.cli", *argv, *target],
             env=environment,
             capture_output=True,
             text=True,

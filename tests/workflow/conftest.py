@@ -308,7 +308,7 @@ class World:
 
     def alert_pipeline(self, event: Mapping[str, Any]) -> None:
         """What HealthChangeRule -> AlertQueue -> AlertRouter does with the same event."""
-        _wiring("bootstrap").alert_router().process_record(json.dumps(event), f"msg-{event['id']}")
+        _wiring("wiring.alert_router").alert_router().process_record(json.dumps(event), f"msg-{event['id']}")
 
     def ledger(self, job_id: str) -> Ledger:
         return self.store().load_ledger(job_key(CLUSTER_ARN, job_id))
@@ -450,14 +450,14 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., World]
 
 
 def _wiring(name: str) -> ModuleType:
-    """fault_responder.wiring.alert_router / resume.bootstrap, imported only once a test has set the environment:
+    """fault_responder.wiring.alert_router / wiring.resume_training, imported only once a test has set the environment:
     Powertools reads POWERTOOLS_* when the package's observability module is first imported."""
     return importlib.import_module(f"fault_responder.{name}")
 
 
 def _reset_wiring() -> None:
     """Forget the cached clients, settings and secrets of both pipelines (each test has its own account)."""
-    for name in ("bootstrap", "resume.bootstrap"):
+    for name in ("wiring.alert_router", "wiring.resume_training"):
         _wiring(name).reset()
 
 
