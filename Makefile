@@ -4,6 +4,7 @@
 #   .venv       the app, its tests and the sandbox   (requirements/dev.txt)
 #   .venv-sam   the SAM CLI, which pins boto3 exactly (requirements/sam.txt)
 #   .venv-scan  checkov and bandit, whose pins conflict with moto's and localstack's (requirements/scan.txt)
+# (uv, which installs them, in .venv-uv from requirements/uv.txt)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -50,20 +51,32 @@ DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements/dev.txt pyproject.toml
+# uv installs the same pinned versions as pip would, downloading and unpacking in parallel, and compiles their
+# bytecode on every core (pip did both one package at a time: dev.txt took 424 s with pip, 100 s with uv, on a busy
+# 2-core machine). It lives in an environment of its own, created with pip from requirements/uv.txt.
+UVVENV := .venv-uv
+UV := $(UVVENV)/bin/uv
+UV_INSTALL = $(UV) pip install --quiet --compile-bytecode --python
+
+$(UV): requirements/uv.txt
+	$(PYTHON) -m venv $(UVVENV)
+	$(UVVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/uv.txt
+	touch $@
+
+$(VENV)/.installed: requirements/dev.txt pyproject.toml | $(UV)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/dev.txt
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --editable .
+	$(UV_INSTALL) $(VENV)/bin/python -r requirements/dev.txt
+	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps --editable .
 	touch $@
 
-$(SAMVENV)/.installed: requirements/sam.txt
+$(SAMVENV)/.installed: requirements/sam.txt | $(UV)
 	$(PYTHON) -m venv $(SAMVENV)
-	$(SAMVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/sam.txt
+	$(UV_INSTALL) $(SAMVENV)/bin/python -r requirements/sam.txt
 	touch $@
 
-$(SCANVENV)/.installed: requirements/scan.txt
+$(SCANVENV)/.installed: requirements/scan.txt | $(UV)
 	$(PYTHON) -m venv $(SCANVENV)
-	$(SCANVENV)/bin/pip install --quiet --disable-pip-version-check -r requirements/scan.txt
+	$(UV_INSTALL) $(SCANVENV)/bin/python -r requirements/scan.txt
 	touch $@
 
 setup: $(VENV)/.installed $(SAMVENV)/.installed $(SCANVENV)/.installed ## Create the virtual environments from the pinned requirements; install the `fault-responder` command into .venv
@@ -138,7 +151,14 @@ route: $(VENV)/.installed ## Which route and receivers events reach: make route 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
-test: lint typecheck validate scan pytest build smoke ## Everything CI runs
+# The three environments are created side by side (downloads and disk more than CPU), the checks that do not run the
+# suite two at a time (each is one process, mostly on one core: ruff, mypy, sam validate, checkov and bandit), then
+# the suite on both cores, then the builds and the smoke test. A step that fails stops the rest, as before.
+test: ## Everything CI runs
+	$(MAKE) --no-print-directory -j3 setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck validate scan
+	$(MAKE) --no-print-directory pytest
+	$(MAKE) --no-print-directory build smoke
 	@echo "make test: all checks passed"
 
 clean: ## Remove build output and caches (keeps the virtual environments)

@@ -13,6 +13,10 @@ of the partition, so each such Query cost as much as the table is large (a fleet
 table of thousands of members). The partition is found by its key, as DynamoDB finds it; the rest of moto's Query
 (conditions, order, pages, filters, projections) is moto's own.
 
+An UpdateExpression is parsed once per text: moto parses it twice per UpdateItem (once to check the placeholders it
+names, once to apply it), and the store writes with the same few expressions again and again. The parsed tree is
+only read (moto's Validator works on a deep copy of it), and an expression that does not parse raises each time.
+
 tests/sandbox/test_moto_dynamodb.py checks, over every attribute type and every operation here, that both answers
 parse to the same response in botocore.
 """
@@ -20,6 +24,7 @@ parse to the same response in botocore.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import threading
 from datetime import datetime
@@ -30,6 +35,7 @@ from moto.core.common_types import TYPE_RESPONSE
 from moto.core.responses import ActionResult
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing import expressions
 from moto.dynamodb.responses import DynamoHandler
 
 ITEM_OPERATIONS = frozenset(
@@ -51,6 +57,8 @@ CONTENT_TYPE = "application/x-amz-json-1.0"
 _moto_serialized = DynamoHandler.serialized
 _moto_query = Table.query
 _moto_all_items = Table.all_items
+UpdateExpressionParser: Any = getattr(expressions, "UpdateExpressionParser")  # noqa: B009  # moto's parsing carries no types
+_moto_make = UpdateExpressionParser.__dict__["make"]
 _querying = threading.local()
 """The table and partition key a Query of this thread is reading, while moto's Table.query runs."""
 
@@ -99,15 +107,27 @@ def all_items(table: Table) -> list[Item]:
     return list(stored.values()) if table.range_key_attr else [stored]
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(expression: str) -> Any:
+    return _moto_make.__func__(UpdateExpressionParser, expression)
+
+
+def make(_: type, expression: str) -> Any:
+    """UpdateExpressionParser.make, each text parsed once (the tree is shared: moto only reads it, or copies it)."""
+    return _parsed(expression)
+
+
 def install() -> None:
-    """Answer moto's DynamoDB item operations with `serialized`, and its table Queries by partition, in this
-    process (idempotent)."""
+    """Answer moto's DynamoDB item operations with `serialized`, its table Queries by partition, and parse each
+    UpdateExpression once, in this process (idempotent)."""
     DynamoHandler.serialized = serialized  # type: ignore[method-assign,assignment]
     Table.query = query  # type: ignore[method-assign,assignment]
     Table.all_items = all_items  # type: ignore[method-assign,assignment]
+    UpdateExpressionParser.make = classmethod(make)
 
 
 def uninstall() -> None:
     DynamoHandler.serialized = _moto_serialized  # type: ignore[method-assign]
     Table.query = _moto_query  # type: ignore[method-assign]
     Table.all_items = _moto_all_items  # type: ignore[method-assign]
+    UpdateExpressionParser.make = _moto_make

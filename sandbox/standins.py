@@ -203,8 +203,18 @@ class StandIns:
     @property
     def requests(self) -> list[dict[str, Any]]:
         """Every request so far, in arrival order, faults included, secrets redacted (a copy)."""
+        return self.requests_since(0)
+
+    def requests_since(self, start: int) -> list[dict[str, Any]]:
+        """The requests from the `start`th on (0: every one), in arrival order, as `requests` lists them (a copy):
+        a test that reads after each step copies what that step sent, not everything before it again."""
         with self._lock:
-            return copy.deepcopy(self._requests)
+            return copy.deepcopy(self._requests[start:])
+
+    def request_count(self) -> int:
+        """How many requests arrived so far: `requests_since(request_count())` later lists what came after."""
+        with self._lock:
+            return len(self._requests)
 
     def rotate_slack_token(self, token: str) -> None:
         """From now on the workspace accepts only `token` (a rotated bot token)."""

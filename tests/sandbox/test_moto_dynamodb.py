@@ -175,3 +175,35 @@ def test_errors_are_still_moto_s_own(client: Any) -> None:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def test_an_update_expression_parsed_once_still_updates_each_item_and_a_bad_one_fails_every_time(client: Any) -> None:
+    moto_dynamodb.install()
+    # Given one expression text used on two items (its parsed tree shared), with different values
+    for sk, value in (("one", "1"), ("two", "2")):
+        client.update_item(
+            TableName="t",
+            Key={"pk": {"S": "p"}, "sk": {"S": sk}},
+            UpdateExpression="SET #v = :v ADD n :n",
+            ExpressionAttributeNames={"#v": "v"},
+            ExpressionAttributeValues={":v": {"S": value}, ":n": {"N": value}},
+        )
+    # Then each item has its own values
+    items = client.query(TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p"}})[
+        "Items"
+    ]
+    assert [(item["sk"]["S"], item["v"]["S"], item["n"]["N"]) for item in items] == [
+        ("one", "1", "1"),
+        ("two", "2", "2"),
+    ]
+    # And an expression that does not parse is refused each time it is sent
+    for _ in range(2):
+        with pytest.raises(client.exceptions.ClientError) as refused:
+            client.update_item(
+                TableName="t",
+                Key={"pk": {"S": "p"}, "sk": {"S": "one"}},
+                UpdateExpression="SET = :v",
+                ExpressionAttributeValues={":v": {"S": "x"}},
+            )
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+    moto_dynamodb.uninstall()
