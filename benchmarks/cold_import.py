@@ -1,9 +1,12 @@
 """Cold import of the built functions, against a bare `import boto3` in the same interpreter and path.
 
     make build-host
-    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--tracing] [--importtime] [--out reports/cold_import.json]
+    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--functions LOGICAL_ID ...] [--tracing] [--importtime]
+        [--out reports/cold_import.json]
 
 Method (see benchmarks/README.md):
+- Every function of the template is measured (the resume task functions with TrainingCapacityProviders set, as
+  they exist only then), unless `--functions` names some.
 - What is measured is the `sam build` output for this machine (`.aws-sam/build-host`), imported as Lambda's
   Python runtime imports a handler module: a fresh `python3.X -S` process (the function's runtime, found as
   `python -m sandbox invoke` finds it) whose import path is the function's code, its layer and the boto3
@@ -44,7 +47,7 @@ from sandbox.lambda_runtime import ensure_runtime_boto3, find_runtime_interprete
 from sandbox.template import Resolver, StackIdentity, Template, resolve_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_FUNCTIONS = ("AlertRouterFunction", "ClaimFaultFunction")
+FUNCTION_TYPE = "AWS::Serverless::Function"
 # The resume functions exist only when TrainingCapacityProviders is set (as in `make smoke`).
 PARAMETERS = {"TrainingCapacityProviders": "gpu-training"}
 _TIMED_IMPORT = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
@@ -89,16 +92,31 @@ def build_runtime(template: Template) -> str:
     raise SystemExit(f"{template.path} records no Python BuildMethod: is it a sam build output?")
 
 
-def function_cases(
-    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
-) -> tuple[Case, Case]:
+def stack_resolver(template: Template, *, tracing: bool) -> Resolver:
+    """The built template resolved for the benchmark's stack: PARAMETERS, the build's runtime, Tracing."""
     overrides = {**PARAMETERS, "PythonRuntime": build_runtime(template)}
     if "Tracing" in template.parameters:  # builds made before the parameter existed traced always
         overrides["Tracing"] = "Active" if tracing else "Disabled"
     elif tracing:
         raise SystemExit(f"{template.path} has no Tracing parameter")
     parameters = resolve_parameters(template, overrides)
-    resolver = Resolver(template, StackIdentity("bench"), parameters, _Placeholders())
+    return Resolver(template, StackIdentity("bench"), parameters, _Placeholders())
+
+
+def stack_functions(template: Template, *, tracing: bool = False) -> list[str]:
+    """Every function the stack creates with PARAMETERS, in the template's order."""
+    resolver = stack_resolver(template, tracing=tracing)
+    return [
+        logical_id
+        for logical_id in template.resources
+        if template.resource_type(logical_id) == FUNCTION_TYPE and resolver.is_enabled(logical_id)
+    ]
+
+
+def function_cases(
+    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
+) -> tuple[Case, Case]:
+    resolver = stack_resolver(template, tracing=tracing)
     properties = resolver.properties(function)
     code_dir = (build_dir / str(properties["CodeUri"])).resolve()
     layers = [
@@ -194,7 +212,9 @@ def render(summaries: list[Summary], ratios: dict[str, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", type=Path, default=ROOT / ".aws-sam" / "build-host")
-    parser.add_argument("--functions", nargs="+", default=list(DEFAULT_FUNCTIONS), metavar="LOGICAL_ID")
+    parser.add_argument(
+        "--functions", nargs="+", metavar="LOGICAL_ID", help="measure only these (default: every function)"
+    )
     parser.add_argument("--runs", type=int, default=20, help="fresh processes per case (default %(default)s)")
     parser.add_argument("--tracing", action="store_true", help="as deployed with Tracing=Active")
     parser.add_argument("--importtime", action="store_true", help="also list the costliest imports")
@@ -205,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at least 1")
 
     template = load_built_template(args.build_dir)
+    if not args.functions:
+        args.functions = stack_functions(template, tracing=args.tracing)
     runtime = build_runtime(template)
     interpreter = find_runtime_interpreter(runtime)
     pins = pinned_boto3(PINNED_REQUIREMENTS)
