@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 from fault_responder.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
 from fault_responder.fleet import group_arn
-from fault_responder.models.events import HealthChangeEvent, parse_ecs_event
 from fault_responder.record import InstanceRecord, QuarantineFact
 from fault_responder.resume.budget import (
     AttemptOutcome,
@@ -171,6 +170,9 @@ class ResumeSteps:
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
     def claim(self, raw_event: dict[str, Any], execution: str) -> Claim:
+        # Imported here: only ClaimFault reads an event (the event models are not every task function's to import).
+        from fault_responder.models.events import HealthChangeEvent, parse_ecs_event  # noqa: PLC0415
+
         event = parse_ecs_event(raw_event)
         if not isinstance(event, HealthChangeEvent):
             return Claim(status=ClaimStatus.NOT_APPLICABLE, reason="not a health change", config=self.config)
