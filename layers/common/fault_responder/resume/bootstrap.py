@@ -21,7 +21,6 @@ from botocore.client import BaseClient
 from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
@@ -33,6 +32,7 @@ from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.steps import ResumeSteps
 
 if TYPE_CHECKING:
+    from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
     from fault_responder.resume.notify import ResumeNotifier
 
 
@@ -101,6 +101,9 @@ def settings() -> ResumeSettings:
 
 @cache
 def _incident_store() -> DynamoDBInstanceStore:
+    # Imported here: only the steps that read or write instances' records (quarantine, relaunch, notify) build it.
+    from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore  # noqa: PLC0415
+
     current = settings()
     retention = timedelta(days=current.incident_retention_days)
     return DynamoDBInstanceStore(current.incidents_table, retention, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
@@ -184,7 +187,7 @@ def resume_steps() -> ResumeSteps:
     return ResumeSteps(
         ecs=EcsAdapter(ecs_client(), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
         store=DynamoDBResumeStore(current.incidents_table, dynamodb),
-        incidents=_incident_store(),
+        incidents=_incident_store,
         checkpoints=_checkpoint_store,
         notifier=_notifier,
         config=current.config(),
