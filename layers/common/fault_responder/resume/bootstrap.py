@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore
-from aws_lambda_powertools.utilities import parameters
 from botocore.client import BaseClient
 from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -197,6 +196,9 @@ def resume_steps() -> ResumeSteps:
 
 
 def _fetch_json_secret(name: str, force: bool) -> Any:
+    # Imported here: Powertools' parameters (every provider's module) are needed once something is to be sent.
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
+
     return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
 
 
@@ -204,4 +206,6 @@ def reset() -> None:
     """Forget the wiring and cached secrets (tests and the sandbox call this when endpoints change)."""
     for factory in (settings, _incident_store, _notifier, resume_steps):
         factory.cache_clear()
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
+
     parameters.clear_caches()  # type: ignore[no-untyped-call]
