@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,7 +39,9 @@ from fault_responder.incident_actions import (
     parse_action,
 )
 from fault_responder.interactive import Unauthorized, verify_pagerduty_request
-from fault_responder.slack_actions import ActionSink
+
+if TYPE_CHECKING:
+    from fault_responder.slack_actions import ActionSink
 
 USER_AGENT = "user_reference"
 """`event.agent.type` when a person did it (in the web UI, the app, Slack's PagerDuty app, the REST API with a

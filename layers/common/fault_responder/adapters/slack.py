@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fault_responder.adapters.endpoints import SLACK_API_URL
 from fault_responder.adapters.http import (
@@ -30,7 +30,9 @@ from fault_responder.adapters.http import (
     json_object,
     send_json,
 )
-from fault_responder.render.slack import SlackMessage
+
+if TYPE_CHECKING:
+    from fault_responder.render.slack import SlackMessage
 
 log = logging.getLogger(__name__)
 
