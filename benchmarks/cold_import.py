@@ -2,7 +2,7 @@
 
     make build-host
     .venv/bin/python benchmarks/cold_import.py [--runs 20] [--functions LOGICAL_ID ...] [--tracing] [--importtime]
-        [--out reports/cold_import.json]
+        [--instructions] [--out reports/cold_import.json]
 
 Method (see benchmarks/README.md):
 - Every function of the template is measured (the resume task functions with TrainingCapacityProviders set, as
@@ -22,6 +22,9 @@ Method (see benchmarks/README.md):
   path, POWERTOOLS_TRACE_DISABLED=false).
 - `--importtime` adds one `-X importtime` run per function and lists the imports that cost the most,
   each with its cumulative time and the module that first imported it.
+- `--instructions` adds one run per case under valgrind (cachegrind, no cache simulation) and reports the
+  instructions each import executes (those of `-c pass` in the same environment taken off) and their ratio to
+  the bare import's: a count that load on the machine does not change, to check the timed ratios against.
 
 Not part of the test suite.
 """
@@ -33,6 +36,8 @@ import json
 import math
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess  # nosec B404  # runs the runtime interpreter with a fixed program, no shell
 import sys
@@ -193,6 +198,37 @@ def _is_ours(module: str | None, handler_module: str) -> bool:
     return module is not None and (module == handler_module or module.split(".")[0] == "fault_responder")
 
 
+_INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def instructions(case: Case, program: str) -> int:
+    """The instructions `program` executes in the case's interpreter and environment (valgrind's count)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind on PATH")
+    command = [
+        valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        case.command[0], "-S", "-c", program,
+    ]  # fmt: skip
+    # valgrind and the runtime interpreter with a fixed -c program: no outside input reaches it.
+    completed = subprocess.run(  # noqa: S603  # nosec B603  # fixed argv, no shell
+        command, cwd=case.cwd, env=case.environment, capture_output=True, text=True, timeout=900, check=False
+    )
+    found = _INSTRUCTIONS.search(completed.stderr)
+    if completed.returncode != 0 or found is None:
+        raise SystemExit(f"{case.label} under valgrind failed:\n{completed.stderr.strip()[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def import_instructions(case: Case, start_ups: dict[tuple[str, str], int]) -> int:
+    """The instructions of the case's import alone: interpreter start-up (`-c pass` with the same import path,
+    counted once per path) taken off."""
+    path = (str(case.cwd), case.environment["PYTHONPATH"])
+    if path not in start_ups:
+        start_ups[path] = instructions(case, "pass")
+    return instructions(case, f"import {case.module}") - start_ups[path]
+
+
 def bytecode_files(build_dir: Path, function: str) -> int:
     return sum(1 for _ in (build_dir / function).rglob("*.pyc")) + sum(
         1 for _ in (build_dir / "CommonLayer").rglob("*.pyc")
@@ -219,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracing", action="store_true", help="as deployed with Tracing=Active")
     parser.add_argument("--importtime", action="store_true", help="also list the costliest imports")
     parser.add_argument("--top", type=int, default=15, help="imports listed by --importtime")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count each import's instructions (valgrind; slow)"
+    )
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -260,6 +299,17 @@ def main(argv: list[str] | None = None) -> int:
             for row in offenders[module_case.function]:
                 print(f"  {row['cumulative_ms']:8.1f} ms  {row['module']}  (imported by {row['imported_by']})")
 
+    counts: dict[str, int] = {}
+    if args.instructions:
+        print("\ninstructions of each import (valgrind cachegrind, one run each; start-up taken off)")
+        start_ups: dict[tuple[str, str], int] = {}
+        for case in cases:
+            counts[case.label] = import_instructions(case, start_ups)
+        for module_case in functions:
+            ratio = counts[module_case.label] / counts[bare.label]
+            print(f"  {module_case.label}: {counts[module_case.label] / 1e6:,.0f} M, {ratio:.2f}x the bare import")
+        print(f"  {bare.label}: {counts[bare.label] / 1e6:,.0f} M")
+
     if args.out:
         report = {
             "config": {**vars(args), "build_dir": str(args.build_dir), "out": str(args.out)},
@@ -268,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             "ratios": ratios,
             "seconds": seconds,
             "importtime": offenders,
+            "instructions": counts,
             "method": __doc__,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
