@@ -1,9 +1,12 @@
 """Cold import of the built functions, against a bare `import boto3` in the same interpreter and path.
 
     make build-host
-    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--tracing] [--importtime] [--out reports/cold_import.json]
+    .venv/bin/python benchmarks/cold_import.py [--runs 20] [--functions LOGICAL_ID ...] [--tracing] [--importtime]
+        [--instructions] [--out reports/cold_import.json]
 
 Method (see benchmarks/README.md):
+- Every function of the template is measured (the resume task functions with TrainingCapacityProviders set, as
+  they exist only then), unless `--functions` names some.
 - What is measured is the `sam build` output for this machine (`.aws-sam/build-host`), imported as Lambda's
   Python runtime imports a handler module: a fresh `python3.X -S` process (the function's runtime, found as
   `python -m sandbox invoke` finds it) whose import path is the function's code, its layer and the boto3
@@ -19,6 +22,9 @@ Method (see benchmarks/README.md):
   path, POWERTOOLS_TRACE_DISABLED=false).
 - `--importtime` adds one `-X importtime` run per function and lists the imports that cost the most,
   each with its cumulative time and the module that first imported it.
+- `--instructions` adds one run per case under valgrind (cachegrind, no cache simulation) and reports the
+  instructions each import executes (those of `-c pass` in the same environment taken off) and their ratio to
+  the bare import's: a count that load on the machine does not change, to check the timed ratios against.
 
 Not part of the test suite.
 """
@@ -30,6 +36,8 @@ import json
 import math
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess  # nosec B404  # runs the runtime interpreter with a fixed program, no shell
 import sys
@@ -44,7 +52,7 @@ from sandbox.lambda_runtime import ensure_runtime_boto3, find_runtime_interprete
 from sandbox.template import Resolver, StackIdentity, Template, resolve_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_FUNCTIONS = ("AlertRouterFunction", "ClaimFaultFunction")
+FUNCTION_TYPE = "AWS::Serverless::Function"
 # The resume functions exist only when TrainingCapacityProviders is set (as in `make smoke`).
 PARAMETERS = {"TrainingCapacityProviders": "gpu-training"}
 _TIMED_IMPORT = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
@@ -89,16 +97,31 @@ def build_runtime(template: Template) -> str:
     raise SystemExit(f"{template.path} records no Python BuildMethod: is it a sam build output?")
 
 
-def function_cases(
-    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
-) -> tuple[Case, Case]:
+def stack_resolver(template: Template, *, tracing: bool) -> Resolver:
+    """The built template resolved for the benchmark's stack: PARAMETERS, the build's runtime, Tracing."""
     overrides = {**PARAMETERS, "PythonRuntime": build_runtime(template)}
     if "Tracing" in template.parameters:  # builds made before the parameter existed traced always
         overrides["Tracing"] = "Active" if tracing else "Disabled"
     elif tracing:
         raise SystemExit(f"{template.path} has no Tracing parameter")
     parameters = resolve_parameters(template, overrides)
-    resolver = Resolver(template, StackIdentity("bench"), parameters, _Placeholders())
+    return Resolver(template, StackIdentity("bench"), parameters, _Placeholders())
+
+
+def stack_functions(template: Template, *, tracing: bool = False) -> list[str]:
+    """Every function the stack creates with PARAMETERS, in the template's order."""
+    resolver = stack_resolver(template, tracing=tracing)
+    return [
+        logical_id
+        for logical_id in template.resources
+        if template.resource_type(logical_id) == FUNCTION_TYPE and resolver.is_enabled(logical_id)
+    ]
+
+
+def function_cases(
+    template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
+) -> tuple[Case, Case]:
+    resolver = stack_resolver(template, tracing=tracing)
     properties = resolver.properties(function)
     code_dir = (build_dir / str(properties["CodeUri"])).resolve()
     layers = [
@@ -175,6 +198,37 @@ def _is_ours(module: str | None, handler_module: str) -> bool:
     return module is not None and (module == handler_module or module.split(".")[0] == "fault_responder")
 
 
+_INSTRUCTIONS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def instructions(case: Case, program: str) -> int:
+    """The instructions `program` executes in the case's interpreter and environment (valgrind's count)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind on PATH")
+    command = [
+        valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        case.command[0], "-S", "-c", program,
+    ]  # fmt: skip
+    # valgrind and the runtime interpreter with a fixed -c program: no outside input reaches it.
+    completed = subprocess.run(  # noqa: S603  # nosec B603  # fixed argv, no shell
+        command, cwd=case.cwd, env=case.environment, capture_output=True, text=True, timeout=900, check=False
+    )
+    found = _INSTRUCTIONS.search(completed.stderr)
+    if completed.returncode != 0 or found is None:
+        raise SystemExit(f"{case.label} under valgrind failed:\n{completed.stderr.strip()[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def import_instructions(case: Case, start_ups: dict[tuple[str, str], int]) -> int:
+    """The instructions of the case's import alone: interpreter start-up (`-c pass` with the same import path,
+    counted once per path) taken off."""
+    path = (str(case.cwd), case.environment["PYTHONPATH"])
+    if path not in start_ups:
+        start_ups[path] = instructions(case, "pass")
+    return instructions(case, f"import {case.module}") - start_ups[path]
+
+
 def bytecode_files(build_dir: Path, function: str) -> int:
     return sum(1 for _ in (build_dir / function).rglob("*.pyc")) + sum(
         1 for _ in (build_dir / "CommonLayer").rglob("*.pyc")
@@ -194,17 +248,24 @@ def render(summaries: list[Summary], ratios: dict[str, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", type=Path, default=ROOT / ".aws-sam" / "build-host")
-    parser.add_argument("--functions", nargs="+", default=list(DEFAULT_FUNCTIONS), metavar="LOGICAL_ID")
+    parser.add_argument(
+        "--functions", nargs="+", metavar="LOGICAL_ID", help="measure only these (default: every function)"
+    )
     parser.add_argument("--runs", type=int, default=20, help="fresh processes per case (default %(default)s)")
     parser.add_argument("--tracing", action="store_true", help="as deployed with Tracing=Active")
     parser.add_argument("--importtime", action="store_true", help="also list the costliest imports")
     parser.add_argument("--top", type=int, default=15, help="imports listed by --importtime")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count each import's instructions (valgrind; slow)"
+    )
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
 
     template = load_built_template(args.build_dir)
+    if not args.functions:
+        args.functions = stack_functions(template, tracing=args.tracing)
     runtime = build_runtime(template)
     interpreter = find_runtime_interpreter(runtime)
     pins = pinned_boto3(PINNED_REQUIREMENTS)
@@ -238,6 +299,17 @@ def main(argv: list[str] | None = None) -> int:
             for row in offenders[module_case.function]:
                 print(f"  {row['cumulative_ms']:8.1f} ms  {row['module']}  (imported by {row['imported_by']})")
 
+    counts: dict[str, int] = {}
+    if args.instructions:
+        print("\ninstructions of each import (valgrind cachegrind, one run each; start-up taken off)")
+        start_ups: dict[tuple[str, str], int] = {}
+        for case in cases:
+            counts[case.label] = import_instructions(case, start_ups)
+        for module_case in functions:
+            ratio = counts[module_case.label] / counts[bare.label]
+            print(f"  {module_case.label}: {counts[module_case.label] / 1e6:,.0f} M, {ratio:.2f}x the bare import")
+        print(f"  {bare.label}: {counts[bare.label] / 1e6:,.0f} M")
+
     if args.out:
         report = {
             "config": {**vars(args), "build_dir": str(args.build_dir), "out": str(args.out)},
@@ -246,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             "ratios": ratios,
             "seconds": seconds,
             "importtime": offenders,
+            "instructions": counts,
             "method": __doc__,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)

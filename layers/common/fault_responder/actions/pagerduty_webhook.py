@@ -23,13 +23,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder.actions.function_url import Answer
 from fault_responder.actions.interactive import Unauthorized, verify_pagerduty_request
-from fault_responder.actions.slack_actions import ActionSink
 from fault_responder.incidents.incident_actions import (
     MAX_BY,
     MAX_NOTE,
@@ -40,6 +39,9 @@ from fault_responder.incidents.incident_actions import (
     parse_action,
 )
 from fault_responder.notification.buttons import BadRequest
+
+if TYPE_CHECKING:
+    from fault_responder.actions.slack_actions import ActionSink
 
 USER_AGENT = "user_reference"
 """`event.agent.type` when a person did it (in the web UI, the app, Slack's PagerDuty app, the REST API with a

@@ -30,14 +30,15 @@ class SecretFormatError(DeliveryError):
         super().__init__(service, None, reason, retryable=False)
 
 
+# defer_build: built when a secret is first read (the first delivery), not on every cold start.
 class SlackSecret(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     bot_token: SecretStr | None = None
     webhook_urls: dict[str, SecretStr] = Field(default_factory=dict)
 
 
 class PagerDutySecret(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     routing_keys: dict[str, SecretStr] = Field(default_factory=dict)
 
     @field_validator("routing_keys")

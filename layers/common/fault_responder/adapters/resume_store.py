@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any, cast
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
@@ -44,8 +45,17 @@ MAX_WRITE_CONFLICTS = 8
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
-_tasks_adapter = TypeAdapter(list[TaskSpec])
-_attempts_adapter = TypeAdapter(list[LedgerAttempt])
+
+
+# Built on first use (a TypeAdapter builds its validator when made): most task functions never read these items.
+@cache
+def _tasks_adapter() -> TypeAdapter[list[TaskSpec]]:
+    return TypeAdapter(list[TaskSpec])
+
+
+@cache
+def _attempts_adapter() -> TypeAdapter[list[LedgerAttempt]]:
+    return TypeAdapter(list[LedgerAttempt])
 
 
 class ResumeStoreConflictError(Exception):
@@ -137,7 +147,7 @@ class DynamoDBResumeStore:
 
     def save_tasks(self, job_key: str, fault_key: str, tasks: Sequence[TaskSpec]) -> None:
         """The job's tasks as found; rewritten whole by a retried FindJobs (nothing has acted on them yet)."""
-        payload = zlib.compress(_tasks_adapter.dump_json(list(tasks)))
+        payload = zlib.compress(_tasks_adapter().dump_json(list(tasks)))
         item = {"pk": _job_pk(job_key), "sk": f"TASKS#{fault_key}", "tasks": payload}
         self._db.put_item(TableName=self.table_name, Item=_typed({**item, "expires_at": self._expiry(SNAPSHOT_TTL)}))
 
@@ -147,7 +157,7 @@ class DynamoDBResumeStore:
             raise LookupError(f"no task snapshot for job {job_key} and fault {fault_key}")
         raw = item["tasks"]
         data: bytes = raw.value if isinstance(raw, Binary) else raw  # type: ignore[attr-defined]  # untyped stub
-        return _tasks_adapter.validate_json(zlib.decompress(data))
+        return _tasks_adapter().validate_json(zlib.decompress(data))
 
     # --- The ledger -------------------------------------------------------------------------------
 
@@ -246,7 +256,7 @@ class DynamoDBResumeStore:
             return _Versioned(Ledger(job_key=job_key), 0)
         ledger = Ledger(
             job_key=job_key,
-            attempts=tuple(_attempts_adapter.validate_json(item["attempts"])),
+            attempts=tuple(_attempts_adapter().validate_json(item["attempts"])),
             failed_hosts=tuple(item.get("failed_hosts", [])),
         )
         return _Versioned(ledger, int(item["revision"]))
@@ -270,7 +280,7 @@ class DynamoDBResumeStore:
         item = {
             "pk": _job_pk(ledger.job_key),
             "sk": "LEDGER",
-            "attempts": _attempts_adapter.dump_json(list(ledger.attempts)).decode(),
+            "attempts": _attempts_adapter().dump_json(list(ledger.attempts)).decode(),
             "failed_hosts": list(ledger.failed_hosts),
             "revision": revision + 1,
             "expires_at": self._expiry(LEDGER_TTL),

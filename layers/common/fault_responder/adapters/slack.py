@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fault_responder.adapters.endpoints import SLACK_API_URL
 from fault_responder.adapters.http import (
@@ -29,7 +29,9 @@ from fault_responder.adapters.http import (
     send_json,
 )
 from fault_responder.notification.contract import DeliveryError, SlackPostRef
-from fault_responder.notification.render.slack import SlackMessage
+
+if TYPE_CHECKING:
+    from fault_responder.notification.render.slack import SlackMessage
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from fault_responder.core.domain import InstanceRef, Severity
 from fault_responder.core.timefmt import iso_utc
-from fault_responder.events.ecs import HealthChangeEvent
-from fault_responder.incidents.classify import classify_health_check
-from fault_responder.incidents.lifecycle import fingerprint, health_instance
 from fault_responder.resume.config import ResumeConfig, _Payload
+
+if TYPE_CHECKING:
+    from fault_responder.events.ecs import HealthChangeEvent
 
 MANAGED_INSTANCES = "MANAGED_INSTANCES"
 AUTO_REPAIR_ENABLED = "ENABLED"
@@ -78,6 +79,11 @@ def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> 
     rule can fire for a DAEMON check that is IMPAIRED next to an ACCELERATED_COMPUTE check that is OK: here both
     must hold on the same element.
     """
+    # Imported here: only ClaimFault reads an event; the other task functions' cold starts need not pay for the
+    # event models, the classification and the incident lifecycle.
+    from fault_responder.incidents.classify import classify_health_check  # noqa: PLC0415
+    from fault_responder.incidents.lifecycle import fingerprint, health_instance  # noqa: PLC0415
+
     detail = event.detail
     if event.is_drill:
         # ResumeTrainingRule matches aws.ecs only; this holds even if a drill is sent to the workflow by hand.

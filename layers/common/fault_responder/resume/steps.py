@@ -11,13 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
-from fault_responder.events.ecs import HealthChangeEvent
-from fault_responder.events.parse import parse_ecs_event
-from fault_responder.incidents.record import InstanceRecord, QuarantineFact
-from fault_responder.noise.fleet import group_arn
 from fault_responder.resume.budget import (
     AttemptOutcome,
     Ledger,
@@ -86,6 +81,9 @@ from fault_responder.resume.watch import (
     misplaced_tasks,
     watch_result,
 )
+
+if TYPE_CHECKING:
+    from fault_responder.alerting.store import InstanceStore
 
 MAX_STATE_CONFLICTS = 5
 MAX_OPEN_MEMBERS_READ = 1000
@@ -156,7 +154,9 @@ class ApprovalKeeper(Protocol):
 class ResumeSteps:
     ecs: EcsPort
     store: ResumeStore
-    incidents: InstanceStore
+    incidents: Callable[[], InstanceStore]
+    """The alert pipeline's records, built on first use: only the quarantine, a relaunch and the check of where its
+    tasks landed read them, and the other steps' cold starts need not import the incident store."""
     checkpoints: Callable[[], CheckpointStore]
     """A fresh store per search, so its S3 request count is the search's own."""
     notifier: Callable[[], Notifier]
@@ -172,6 +172,10 @@ class ResumeSteps:
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
     def claim(self, raw_event: dict[str, Any], execution: str) -> Claim:
+        # Imported here: only ClaimFault reads an event (the event models are not every task function's to import).
+        from fault_responder.events.ecs import HealthChangeEvent  # noqa: PLC0415
+        from fault_responder.events.parse import parse_ecs_event  # noqa: PLC0415
+
         event = parse_ecs_event(raw_event)
         if not isinstance(event, HealthChangeEvent):
             return Claim(status=ClaimStatus.NOT_APPLICABLE, reason="not a health change", config=self.config)
@@ -204,14 +208,19 @@ class ResumeSteps:
 
     def quarantine(self, fault: Fault) -> Quarantine:
         """Record the quarantine FIRST, so the DRAINING event the drain causes is attributed to us."""
+        # Imported here, as the incident store is built: the other steps never touch an instance's record.
+        from fault_responder.alerting.store import ConcurrentUpdateError  # noqa: PLC0415
+        from fault_responder.incidents.record import InstanceRecord, QuarantineFact  # noqa: PLC0415
+
         reason = quarantine_reason(fault)
+        incidents = self.incidents()
         for _ in range(MAX_STATE_CONFLICTS):
-            record = self.incidents.load(fault.container_instance_arn)
+            record = incidents.load(fault.container_instance_arn)
             record = record or InstanceRecord(fault.container_instance_arn, fault.instance_ref())
             if not record.add_quarantine(QuarantineFact(self.clock(), reason)):
                 break
             try:
-                self.incidents.commit(record)
+                incidents.commit(record)
                 break
             except ConcurrentUpdateError:
                 continue  # the alert pipeline wrote the same instance's record meanwhile
@@ -371,6 +380,8 @@ class ResumeSteps:
         """The job's failed hosts, and every host of its providers with a fault claimed within the mass-fault
         window around now or open on the alert side (the members of the providers' groups by the default
         grouping; another grouping has other keys, and then the claimed faults alone count)."""
+        from fault_responder.noise.fleet import group_arn  # noqa: PLC0415  # with the incident store, on first use
+
         now = self.clock()
         window = timedelta(minutes=config.mass_fault_window_minutes)
         known: list[KnownFault] = []
@@ -380,7 +391,7 @@ class ResumeSteps:
                     known.append(KnownFault(claimed.host, claimed.impaired_at, open=False))
             for check in config.check_types:
                 labels = (("cluster", fault.cluster_name), ("capacity_provider", provider), ("check_type", check))
-                for member in self.incidents.open_members(group_arn(labels), EPOCH, limit=MAX_OPEN_MEMBERS_READ):
+                for member in self.incidents().open_members(group_arn(labels), EPOCH, limit=MAX_OPEN_MEMBERS_READ):
                     host = member.instance.ec2_instance_id or member.instance.container_instance_id
                     known.append(KnownFault(host, member.opened_at, open=True))
         return hosts_to_avoid(failed, known)

@@ -10,7 +10,6 @@ from functools import cache
 from typing import Any
 
 import boto3
-from aws_lambda_powertools.utilities import parameters
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
@@ -242,6 +241,9 @@ def _describe(error: Exception) -> str:
 
 
 def _fetch_json_secret(name: str, force: bool) -> Any:
+    # Imported here: Powertools' parameters (every provider's module) are needed once something is to be sent.
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
+
     return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
 
 
@@ -253,4 +255,6 @@ def alert_router() -> AlertRouter:
 def reset() -> None:
     """Forget the wiring and cached secrets (the sandbox calls this when it points us at new endpoints)."""
     alert_router.cache_clear()
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
+
     parameters.clear_caches()  # type: ignore[no-untyped-call]

@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore
-from aws_lambda_powertools.utilities import parameters
 from botocore.client import BaseClient
 from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
@@ -33,6 +31,7 @@ from fault_responder.resume.steps import ResumeSteps
 from fault_responder.wiring.envtypes import Names
 
 if TYPE_CHECKING:
+    from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
     from fault_responder.resume.notify import ResumeNotifier
 
 
@@ -101,6 +100,9 @@ def settings() -> ResumeSettings:
 
 @cache
 def _incident_store() -> DynamoDBInstanceStore:
+    # Imported here: only the steps that read or write instances' records (quarantine, relaunch, notify) build it.
+    from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore  # noqa: PLC0415
+
     current = settings()
     retention = timedelta(days=current.incident_retention_days)
     return DynamoDBInstanceStore(current.incidents_table, retention, boto3.client("dynamodb", config=AWS_CLIENT_CONFIG))
@@ -184,7 +186,7 @@ def resume_steps() -> ResumeSteps:
     return ResumeSteps(
         ecs=EcsAdapter(ecs_client(), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
         store=DynamoDBResumeStore(current.incidents_table, dynamodb),
-        incidents=_incident_store(),
+        incidents=_incident_store,
         checkpoints=_checkpoint_store,
         notifier=_notifier,
         config=current.config(),
@@ -194,6 +196,9 @@ def resume_steps() -> ResumeSteps:
 
 
 def _fetch_json_secret(name: str, force: bool) -> Any:
+    # Imported here: Powertools' parameters (every provider's module) are needed once something is to be sent.
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
+
     return parameters.get_secret(name, transform="json", max_age=SECRET_CACHE_SECONDS, force_fetch=force)
 
 
@@ -201,4 +206,6 @@ def reset() -> None:
     """Forget the wiring and cached secrets (tests and the sandbox call this when endpoints change)."""
     for factory in (settings, _incident_store, _notifier, resume_steps):
         factory.cache_clear()
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
+
     parameters.clear_caches()  # type: ignore[no-untyped-call]
