@@ -6,8 +6,9 @@ bursts of BURST envelopes, the alert queue drained into AlertRouterFunction afte
 SWEEPS runs of the sweep spread over it (its schedule is every minute; the storm lasts three); then every host
 leaves the cluster (INACTIVE, each twice, shuffled, with as many sweeps between); then two last runs of the sweep.
 It prints, per N: PagerDuty alerts opened, Slack roots, hosts named in Slack (roots and threads), alerts left open,
-messages dead-lettered, and the router's CPU time per event. It exits non-zero if, at any N, more than 5 alerts or 10
-roots were opened, a host went unnamed, an alert was left open or a message dead-lettered.
+messages dead-lettered, the router's CPU time per event, and the process's peak memory. It exits non-zero if, at any
+N, more than 5 alerts or 10 roots were opened, a host went unnamed, an alert was left open or a message
+dead-lettered.
 
 Router CPU time is the CPU time of the threads that run the router's code (each record's thread, its delivery and
 look-ahead threads, the sweep's): `time.thread_time()` around each, summed. moto and the stand-ins run in threads
@@ -24,6 +25,7 @@ import copy
 import json
 import random
 import re
+import resource
 import sys
 import threading
 import time
@@ -185,6 +187,9 @@ def _tally(sandbox: Sandbox, hosts: int, events: int, cpu: float, wall: float) -
         "router_cpu_s": round(cpu, 2),
         "cpu_ms_per_event": round(1000 * cpu / events, 2),
         "wall_s": round(wall, 1),
+        # The process's peak resident memory so far (moto, the stand-ins, the emulation and the router all live in
+        # it): sizes run in the order given, so the figure at N covers every run up to N.
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -195,7 +200,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args()
     results = []
-    columns = ("hosts", "events", "alerts", "roots", "hosts_named", "alerts_open", "dlq", "cpu_ms_per_event", "wall_s")
+    columns = (
+        "hosts",
+        "events",
+        "alerts",
+        "roots",
+        "hosts_named",
+        "alerts_open",
+        "dlq",
+        "cpu_ms_per_event",
+        "wall_s",
+        "peak_rss_mb",
+    )
     print(" ".join(f"{name:>16}" for name in columns))
     for hosts in args.hosts:
         result = replay(hosts, args.seed)
