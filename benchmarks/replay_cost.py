@@ -36,9 +36,8 @@ CONTAINER_INSTANCE_ID = "f957585523c3d58c95844b6b2d8ce234"
 EC2_INSTANCE_ID = "i-07d3f9a1c5e2b8460"
 
 
-def host_events(host: int, start: datetime) -> list[dict[str, Any]]:
-    """The incident's events for host number `host`, moved to start at `start` (offsets kept)."""
-    originals = [json.loads(path.read_text(encoding="utf-8")) for path in INCIDENT]
+def host_events(originals: list[dict[str, Any]], host: int, start: datetime) -> list[dict[str, Any]]:
+    """The incident's events (`originals`, in order) for host number `host`, moved to start at `start`."""
     first = _time(originals[0]["time"])
     events = []
     for original in originals:
@@ -66,11 +65,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     args = parser.parse_args()
     hosts = max(1, args.events // len(INCIDENT))
-    start = _time(json.loads(INCIDENT[0].read_text(encoding="utf-8"))["time"])
+    originals = [json.loads(path.read_text(encoding="utf-8")) for path in INCIDENT]
+    start = _time(originals[0]["time"])
     with tempfile.TemporaryDirectory(prefix="replay-cost-") as folder:
         files = []
         for host in range(hosts):
-            for number, event in enumerate(host_events(host, start + timedelta(minutes=args.spacing_minutes * host))):
+            moved = start + timedelta(minutes=args.spacing_minutes * host)
+            for number, event in enumerate(host_events(originals, host, moved)):
                 path = Path(folder) / f"{host:05d}-{number}.json"
                 path.write_text(json.dumps(event), encoding="utf-8")
                 files.append(str(path))
