@@ -30,6 +30,7 @@ from sandbox import moto_dynamodb
 from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
+from sandbox.loopback import loopback
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
 from sandbox.standins import (
     DEFAULT_SLACK_TOKEN,
@@ -85,6 +86,7 @@ class Sandbox:
             moto = _start_moto(port)
             exit_stack.callback(moto.stop)
             self._moto = moto
+            exit_stack.enter_context(loopback(self.moto_endpoint, moto.dynamodb))
             _reset_moto(self.moto_endpoint)
             self._aws = AwsClients(self.moto_endpoint, self.identity.region)
             self._standins = exit_stack.enter_context(

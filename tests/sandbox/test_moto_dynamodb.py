@@ -157,6 +157,28 @@ def test_every_item_operation_parses_to_the_same_response(client: Any) -> None:
         lambda: client.delete_item(TableName="t", Key={"pk": ITEM["pk"], "sk": {"S": "M#0"}}, ReturnValues="ALL_OLD"),
         lambda: client.transact_get_items(TransactItems=[{"Get": {"TableName": "t", "Key": key}}]),
         lambda: client.batch_write_item(RequestItems={"t": [{"PutRequest": {"Item": {**ITEM, "sk": {"S": "M#8"}}}}]}),
+        lambda: client.update_item(  # nested paths, functions, every clause: the validator's and executor's work
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET #l[2].#d = list_append(#l[2].#d, :more), #m.b = :b, #c = if_not_exists(#c, :zero) "
+            "REMOVE #m.a, #s ADD #n :one DELETE strings :a",
+            ExpressionAttributeNames={
+                "#l": "list",
+                "#d": "deep",
+                "#m": "map",
+                "#c": "count",
+                "#s": "text",
+                "#n": "number",
+            },
+            ExpressionAttributeValues={
+                ":more": {"L": [{"M": {"x": {"NS": ["3"]}}}]},
+                ":b": {"M": {"z": {"BOOL": True}, "y": {"B": b"\x01"}}},
+                ":zero": {"N": "0"},
+                ":one": {"N": "1"},
+                ":a": {"SS": ["a"]},
+            },
+            ReturnValues="ALL_NEW",
+        ),
     ]
     for call in calls:
         theirs, ours = both(client, call)
@@ -175,6 +197,32 @@ def test_errors_are_still_moto_s_own(client: Any) -> None:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+@pytest.mark.parametrize(
+    ("expression", "values"),
+    [
+        ("SET a = :x SET b = :x", {":x": {"S": "y"}}),  # two SET clauses
+        ("SET a = :x, a = :x", {":x": {"S": "y"}}),  # one path twice
+        ("SET big = :big", {":big": {"S": "x" * 405_000}}),  # the item over DynamoDB's 400 KB
+        ("ADD text :x", {":x": {"N": "1"}}),  # a number added to a string
+    ],
+)
+def test_a_refused_update_is_refused_alike(client: Any, expression: str, values: dict[str, Any]) -> None:
+    def update() -> dict[str, Any]:
+        try:
+            client.update_item(
+                TableName="t",
+                Key={"pk": ITEM["pk"], "sk": ITEM["sk"]},
+                UpdateExpression=expression,
+                ExpressionAttributeValues=values,
+            )
+        except client.exceptions.ClientError as refused:
+            return dict(refused.response["Error"])
+        return {}
+
+    theirs, ours = both(client, update)
+    assert theirs and ours == theirs
 
 
 def test_an_update_expression_parsed_once_still_updates_each_item_and_a_bad_one_fails_every_time(client: Any) -> None:
