@@ -104,7 +104,7 @@ def round_trips(calls: list[tuple[float, float, str]]) -> int:
 
 def measure(faults: int) -> dict[str, Any]:
     samples: list[dict[str, Any]] = []
-    with Sandbox(load_template(ROOT / "template.yaml")) as sandbox, ClientCalls() as client:
+    with Sandbox(load_template(ROOT / "template.yaml"), calls_over_http=True) as sandbox, ClientCalls() as client:
         spec = sandbox.stack.functions["AlertRouterFunction"]
         source = spec.sqs_sources[0]
         with InProcessFunction(spec, sandbox.function_environment(spec)) as function:

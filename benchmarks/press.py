@@ -45,7 +45,7 @@ def _button(sandbox: Sandbox, dedup_key: str) -> str:
 
 def measure(presses: int) -> dict[str, Any]:
     samples: list[dict[str, float]] = []
-    with Sandbox(load_template(ROOT / "template.yaml")) as sandbox:
+    with Sandbox(load_template(ROOT / "template.yaml"), calls_over_http=True) as sandbox:
         router_spec = sandbox.stack.functions["AlertRouterFunction"]
         actions_spec = sandbox.stack.functions["SlackActionsFunction"]
         url = actions_spec.function_url

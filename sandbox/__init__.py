@@ -3,7 +3,8 @@
 Where things are, in the order a replay uses them:
 - `__main__`: the command line (`replay`, `invoke`, `run`, `standins`).
 - `template`: loads template.yaml and resolves parameters, conditions, intrinsics and SAM Globals.
-- `session`: the `Sandbox`: moto server, stand-ins (`standins`), the stack deployed, secrets seeded.
+- `session`: the `Sandbox`: moto server, stand-ins (`standins`), the stack deployed, secrets seeded;
+  `moto_in_process` answers the process's own AWS calls without a socket, `moto_dynamodb` makes moto faster.
 - `stack`: creates the template's resources in moto; functions become `FunctionSpec`s; state machines
   get their definition from `statemachine` (DefinitionSubstitutions applied, moto's interpreter on).
 - `eventbridge`: rule patterns with EventBridge's exact semantics; delivery to rule targets.

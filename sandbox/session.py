@@ -30,7 +30,7 @@ from sandbox import moto_dynamodb
 from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
-from sandbox.loopback import loopback
+from sandbox.moto_in_process import answered_in_process
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
 from sandbox.standins import (
     DEFAULT_SLACK_TOKEN,
@@ -63,12 +63,15 @@ class Sandbox:
         region: str = DEFAULT_REGION,
         parameter_overrides: Mapping[str, str] | None = None,
         faults: Mapping[str, Any] | None = None,
+        calls_over_http: bool = False,
     ) -> None:
         self.template = template
         self.identity = StackIdentity(stack_name, region)
         # Resolved before anything starts, so a bad parameter fails fast with a clear message.
         self.parameters = resolve_parameters(template, parameter_overrides or {})
         self.faults = faults
+        self.calls_over_http = calls_over_http
+        """False: this process's AWS calls reach moto's app directly (sandbox/moto_in_process.py); True: over HTTP."""
         self._exit_stack: contextlib.ExitStack | None = None
         self._stack: Stack | None = None
         self._aws: AwsClients | None = None
@@ -86,7 +89,8 @@ class Sandbox:
             moto = _start_moto(port)
             exit_stack.callback(moto.stop)
             self._moto = moto
-            exit_stack.enter_context(loopback(self.moto_endpoint, moto.dynamodb))
+            if not self.calls_over_http:
+                exit_stack.enter_context(answered_in_process(self.moto_endpoint, moto.dynamodb))
             _reset_moto(self.moto_endpoint)
             self._aws = AwsClients(self.moto_endpoint, self.identity.region)
             self._standins = exit_stack.enter_context(

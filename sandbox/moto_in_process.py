@@ -1,11 +1,15 @@
-"""This process's AWS calls answered by moto's app directly, without a socket.
+"""This process's AWS calls answered by moto's app directly, without a socket (`Sandbox(calls_over_http=False)`).
 
 Every boto3 client in the sandbox's process (the sandbox's own, and the functions' it runs in process) points at the
 moto server. Over HTTP each call costs a connection, a thread of the server and both sides of HTTP, which is about
-half of what a call costs; and the sandbox makes dozens of calls per event. `LoopbackTransport` hands a request for
+half of what a call costs; and the sandbox makes dozens of calls per event. ``answered_in_process`` hands a request for
 the server's address to the same WSGI application the server runs (the same moto state, the same one-DynamoDB-
 request-at-a-time middleware), in the calling thread. Requests to anything else, and every request from another
 process (a built function in its own interpreter, the parallel workers of tests/integration), still go over HTTP.
+
+What changes is timing: a call answered in its thread holds the interpreter until it returns, so two threads' calls
+made at the same moment run one after the other, where over HTTP both would be sent before either is answered. The
+benchmarks that time the functions' own calls (first_page.py, press.py, storm.py) keep them over HTTP.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def _send(session: URLLib3Session, request: AWSRequest | AWSPreparedRequest) -> 
 
 
 @contextmanager
-def loopback(endpoint: str, app: WsgiApp) -> Iterator[None]:
+def answered_in_process(endpoint: str, app: WsgiApp) -> Iterator[None]:
     """While open, this process's requests to `endpoint` are answered by `app` in the calling thread."""
     with _lock:
         if not _apps:
