@@ -23,6 +23,10 @@ each level's subtree again before converting it (so a nested value was copied on
 UpdateExpression with at most one clause of each kind is never checked again for too many clauses (moto looked for
 them from every node of the tree); any other goes through moto's own check, for its own error.
 
+moto keeps every model object it ever created, for its dashboard: each DynamoDB item written and each copy of one,
+each SQS message. That memory grew with every event a replay handled and was never given back (a fifth of a megabyte
+per event). Only S3's objects are still kept: S3's reset closes the files they hold.
+
 moto's dispatch answers every request after two lookups that do not change while the process runs: which services it
 has (a directory listing, several times per request) and which methods a response class has (`inspect.getmembers`).
 Both are kept after the first time.
@@ -47,6 +51,7 @@ from typing import Any
 
 from moto import backends
 from moto.core import responses as moto_responses
+from moto.core.common_models import BaseModel
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.responses import ActionResult
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
@@ -294,6 +299,18 @@ method_names = _cached(_moto_method_names)
 camelcase = _cached(_moto_camelcase)
 
 
+_TRACKED_SERVICES = frozenset({"s3"})
+"""The services whose models moto must still list: S3's reset closes the files of the keys it tracked."""
+
+
+def new_model(cls: Any, *args: Any, **kwargs: Any) -> Any:
+    """BaseModel.__new__, keeping the object in moto's list of instances only for `_TRACKED_SERVICES`."""
+    instance = super(BaseModel, cls).__new__(cls)
+    if cls.__module__.split(".")[1] in _TRACKED_SERVICES:
+        cls.instances_tracked.append(instance)
+    return instance
+
+
 def _replacements() -> list[tuple[Any, str, Any]]:
     """(class or module, attribute, what `install` puts there)."""
     return [
@@ -312,6 +329,7 @@ def _replacements() -> list[tuple[Any, str, Any]]:
         (moto_responses, "method_names_from_class", method_names),
         (moto_responses, "camelcase_to_underscores", camelcase),
         (sqs_models, "camelcase_to_underscores", camelcase),
+        (BaseModel, "__new__", new_model),
     ]
 
 
