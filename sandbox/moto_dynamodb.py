@@ -99,6 +99,7 @@ _trees: dict[int, tuple[Any, bytes]] = {}
 _node_types: dict[type, tuple[type, ...]] = {}
 _processes: dict[tuple[type, type], bool] = {}
 """(traverser class, node class) → whether the traverser processes such nodes (isinstance on moto's ABCs, once)."""
+_is_node: dict[type, bool] = {}
 _IMMUTABLE = (str, bytes, bool, int, Decimal, type(None))
 _SETS = frozenset({"SS", "NS", "BS"})
 _CLAUSES = (UpdateExpressionAddClause, UpdateExpressionRemoveClause, UpdateExpressionSetClause)
@@ -208,13 +209,15 @@ def deepcopy(value: DynamoType, memo: dict[int, Any]) -> DynamoType:
 def traverse(traverser: Any, node: Any, child_id: int = -1) -> Any:
     """DepthFirstTraverser.traverse_node_recursively, with its two isinstance checks answered once per class."""
     kind = type(node)
+    is_node = _is_node.get(kind)
+    if is_node is None:
+        is_node = _is_node[kind] = issubclass(kind, Node)
+    if not is_node:
+        return node
     key = (type(traverser), kind)
     processes = _processes.get(key)
     if processes is None:
-        processes = _processes[key] = issubclass(kind, Node) and issubclass(kind, node_types(traverser))
-        _processes[(Node, kind)] = issubclass(kind, Node)
-    if not _processes[(Node, kind)]:
-        return node
+        processes = _processes[key] = issubclass(kind, node_types(traverser))
     parent = node.parent
     if node.children is not None:
         for index, child in enumerate(node.children):
@@ -282,13 +285,9 @@ def count_actions(validator: ActionCountValidator, node: Any) -> Any:
 
 
 @functools.cache
-def _modules() -> tuple[str, ...]:
-    return tuple(_moto_modules())
-
-
 def modules() -> tuple[str, ...]:
     """backends.list_of_moto_modules: the folders of moto's package, listed once."""
-    return _modules()
+    return tuple(_moto_modules())
 
 
 def _cached(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
