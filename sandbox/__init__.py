@@ -19,31 +19,36 @@ Where things are, in the order a replay uses them:
 Why each piece exists (what moto lacks): docs/sandbox.md.
 """
 
-import functools as _functools
+import os as _os
 from typing import Any as _Any
 
 import boto3.session as _boto3_session
+import botocore.loaders as _loaders
+import botocore.session as _botocore_session
 
-# moto's EC2 models (which its ECS imports) ask three new boto3 sessions for their regions when imported, and each
-# session parses botocore's endpoint files again: half a second of every sandbox process's start. The answer is data
-# of the installed botocore, the same for every session, so this process keeps the first.
-_available_regions = _boto3_session.Session.get_available_regions
-
-
-@_functools.cache
-def _session() -> _boto3_session.Session:
-    return _boto3_session.Session()
-
-
-@_functools.lru_cache(maxsize=64)
-def _regions(*args: _Any) -> tuple[str, ...]:
-    return tuple(_available_regions(_session(), *args))
+# Every boto3 session reads botocore's data files (each service's model, the endpoints) again, through a data loader
+# of its own: each Lambda function the sandbox loads builds its clients in a session of its own, as a cold execution
+# environment does, and moto's EC2 asks three new sessions for their regions when imported. The files are those of
+# the installed botocore, the same for every session, so the sandbox's process reads each once: one loader for every
+# session (for each data path), whose own cache keeps what it parsed. Nothing reads them otherwise than botocore would.
+_create_loader = _loaders.create_loader
+_shared_loaders: dict[_Any, _loaders.Loader] = {}
 
 
-def _cached_regions(
-    _: _boto3_session.Session, service_name: str, partition_name: str = "aws", allow_non_regional: bool = False
-) -> list[str]:
-    return list(_regions(service_name, partition_name, allow_non_regional))
+def _shared_loader(search_path_string: _Any = None) -> _loaders.Loader:
+    loader = _shared_loaders.get(search_path_string)
+    if loader is None:
+        loader = _shared_loaders.setdefault(search_path_string, _create_loader(search_path_string))
+    return loader
 
 
-setattr(_boto3_session.Session, "get_available_regions", _cached_regions)  # noqa: B010
+def _setup_loader(session: _boto3_session.Session) -> None:
+    """boto3's own, without adding boto3's data folder to the shared loader's search paths once per session."""
+    session._loader = session._session.get_component("data_loader")  # noqa: SLF001
+    data = _os.path.join(_os.path.dirname(_boto3_session.__file__), "data")
+    if data not in session._loader.search_paths:  # noqa: SLF001
+        session._loader.search_paths.append(data)  # noqa: SLF001
+
+
+setattr(_botocore_session, "create_loader", _shared_loader)  # noqa: B010
+setattr(_boto3_session.Session, "_setup_loader", _setup_loader)  # noqa: B010

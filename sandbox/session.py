@@ -40,7 +40,7 @@ from sandbox.standins import (
     SLACK_SIGNING_SECRET,
     StandIns,
 )
-from sandbox.statemachine import moto_settings_restored
+from sandbox.statemachine import moto_settings_restored, parse_once
 from sandbox.template import StackIdentity, Template, resolve_parameters
 
 DEFAULT_STACK_NAME = "gpu-fault-responder"
@@ -267,6 +267,7 @@ def _start_moto(port: int) -> _SandboxMotoServer:
     # werkzeug logs every request to stderr; the report is the record of what happened.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     moto_dynamodb.install()
+    parse_once()
     server = _SandboxMotoServer(ip_address="127.0.0.1", port=port)
     with contextlib.redirect_stdout(io.StringIO()):
         server.start()

@@ -7,6 +7,8 @@ moto executes state machines only when its `stepfunctions.execute_state_machine`
 runs Lambda tasks without Docker only when `lambda.use_docker` is off
 (docs/sandbox.md#step-functions-without-docker); both are process-wide settings of the moto server, so the
 sandbox sets them when the stack has a state machine.
+moto parses a definition (ANTLR, in Python) when the machine is created and again for every execution; the sandbox
+keeps each definition's parse tree (`parse_once`) and builds moto's program from it each time, as moto would.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import requests
 from moto.core.config import default_user_config
 
 from sandbox.errors import SandboxError
+
+_TREES_KEPT = 32
 
 INTERPRETER_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
@@ -90,3 +94,29 @@ def moto_settings_restored() -> Iterator[None]:
         yield
     finally:
         default_user_config.update(saved)  # type: ignore[typeddict-item]
+
+
+def parse_once() -> None:
+    """Make moto parse each definition text once: its parse tree is kept (syntax errors are not, and raise each time,
+    as moto's do) and moto's program built from it for every caller, as `AmazonStateLanguageParser.parse` builds
+    it. The tree is only read afterwards; each caller gets a program of its own. Idempotent."""
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser  # noqa: PLC0415
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor  # noqa: PLC0415
+
+    if getattr(AmazonStateLanguageParser.parse, "sandbox_parse_once", False):
+        return
+    parse = AmazonStateLanguageParser.parse
+    trees: dict[str, Any] = {}
+
+    def parse_kept(definition: str) -> tuple[Any, Any]:
+        tree = trees.get(definition)
+        if tree is None:
+            program, tree = parse(definition)
+            if len(trees) >= _TREES_KEPT:
+                trees.clear()
+            trees[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    parse_kept.sandbox_parse_once = True  # type: ignore[attr-defined]
+    AmazonStateLanguageParser.parse = staticmethod(parse_kept)  # type: ignore[method-assign,assignment]
