@@ -44,10 +44,10 @@ def _shared_loader(search_path_string: _Any = None) -> _loaders.Loader:
 
 def _setup_loader(session: _boto3_session.Session) -> None:
     """boto3's own, without adding boto3's data folder to the shared loader's search paths once per session."""
-    session._loader = session._session.get_component("data_loader")  # noqa: SLF001
+    session._loader = session._session.get_component("data_loader")
     data = _os.path.join(_os.path.dirname(_boto3_session.__file__), "data")
-    if data not in session._loader.search_paths:  # noqa: SLF001
-        session._loader.search_paths.append(data)  # noqa: SLF001
+    if data not in session._loader.search_paths:
+        session._loader.search_paths.append(data)
 
 
 setattr(_botocore_session, "create_loader", _shared_loader)  # noqa: B010

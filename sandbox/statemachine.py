@@ -119,4 +119,4 @@ def parse_once() -> None:
         return Preprocessor().visit(tree), tree
 
     parse_kept.sandbox_parse_once = True  # type: ignore[attr-defined]
-    AmazonStateLanguageParser.parse = staticmethod(parse_kept)  # type: ignore[method-assign,assignment]
+    AmazonStateLanguageParser.parse = staticmethod(parse_kept)  # type: ignore[method-assign]
