@@ -644,6 +644,10 @@ class Timeline:
         self._print()
         self._print(f"== {number}. {label}")
 
+    def delay(self, seconds: float, *, waited: bool) -> None:
+        how = "waited: an execution was running" if waited else "passed at once: nothing was running"
+        self._print(f"({seconds:g} s later; {how})")
+
     def execution(self, summary: Mapping[str, Any]) -> None:
         history = summary["history"]
         waiting = summary["wall_seconds"] - summary["active_seconds"]

@@ -116,6 +116,40 @@ def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
         return run.execute()
 
 
+class SandboxClock:
+    """The clock of a run's `delay_seconds`: a delay passes at once when nothing is running.
+
+    Between steps every queue has been drained into the functions; when no execution is running either, nothing
+    would happen during the delay but the clock moving on. So the clock of the whole process moves on by the delay at
+    once (time-machine: `time.time`, `datetime.now` and the like, for the functions, moto and the stand-ins alike),
+    and the run carries on from there, as if it had waited: a sweep a minute later sees a minute gone, records
+    written before are a minute old. While an execution runs, the delay is waited. `time.monotonic` (timeouts,
+    the scenario's deadline) is not moved, and the clock is back to the real time when the run ends.
+    """
+
+    def __init__(self) -> None:
+        self._travel: Any = None
+        self._coordinates: Any = None
+        self.skipped_seconds = 0.0
+
+    def wait(self, seconds: float, *, idle: bool) -> None:
+        if not idle:
+            time.sleep(seconds)
+            return
+        if self._coordinates is None:
+            import time_machine  # noqa: PLC0415  (only runs with a delay load it)
+
+            self._travel = time_machine.travel(time.time(), tick=True)
+            self._coordinates = self._travel.start()
+        self._coordinates.shift(seconds)
+        self.skipped_seconds += seconds
+
+    def stop(self) -> None:
+        if self._travel is not None:
+            self._travel.stop()
+            self._travel = self._coordinates = None
+
+
 @dataclass
 class _PendingAction:
     action: model.Action
@@ -158,9 +192,11 @@ class _Run:
     webhooks: list[dict[str, Any]] = field(default_factory=list)
     bus: EventBus | None = None
     mappings: list[SqsEventSourceMapping] = field(default_factory=list)
+    clock: SandboxClock = field(default_factory=SandboxClock)
 
     def execute(self) -> RunResult:
         scenario, sandbox = self.loaded.scenario, self.sandbox
+        self.context.callback(self.clock.stop)
         deadline = time.monotonic() + scenario.timeout_seconds
         self.timeline.header(sandbox)
         forget_warm_caches()
@@ -192,7 +228,9 @@ class _Run:
         for number, step in enumerate(scenario.events, start=1):
             for repetition in range(step.repeat):
                 if step.delay_seconds:
-                    time.sleep(step.delay_seconds)
+                    idle = not tracker.running()
+                    self.clock.wait(step.delay_seconds, idle=idle)
+                    self.timeline.delay(step.delay_seconds, waited=not idle)
                 if step.cli is not None:
                     self._run_cli(number, step.cli, step.expect_exit or 0, world)
                 elif step.sweep:
