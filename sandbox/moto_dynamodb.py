@@ -298,14 +298,14 @@ method_names = _cached(_moto_method_names)
 camelcase = _cached(_moto_camelcase)
 
 
-_TRACKED_SERVICES = frozenset({"s3"})
-"""The services whose models moto must still list: S3's reset closes the files of the keys it tracked."""
+_TRACKED = "moto.s3."
+"""The models moto must still list: S3's reset closes the files of the keys it tracked."""
 
 
 def new_model(cls: Any, *args: Any, **kwargs: Any) -> Any:
-    """BaseModel.__new__, keeping the object in moto's list of instances only for `_TRACKED_SERVICES`."""
+    """BaseModel.__new__, keeping the object in moto's list of instances only for S3's models."""
     instance = super(BaseModel, cls).__new__(cls)
-    if cls.__module__.split(".")[1] in _TRACKED_SERVICES:
+    if cls.__module__.startswith(_TRACKED):
         cls.instances_tracked.append(instance)
     return instance
 
