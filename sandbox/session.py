@@ -266,6 +266,9 @@ class _SandboxMotoServer(ThreadedMotoServer):
 def _start_moto(port: int) -> _SandboxMotoServer:
     # werkzeug logs every request to stderr; the report is the record of what happened.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # moto's EC2 reads its catalogue of public AMIs (thousands) each time it starts a region's backend, which is on
+    # every reset; the sandbox's instances name an image of their own and nothing lists images.
+    os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     moto_dynamodb.install()
     parse_once()
     server = _SandboxMotoServer(ip_address="127.0.0.1", port=port)
