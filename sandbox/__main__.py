@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sandbox import invoke as invoke_command
 from sandbox import serve_standins
@@ -131,8 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run_parser.add_argument("scenario", type=Path, metavar="SCENARIO.yaml", help="a scenario file (see scenarios/)")
-    run_parser.add_argument("--report", type=Path, metavar="REPORT.json", help="write the JSON report here")
+    run_parser.add_argument(
+        "scenarios",
+        type=Path,
+        nargs="+",
+        metavar="SCENARIO.yaml",
+        help="a scenario file (see scenarios/); several run one after the other, each on its own, in one process",
+    )
+    run_parser.add_argument(
+        "--report", type=Path, metavar="REPORT.json", help="write the JSON report here (one scenario only)"
+    )
     run_parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     run_parser.set_defaults(run=_run_scenario)
 
@@ -216,11 +225,31 @@ def _run_invoke(args: argparse.Namespace) -> int:
 
 
 def _run_scenario(args: argparse.Namespace) -> int:
-    loaded = load_scenario(args.scenario)
-    timeline = Timeline(None if args.quiet else sys.stdout)
-    result = run_scenario(loaded, timeline)
-    _write(result.report, args.report, timeline)
-    return 0 if result.passed else 1
+    if args.report is not None and len(args.scenarios) > 1:
+        raise SandboxError("--report writes the report of one scenario: name one")
+    loaded = [load_scenario(path) for path in args.scenarios]  # every file checked before any runs
+    failed = 0
+    for path, scenario in zip(args.scenarios, loaded, strict=True):
+        timeline = Timeline(None if args.quiet else sys.stdout)
+        result = run_scenario(scenario, timeline)
+        _write(result.report, args.report, timeline)
+        if not result.passed:
+            failed += 1
+            if args.quiet:  # (otherwise the timeline has just said it)
+                print(f"{path}: {_failures(result.report)}", file=sys.stderr)
+    if failed and len(loaded) > 1:
+        print(f"{failed} of {len(loaded)} scenarios failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _failures(report: dict[str, Any]) -> str:
+    """The expectations of a scenario's report that did not hold, each with what was found."""
+    missed = [
+        f"{outcome['name']} ({'; '.join(outcome['problems'])})"
+        for outcome in report.get("expectations", [])
+        if not outcome.get("passed")
+    ]
+    return "expectations not held: " + ", ".join(missed) if missed else "the run did not complete"
 
 
 def _run_fuzz(args: argparse.Namespace) -> int:

@@ -427,6 +427,44 @@ def test_a_failed_expectation_exits_1(tmp_path: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().out == ""
 
 
+def test_several_scenarios_run_in_one_process_each_judged_on_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a scenario whose expectation cannot hold, then the toy scenario as it is
+    failing = toy_scenario(
+        tmp_path, {"expect": [{"select": "tasks", "where": {"origin": "started"}, "count": 5}]}, name="five-tasks"
+    )
+    passing = toy_scenario(tmp_path, name="as-shipped")
+
+    # When both run in one command, quietly
+    status = main(["run", str(failing), str(passing), "--quiet"])
+
+    # Then the command fails, and standard error names the failed one (with what it found) and only that one
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"{failing}: expectations not held: " in err
+    assert str(passing) not in err
+    assert "1 of 2 scenarios failed" in err
+
+
+def test_several_scenarios_are_all_read_before_any_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("events: []\n")
+
+    assert main(["run", str(toy_scenario(tmp_path)), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "", "the valid scenario ran before the invalid one was read"
+    assert "is not a valid scenario" in err
+
+
+def test_a_report_is_of_one_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = toy_scenario(tmp_path)
+
+    assert main(["run", str(path), str(path), "--report", str(tmp_path / "r.json")]) == 2
+    assert "--report writes the report of one scenario" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_an_invalid_scenario_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("events: []\n")
