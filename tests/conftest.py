@@ -88,14 +88,16 @@ def _moto_dynamodb_answers_as_the_sandbox_does() -> Any:
 
 
 @contextlib.contextmanager
-def checkout_lock() -> Iterator[None]:
+def checkout_lock(*, shared: bool = False) -> Iterator[None]:
     """Held while a test builds into the checkout or runs its make targets (`make build-host`, `make demo`, the
     documented commands, which check the checkout is left as they found it), so that the suite's parallel workers
-    (`make pytest`: pytest-xdist) never do two of those at once."""
+    (`make pytest`: pytest-xdist) never do two of those at once. `shared`: for a test that only needs the checkout
+    left alone while it runs (a documented command that writes nothing but git-ignored output): any number of
+    those at once, never beside one that holds the lock alone."""
     path = ROOT / ".aws-sam" / "tests-checkout.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -212,9 +212,14 @@ def _environment() -> dict[str, str]:
     return {**environment, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
 
 
+def _builds(block: Block) -> bool:
+    """Whether the block runs a make target (which may build into the checkout, or set it up): it runs alone."""
+    return any(_program(command)[:1] == ["make"] for command in block.commands)
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
 def test_a_runnable_block_runs_as_written(block: Block) -> None:
-    with checkout_lock():
+    with checkout_lock(shared=not _builds(block)):
         # Given a bash block the documentation presents as runnable, and the checkout's state
         before = _git_status()
 
