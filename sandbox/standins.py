@@ -64,6 +64,9 @@ def _copied(value: _T) -> _T:
         return copy.deepcopy(value)
 
 
+Selector = Callable[[Mapping[str, Any]], bool]
+"""Which of the kept messages or alerts to return (it reads the stand-ins' own record: it must not change it)."""
+
 Fault = int | str | dict[str, float]
 """An HTTP status to answer with, OK_FALSE (Slack's HTTP 200 `ok: false`), or {"delay": seconds}: the request
 takes effect and is answered that much later (TIMEOUT is a delay longer than any client waits)."""
@@ -221,11 +224,12 @@ class StandIns:
         """Every request so far, in arrival order, faults included, secrets redacted (a copy)."""
         return self.requests_since(0)
 
-    def requests_since(self, start: int) -> list[dict[str, Any]]:
+    def requests_since(self, start: int, where: Selector | None = None) -> list[dict[str, Any]]:
         """The requests from the `start`th on (0: every one), in arrival order, as `requests` lists them (a copy):
-        a test that reads after each step copies what that step sent, not everything before it again."""
+        a test that reads after each step copies what that step sent, not everything before it again; with
+        `where`, only those it is true of."""
         with self._lock:
-            return _copied(self._requests[start:])
+            return _copied([r for r in self._requests[start:] if where is None or where(r)])
 
     def request_count(self) -> int:
         """How many requests arrived so far: `requests_since(request_count())` later lists what came after."""
@@ -242,15 +246,16 @@ class StandIns:
         with self._lock:
             self._pagerduty.keys = frozenset(keys)
 
-    def slack_channels(self) -> dict[str, list[dict[str, Any]]]:
-        """Channel name -> its messages (ts, thread_ts, text, blocks, edits), replies included."""
+    def slack_channels(self, where: Selector | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Channel name -> its messages (ts, thread_ts, text, blocks, edits), replies included; with `where`, only
+        the messages it is true of (a test that looks at a few of thousands copies only those)."""
         with self._lock:
-            return self._slack.channels()
+            return self._slack.channels(where)
 
-    def pagerduty_alerts(self) -> list[dict[str, Any]]:
-        """Every alert opened so far, in order, with its status and event log."""
+    def pagerduty_alerts(self, where: Selector | None = None) -> list[dict[str, Any]]:
+        """Every alert opened so far, in order, with its status and event log; with `where`, those it is true of."""
         with self._lock:
-            return _copied(self._pagerduty.alerts)
+            return _copied([alert for alert in self._pagerduty.alerts if where is None or where(alert)])
 
     def pagerduty_changes(self) -> list[dict[str, Any]]:
         """Every change event accepted so far, in order (summary, source, custom_details, links)."""
@@ -740,8 +745,11 @@ class _SlackWorkspace:
         self._store(self._ids[WEBHOOK_CHANNEL], body, thread_ts=None)
         return _Reply(HTTPStatus.OK, "ok")
 
-    def channels(self) -> dict[str, list[dict[str, Any]]]:
-        return {self._names[channel_id]: _copied(messages) for channel_id, messages in self._messages.items()}
+    def channels(self, where: Selector | None = None) -> dict[str, list[dict[str, Any]]]:
+        return {
+            self._names[channel_id]: _copied([m for m in messages if where is None or where(m)])
+            for channel_id, messages in self._messages.items()
+        }
 
     def buttons(self, action_id: str) -> list[tuple[str, str, str]]:
         found = []

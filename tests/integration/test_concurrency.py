@@ -12,7 +12,7 @@ import copy
 import json
 import multiprocessing
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +26,7 @@ from tests.integration.parallel import Workers, free_port, serve_moto, wait_for
 RUNS = 100
 REGION = "us-east-1"
 CLUSTER = "gpu-fleet"
+ROOT = "gpu_fault_incident"  # the metadata event type of an incident's root message
 
 
 @pytest.fixture(scope="module")
@@ -102,18 +103,20 @@ def instance_events(run: int) -> list[dict[str, Any]]:
 def on_call_view(standins: StandIns, run: int, since: int = 0) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """For this run's instance: roots per incident, PagerDuty alerts per dedup key, triggers that opened one (among
     the requests from the `since`th on: a run's requests all come after those before it started)."""
+
+    def incident_of(message: Mapping[str, Any]) -> str:
+        metadata = message.get("metadata") or {}
+        return str((metadata.get("event_payload") or {}).get("id", "")) if metadata.get("event_type") == ROOT else ""
+
     roots: dict[str, int] = {}
-    for messages in standins.slack_channels().values():
+    # (only this run's messages and alerts are copied out of the stand-ins: the earlier runs' stay put)
+    for messages in standins.slack_channels(where=lambda message: f"/run{run:04d}/" in incident_of(message)).values():
         for message in messages:
-            metadata = message.get("metadata") or {}
-            incident = str((metadata.get("event_payload") or {}).get("id", ""))
-            if metadata.get("event_type") == "gpu_fault_incident" and f"/run{run:04d}/" in incident:
-                fingerprint = incident.split("@", 1)[0]
-                roots[fingerprint] = roots.get(fingerprint, 0) + 1
+            fingerprint = incident_of(message).split("@", 1)[0]
+            roots[fingerprint] = roots.get(fingerprint, 0) + 1
     alerts: dict[str, int] = {}
-    for alert in standins.pagerduty_alerts():
-        if f"/run{run:04d}/" in alert["dedup_key"]:
-            alerts[alert["dedup_key"]] = alerts.get(alert["dedup_key"], 0) + 1
+    for alert in standins.pagerduty_alerts(where=lambda alert: f"/run{run:04d}/" in alert["dedup_key"]):
+        alerts[alert["dedup_key"]] = alerts.get(alert["dedup_key"], 0) + 1
     opened: dict[str, int] = {}
     for request in standins.requests_since(since):
         body = request["body"] if isinstance(request["body"], dict) else {}

@@ -76,22 +76,31 @@ def sweep_job(run: int) -> dict[str, Any]:
 def on_call_view(standins: StandIns, run: int) -> tuple[int, int, int]:
     """For this run's instance: Slack roots, PagerDuty alerts, and triggers that opened one."""
     key = f"/race{run:04d}/"
+    # (each count copies only this run's messages, alerts and requests out of the stand-ins)
     roots = sum(
-        1
-        for messages in standins.slack_channels().values()
-        for message in messages
-        if (message.get("metadata") or {}).get("event_type") == "gpu_fault_incident"
-        and key in str(((message.get("metadata") or {}).get("event_payload") or {}).get("id", ""))
+        len(messages)
+        for messages in standins.slack_channels(
+            where=lambda message: (
+                (message.get("metadata") or {}).get("event_type") == "gpu_fault_incident"
+                and key in str(((message.get("metadata") or {}).get("event_payload") or {}).get("id", ""))
+            )
+        ).values()
     )
-    alerts = sum(1 for alert in standins.pagerduty_alerts() if key in alert["dedup_key"])
-    opened = sum(
-        1
-        for request in standins.requests
-        if request.get("effect") == "opened"
-        and isinstance(request["body"], dict)
-        and key in str(request["body"].get("dedup_key"))
-    )
+    alerts = len(standins.pagerduty_alerts(where=lambda alert: key in alert["dedup_key"]))
+    opened = len(_opened(standins, key))
     return roots, alerts, opened
+
+
+def _opened(standins: StandIns, key: str) -> list[dict[str, Any]]:
+    """The requests that opened a PagerDuty alert whose dedup key holds `key`."""
+    return standins.requests_since(
+        0,
+        where=lambda request: (
+            request.get("effect") == "opened"
+            and isinstance(request["body"], dict)
+            and key in str(request["body"].get("dedup_key"))
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +149,6 @@ def _body(event: dict[str, Any]) -> str:
 
 def _found_by_sweep(standins: StandIns, run: int) -> int:
     """1 if this run's page says the sweep found the fault."""
-    key = f"/race{run:04d}/"
-    for request in standins.requests:
-        body = request["body"] if isinstance(request["body"], dict) else {}
-        if request.get("effect") == "opened" and key in str(body.get("dedup_key")):
-            return int(body["payload"]["custom_details"].get("found") == FOUND)
+    for request in _opened(standins, f"/race{run:04d}/"):
+        return int(request["body"]["payload"]["custom_details"].get("found") == FOUND)
     return 0
