@@ -27,6 +27,10 @@ moto keeps every model object it ever created, for its dashboard: each DynamoDB 
 each SQS message. That memory grew with every event a replay handled and was never given back (a fifth of a megabyte
 per event). Only S3's objects are still kept: S3's reset closes the files they hold.
 
+moto's SQS checks, for each message a ReceiveMessage hands out, that it is within its queue's retention period, and
+reads that period by building every attribute of the queue, counting its messages three times on the way: a receive
+cost as much as the queue was long, times the batch. The period is read from the queue itself; the check is moto's.
+
 moto's dispatch answers every request after two lookups that do not change while the process runs: which services it
 has (a directory listing, several times per request) and which methods a response class has (`inspect.getmembers`).
 Both are kept after the first time.
@@ -54,6 +58,7 @@ from moto.core import responses as moto_responses
 from moto.core.common_models import BaseModel
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.responses import ActionResult
+from moto.core.utils import unix_time
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing import expressions, validators
@@ -310,6 +315,12 @@ def new_model(cls: Any, *args: Any, **kwargs: Any) -> Any:
     return instance
 
 
+def retained(backend: sqs_models.SQSBackend, queue_name: str, message: sqs_models.Message) -> bool:
+    """SQSBackend.is_message_valid_based_on_retention_period, the period read without building every attribute."""
+    period = backend.get_queue(queue_name).message_retention_period  # type: ignore[attr-defined]  # set by moto
+    return bool(int(period) + message.sent_timestamp / 1000 > unix_time())  # type: ignore[operator]
+
+
 def _replacements() -> list[tuple[Any, str, Any]]:
     """(class or module, attribute, what `install` puts there)."""
     return [
@@ -328,6 +339,7 @@ def _replacements() -> list[tuple[Any, str, Any]]:
         (moto_responses, "method_names_from_class", method_names),
         (moto_responses, "camelcase_to_underscores", camelcase),
         (sqs_models, "camelcase_to_underscores", camelcase),
+        (sqs_models.SQSBackend, "is_message_valid_based_on_retention_period", retained),
         (BaseModel, "__new__", new_model),
     ]
 

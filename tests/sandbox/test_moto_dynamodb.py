@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from moto.dynamodb.responses import DynamoHandler
+from moto.sqs import models as sqs_models
 
 from sandbox import moto_dynamodb
 
@@ -31,6 +32,7 @@ ITEM: dict[str, Any] = {
     "og": {"S": "group#1"},
     "oat": {"S": "2026-12-01T00:00:00Z"},
 }
+_moto_retained = sqs_models.SQSBackend.is_message_valid_based_on_retention_period
 
 
 @pytest.fixture
@@ -255,3 +257,28 @@ def test_an_update_expression_parsed_once_still_updates_each_item_and_a_bad_one_
             )
         assert refused.value.response["Error"]["Code"] == "ValidationException"
     moto_dynamodb.uninstall()
+
+
+def test_a_message_past_its_queue_s_retention_period_is_no_longer_received_and_one_within_it_is() -> None:
+    # Given a queue that keeps messages for 60 s, and two messages, the second sent 61 s ago (moto stops a receive at
+    # the first expired message it meets)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="q", Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="new")
+        sqs.send_message(QueueUrl=url, MessageBody="old")
+        backend = sqs_models.sqs_backends["123456789012"]["us-east-1"]
+        new, old = backend.get_queue("q")._messages
+        old.sent_timestamp -= 61_000
+
+        # Then the faster check agrees with moto's own on both
+        for message in (old, new):
+            assert moto_dynamodb.retained(backend, "q", message) is _moto_retained(backend, "q", message)
+
+        # And, installed, a receive hands out the one within the period
+        moto_dynamodb.install()
+        try:
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        finally:
+            moto_dynamodb.uninstall()
+    assert [message["Body"] for message in received] == ["new"]
