@@ -7,6 +7,14 @@ the server's address to the same WSGI application the server runs (the same moto
 request-at-a-time middleware), in the calling thread. Requests to anything else, and every request from another
 process (a built function in its own interpreter, the parallel workers of tests/integration), still go over HTTP.
 
+A request of a JSON protocol (DynamoDB, SQS, Secrets Manager, Step Functions, EventBridge, ECS...: a POST to `/`
+that names its action in `X-Amz-Target`) is handed to the handler moto's server would route it to, found once per
+service through the server's own dispatcher (the service from the request's signature, as the server finds it),
+and called as the server's Flask view calls it, with the request's own URL: without building a WSGI environment,
+nor Flask's request, routing and response for each call, which cost about as much as moto's own handling of a
+small request. Errors are answered as the server answers them. Anything else (S3, Lambda's REST paths, moto's API)
+goes through the application as before.
+
 What changes is timing: a call answered in its thread holds the interpreter until it returns, so two threads' calls
 made at the same moment run one after the other, where over HTTP both would be sent before either is answered. The
 benchmarks that time the functions' own calls (first_page.py, press.py, storm.py) keep them over HTTP.
@@ -16,13 +24,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from io import BytesIO
-from typing import Any
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from botocore.awsrequest import AWSPreparedRequest, AWSRequest, AWSResponse, HeadersDict
+from botocore.exceptions import ClientError
 from botocore.httpsession import URLLib3Session
+from moto.core.request import Request as MotoRequest
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from werkzeug.exceptions import HTTPException
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 WsgiApp = Callable[[dict[str, Any], Any], Any]
@@ -53,12 +65,69 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+class Dispatched(Protocol):
+    """An application that can also name the moto server's dispatcher, and serialize a request as it would."""
+
+    dispatcher: DomainDispatcherApplication
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any: ...
+
+    def one_at_a_time(self, target: str) -> AbstractContextManager[None]: ...
+
+
+_handlers: dict[tuple[int, str], Callable[..., Any] | None] = {}
+"""(dispatcher, signing scope and target service) → the handler moto's server routes a POST to `/` to."""
+
+
+def _handler(dispatcher: DomainDispatcherApplication, authorization: str, target: str) -> Callable[..., Any] | None:
+    key = (id(dispatcher), f"{authorization.split(',', 1)[0]}|{target.split('.', 1)[0]}")
+    if key not in _handlers:
+        environ = {"PATH_INFO": "/", "HTTP_AUTHORIZATION": authorization, "HTTP_X_AMZ_TARGET": target}
+        app = dispatcher.get_application(environ)
+        try:
+            endpoint, _ = app.url_map.bind("localhost").match("/", method="POST")
+        except HTTPException:
+            endpoint = None
+        view = app.view_functions.get(endpoint) if endpoint else None
+        _handlers[key] = getattr(view, "callback", None)
+    return _handlers[key]
+
+
+def _answer_directly(app: Dispatched, request: AWSRequest | AWSPreparedRequest, url: str) -> AWSResponse | None:
+    """A JSON-protocol request answered by its moto handler in this thread, or None (not one: use the app)."""
+    headers = {name: _text(value) for name, value in request.headers.items()}
+    target, authorization = headers.get("X-Amz-Target", ""), headers.get("Authorization", "")
+    if not target or not authorization or str(request.method) != "POST" or urlsplit(url).path not in ("", "/"):
+        return None
+    handler = _handler(app.dispatcher, authorization, target)
+    if handler is None:
+        return None
+    normalized = MotoRequest.from_primitives("POST", url, headers, _payload(request.body))
+    with app.one_at_a_time(target):
+        try:
+            result = handler(normalized, normalized.raw_url, dict(normalized.headers))
+        except ClientError as exc:  # as the server's view answers it
+            result = 400, {}, exc.response["Error"]["Message"]
+        except HTTPException as exc:  # moto's service errors; Flask answers with the exception's own response
+            result = exc.code or 500, dict(exc.get_headers()), exc.get_body()
+    status, answer_headers, content = result if len(result) == 3 else (200, {}, result)
+    body = content.encode() if isinstance(content, str) else bytes(content or b"")
+    return AWSResponse(
+        url,
+        int(status),
+        HeadersDict({name: str(value) for name, value in answer_headers.items()}),  # type: ignore[arg-type]
+        _Body(body),
+    )
+
+
 def _send(session: URLLib3Session, request: AWSRequest | AWSPreparedRequest) -> AWSResponse:
     url = str(request.url)
     parts = urlsplit(url)
     app = _apps.get(f"{parts.scheme}://{parts.netloc}")
     if app is None:
         return _http_send(session, request)
+    if hasattr(app, "dispatcher") and (answered := _answer_directly(cast(Dispatched, app), request, url)) is not None:
+        return answered
     environ = EnvironBuilder(
         path=parts.path or "/",
         base_url=f"{parts.scheme}://{parts.netloc}",

@@ -234,21 +234,27 @@ class _AtomicDynamoDB:
     request is still being served.
     """
 
-    def __init__(self, app: Any) -> None:
-        self._app = app
+    def __init__(self, dispatcher: DomainDispatcherApplication) -> None:
+        self.dispatcher = dispatcher
         self._lock = threading.Lock()
         self.calls: list[tuple[float, float, str]] = []
         """(started, ended, operation) of every DynamoDB request, epoch seconds (benchmarks/first_page.py)."""
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        with self.one_at_a_time(str(environ.get("HTTP_X_AMZ_TARGET", ""))):
+            return list(self.dispatcher(environ, start_response))
+
+    @contextlib.contextmanager
+    def one_at_a_time(self, target: str) -> Iterator[None]:
+        """Held while a request is answered (over HTTP, or in process: sandbox/moto_in_process.py): a DynamoDB
+        request holds the lock, and is recorded."""
         if not target.startswith("DynamoDB_"):
-            return self._app(environ, start_response)
+            yield
+            return
         with self._lock:
             started = time.time()
-            answer = list(self._app(environ, start_response))
+            yield
             self.calls.append((started, time.time(), target.rpartition(".")[2]))
-            return answer
 
 
 class _SandboxMotoServer(ThreadedMotoServer):
