@@ -1,0 +1,102 @@
+"""The sandbox's own AWS calls answered in process (sandbox/moto_in_process.py) answer as moto's server does: the
+same results, the same errors, URLs that name the server, DynamoDB one request at a time and recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+from sandbox import moto_in_process
+from sandbox.session import _AtomicDynamoDB
+
+ENDPOINT = "http://127.0.0.1:9"  # nothing listens there: every answer below came from this process
+
+
+@pytest.fixture
+def through_the_application(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests handed to the WSGI application (the rest went straight to their handler)."""
+    paths: list[str] = []
+    run_wsgi_app = moto_in_process.run_wsgi_app
+
+    def recorded(app: Any, environ: dict[str, Any], **kwargs: Any) -> Any:
+        paths.append(environ["PATH_INFO"])
+        return run_wsgi_app(app, environ, **kwargs)
+
+    monkeypatch.setattr(moto_in_process, "run_wsgi_app", recorded)
+    return paths
+
+
+@pytest.fixture
+def served(through_the_application: list[str]) -> Iterator[tuple[_AtomicDynamoDB, dict[str, Any]]]:
+    app = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+    with mock_aws(), moto_in_process.answered_in_process(ENDPOINT, app):
+        clients = {
+            name: boto3.client(
+                name,
+                endpoint_url=ENDPOINT,
+                region_name="us-east-1",
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            )
+            for name in ("dynamodb", "sqs", "s3")
+        }
+        yield app, clients
+
+
+def test_json_protocol_calls_answer_and_fail_as_the_server_does(
+    served: tuple[_AtomicDynamoDB, dict[str, Any]], through_the_application: list[str]
+) -> None:
+    app, clients = served
+    dynamodb, sqs = clients["dynamodb"], clients["sqs"]
+
+    # A table, an item, and a conditional write that must be refused
+    dynamodb.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+    with pytest.raises(ClientError) as refused:
+        dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}}, ConditionExpression="attribute_not_exists(pk)")
+    with pytest.raises(ClientError) as missing:
+        dynamodb.describe_table(TableName="nothing")
+
+    assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert dynamodb.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"]["n"] == {"N": "1"}
+    # DynamoDB's requests went through the server's one-at-a-time lock, and were recorded
+    assert [operation for _, _, operation in app.calls] == [
+        "CreateTable",
+        "PutItem",
+        "PutItem",
+        "DescribeTable",
+        "GetItem",
+    ]
+
+    # A queue's URL names the server the client called, as the server's answer does
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    assert url.startswith(f"{ENDPOINT}/")
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["hello"]
+    # and none of it needed the WSGI application
+    assert through_the_application == []
+
+
+def test_a_rest_request_still_goes_through_the_application(
+    served: tuple[_AtomicDynamoDB, dict[str, Any]], through_the_application: list[str]
+) -> None:
+    s3 = served[1]["s3"]
+
+    s3.create_bucket(Bucket="checkpoints")
+    s3.put_object(Bucket="checkpoints", Key="k/1", Body=b"data")
+
+    assert s3.get_object(Bucket="checkpoints", Key="k/1")["Body"].read() == b"data"
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints", Prefix="k/")["Contents"]] == ["k/1"]
+    assert "/checkpoints/k/1" in through_the_application
