@@ -13,7 +13,8 @@ service through the server's own dispatcher (the service from the request's sign
 and called as the server's Flask view calls it, with the request's own URL: without building a WSGI environment,
 nor Flask's request, routing and response for each call, which cost about as much as moto's own handling of a
 small request. Errors are answered as the server answers them. Anything else (S3, Lambda's REST paths, moto's API)
-goes through the application as before.
+goes through the application as before. The sandbox's moto server (and the one tests/integration/parallel.py runs)
+answers the JSON-protocol requests it receives over HTTP the same way (`AnsweredDirectly`).
 
 What changes is timing: a call answered in its thread holds the interpreter until it returns, so two threads' calls
 made at the same moment run one after the other, where over HTTP both would be sent before either is answered. The
@@ -25,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from http import HTTPStatus
 from io import BytesIO
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -34,8 +36,10 @@ from botocore.exceptions import ClientError
 from botocore.httpsession import URLLib3Session
 from moto.core.request import Request as MotoRequest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from werkzeug.datastructures import EnvironHeaders
 from werkzeug.exceptions import HTTPException
 from werkzeug.test import EnvironBuilder, run_wsgi_app
+from werkzeug.wsgi import get_current_url
 
 WsgiApp = Callable[[dict[str, Any], Any], Any]
 
@@ -93,16 +97,16 @@ def _handler(dispatcher: DomainDispatcherApplication, authorization: str, target
     return _handlers[key]
 
 
-def _answer_directly(app: Dispatched, request: AWSRequest | AWSPreparedRequest, url: str) -> AWSResponse | None:
-    """A JSON-protocol request answered by its moto handler in this thread, or None (not one: use the app)."""
-    headers = {name: _text(value) for name, value in request.headers.items()}
-    target, authorization = headers.get("X-Amz-Target", ""), headers.get("Authorization", "")
-    if not target or not authorization or str(request.method) != "POST" or urlsplit(url).path not in ("", "/"):
-        return None
+def answer(
+    app: Dispatched, headers: dict[str, str], request: Callable[[], MotoRequest]
+) -> tuple[int, dict[str, str], bytes] | None:
+    """A JSON-protocol request (`_json_protocol`) answered by the handler moto's server routes it to (status, headers,
+    body), as the server's view answers it, errors included; None when moto's server has no such handler."""
+    target, authorization = headers["X-Amz-Target"], headers["Authorization"]
     handler = _handler(app.dispatcher, authorization, target)
     if handler is None:
         return None
-    normalized = MotoRequest.from_primitives("POST", url, headers, _payload(request.body))
+    normalized = request()
     with app.one_at_a_time(target):
         try:
             result = handler(normalized, normalized.raw_url, dict(normalized.headers))
@@ -111,13 +115,63 @@ def _answer_directly(app: Dispatched, request: AWSRequest | AWSPreparedRequest, 
         except HTTPException as exc:  # moto's service errors; Flask answers with the exception's own response
             result = exc.code or 500, dict(exc.get_headers()), exc.get_body()
     status, answer_headers, content = result if len(result) == 3 else (200, {}, result)
-    body = content.encode() if isinstance(content, str) else bytes(content or b"")
-    return AWSResponse(
-        url,
-        int(status),
-        HeadersDict({name: str(value) for name, value in answer_headers.items()}),  # type: ignore[arg-type]
-        _Body(body),
+    answered = content.encode() if isinstance(content, str) else bytes(content or b"")
+    return int(status), {name: str(value) for name, value in answer_headers.items()}, answered
+
+
+class _ServerRequest(MotoRequest):
+    """A request as moto's server hands it to a handler (its Flask app's request class says so too)."""
+
+    from_wsgi_server = True
+
+
+def _json_protocol(method: str, url: str, headers: dict[str, str]) -> bool:
+    """A signed POST to `/` naming its action in X-Amz-Target (checked before anything reads a body)."""
+    return (
+        method == "POST"
+        and bool(headers.get("X-Amz-Target"))
+        and bool(headers.get("Authorization"))
+        and urlsplit(url).path in ("", "/")
     )
+
+
+def _answer_directly(app: Dispatched, request: AWSRequest | AWSPreparedRequest, url: str) -> AWSResponse | None:
+    headers = {name: _text(value) for name, value in request.headers.items()}
+    if not _json_protocol(str(request.method), url, headers):
+        return None  # (its body, perhaps a stream, is left for the application to read)
+    answered = answer(app, headers, lambda: MotoRequest.from_primitives("POST", url, headers, _payload(request.body)))
+    if answered is None:
+        return None
+    status, answer_headers, body = answered
+    return AWSResponse(url, status, HeadersDict(answer_headers), _Body(body))  # type: ignore[arg-type]
+
+
+class AnsweredDirectly:
+    """WSGI, for a moto server: the JSON-protocol requests it receives answered by `answer`, the rest by `app`."""
+
+    def __init__(self, app: Dispatched) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        headers = dict(EnvironHeaders(environ).items())
+        url = get_current_url(environ)
+        if _json_protocol(str(environ.get("REQUEST_METHOD")), url, headers):
+            environ["wsgi.input"] = BytesIO(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)))
+            answered = answer(self.app, headers, lambda: _ServerRequest(environ))
+            if answered is not None:
+                status, answer_headers, content = answered
+                listed = [(k, v) for k, v in answer_headers.items() if k.lower() != "content-length"]
+                start_response(f"{status} {_phrase(status)}", [*listed, ("Content-Length", str(len(content)))])
+                return [content]
+            environ["wsgi.input"].seek(0)  # (the application reads it again)
+        return self.app(environ, start_response)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _send(session: URLLib3Session, request: AWSRequest | AWSPreparedRequest) -> AWSResponse:

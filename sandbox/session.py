@@ -30,7 +30,7 @@ from sandbox import moto_dynamodb
 from sandbox.aws import FAKE_CREDENTIALS, AwsClients
 from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
-from sandbox.moto_in_process import answered_in_process
+from sandbox.moto_in_process import AnsweredDirectly, answered_in_process
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
 from sandbox.standins import (
     DEFAULT_SLACK_TOKEN,
@@ -263,7 +263,7 @@ class _SandboxMotoServer(ThreadedMotoServer):
         self.dynamodb = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
 
     def _server_entry(self) -> None:
-        app = self.dynamodb
+        app = AnsweredDirectly(self.dynamodb)
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
         self._server_ready_event.set()
         self._server.serve_forever()

@@ -43,9 +43,12 @@ def serve_moto(port: int) -> None:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     from sandbox import moto_dynamodb  # noqa: PLC0415
+    from sandbox.moto_in_process import AnsweredDirectly  # noqa: PLC0415
+    from sandbox.session import _AtomicDynamoDB  # noqa: PLC0415
 
     moto_dynamodb.install()
-    app = DomainDispatcherApplication(create_backend_app)
+    # (as the sandbox's server answers: JSON-protocol requests straight to their moto handler, without Flask)
+    app = AnsweredDirectly(_AtomicDynamoDB(DomainDispatcherApplication(create_backend_app)))
     make_server("127.0.0.1", port, app, threaded=False).serve_forever()
 
 

@@ -1,8 +1,11 @@
 """The sandbox's own AWS calls answered in process (sandbox/moto_in_process.py) answer as moto's server does: the
-same results, the same errors, URLs that name the server, DynamoDB one request at a time and recorded."""
+same results, the same errors, URLs that name the server, DynamoDB one request at a time and recorded; and so does
+the sandbox's moto server, which answers JSON-protocol requests the same way."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
 
 from sandbox import moto_in_process
 from sandbox.session import _AtomicDynamoDB
@@ -22,31 +26,43 @@ ENDPOINT = "http://127.0.0.1:9"  # nothing listens there: every answer below cam
 def through_the_application(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths of the requests handed to the WSGI application (the rest went straight to their handler)."""
     paths: list[str] = []
-    run_wsgi_app = moto_in_process.run_wsgi_app
+    call = _AtomicDynamoDB.__call__
 
-    def recorded(app: Any, environ: dict[str, Any], **kwargs: Any) -> Any:
+    def recorded(app: _AtomicDynamoDB, environ: dict[str, Any], start_response: Any) -> Any:
         paths.append(environ["PATH_INFO"])
-        return run_wsgi_app(app, environ, **kwargs)
+        return call(app, environ, start_response)
 
-    monkeypatch.setattr(moto_in_process, "run_wsgi_app", recorded)
+    monkeypatch.setattr(_AtomicDynamoDB, "__call__", recorded)
     return paths
 
 
-@pytest.fixture
-def served(through_the_application: list[str]) -> Iterator[tuple[_AtomicDynamoDB, dict[str, Any]]]:
+@pytest.fixture(params=["in process", "over HTTP"])
+def served(
+    request: pytest.FixtureRequest, through_the_application: list[str]
+) -> Iterator[tuple[_AtomicDynamoDB, dict[str, Any]]]:
+    """The same calls answered in this process's calling thread, or over HTTP by a server as the sandbox runs it."""
     app = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
-    with mock_aws(), moto_in_process.answered_in_process(ENDPOINT, app):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock_aws())
+        if request.param == "in process":
+            endpoint = ENDPOINT
+            stack.enter_context(moto_in_process.answered_in_process(endpoint, app))
+        else:
+            server = make_server("127.0.0.1", 0, moto_in_process.AnsweredDirectly(app), threaded=True)
+            stack.callback(server.shutdown)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            endpoint = f"http://127.0.0.1:{server.server_port}"
         clients = {
             name: boto3.client(
                 name,
-                endpoint_url=ENDPOINT,
+                endpoint_url=endpoint,
                 region_name="us-east-1",
                 aws_access_key_id="testing",
                 aws_secret_access_key="testing",
             )
             for name in ("dynamodb", "sqs", "s3")
         }
-        yield app, clients
+        yield app, clients | {"endpoint": endpoint}
 
 
 def test_json_protocol_calls_answer_and_fail_as_the_server_does(
@@ -82,7 +98,7 @@ def test_json_protocol_calls_answer_and_fail_as_the_server_does(
 
     # A queue's URL names the server the client called, as the server's answer does
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
-    assert url.startswith(f"{ENDPOINT}/")
+    assert url.startswith(f"{clients['endpoint']}/")
     sqs.send_message(QueueUrl=url, MessageBody="hello")
     assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["hello"]
     # and none of it needed the WSGI application
