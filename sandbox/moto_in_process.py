@@ -79,12 +79,15 @@ class Dispatched(Protocol):
     def one_at_a_time(self, target: str) -> AbstractContextManager[None]: ...
 
 
-_handlers: dict[tuple[int, str], Callable[..., Any] | None] = {}
-"""(dispatcher, signing scope and target service) → the handler moto's server routes a POST to `/` to."""
+_handlers: dict[str, Callable[..., Any] | None] = {}
+"""The signature's region and service, and the target's prefix → the handler moto's server routes a POST to `/` to
+(a response class's method: the same whichever dispatcher found it; as many as the services called)."""
 
 
 def _handler(dispatcher: DomainDispatcherApplication, authorization: str, target: str) -> Callable[..., Any] | None:
-    key = (id(dispatcher), f"{authorization.split(',', 1)[0]}|{target.split('.', 1)[0]}")
+    # Credential=<key id>/<date>/<region>/<service>/aws4_request: the region and service choose moto's backend
+    scope = authorization.partition("Credential=")[2].split(",", 1)[0].split("/")
+    key = f"{'/'.join(scope[2:4]) if len(scope) == 5 else authorization}|{target.split('.', 1)[0]}"
     if key not in _handlers:
         environ = {"PATH_INFO": "/", "HTTP_AUTHORIZATION": authorization, "HTTP_X_AMZ_TARGET": target}
         app = dispatcher.get_application(environ)

@@ -116,3 +116,20 @@ def test_a_rest_request_still_goes_through_the_application(
     assert s3.get_object(Bucket="checkpoints", Key="k/1")["Body"].read() == b"data"
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="checkpoints", Prefix="k/")["Contents"]] == ["k/1"]
     assert "/checkpoints/k/1" in through_the_application
+
+
+def test_each_service_s_handler_is_found_once_whatever_the_day_or_the_sandbox(
+    served: tuple[_AtomicDynamoDB, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(moto_in_process, "_handlers", {})  # (what other tests of this process found, set aside)
+    # Given calls to two services, from clients of this sandbox and of a second one (its own dispatcher)
+    served[1]["dynamodb"].list_tables()
+    served[1]["sqs"].list_queues()
+    other = _AtomicDynamoDB(DomainDispatcherApplication(create_backend_app))
+    signed = "AWS4-HMAC-SHA256 Credential=testing/{day}/us-east-1/dynamodb/aws4_request, SignedHeaders=host"
+
+    # Then a handler is kept per region and service, not per dispatcher or per day
+    handler = moto_in_process._handler(other.dispatcher, signed.format(day="20261202"), "DynamoDB_20120810.ListTables")
+    again = moto_in_process._handler(other.dispatcher, signed.format(day="20271231"), "DynamoDB_20120810.GetItem")
+    assert handler is not None and again is handler
+    assert {key.split("|")[0] for key in moto_in_process._handlers} <= {"us-east-1/dynamodb", "us-east-1/sqs"}
