@@ -156,6 +156,8 @@ class AnsweredDirectly:
         self.app = app
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if not environ.get("HTTP_X_AMZ_TARGET"):  # (most of what is not a JSON protocol, at no cost)
+            return self.app(environ, start_response)
         headers = dict(EnvironHeaders(environ).items())
         url = get_current_url(environ)
         if _json_protocol(str(environ.get("REQUEST_METHOD")), url, headers):

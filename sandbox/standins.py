@@ -67,6 +67,11 @@ def _copied(value: _T) -> _T:
 Selector = Callable[[Mapping[str, Any]], bool]
 """Which of the kept messages or alerts to return (it reads the stand-ins' own record: it must not change it)."""
 
+
+def _selected(kept: list[dict[str, Any]], where: Selector | None) -> list[dict[str, Any]]:
+    return kept if where is None else [item for item in kept if where(item)]
+
+
 Fault = int | str | dict[str, float]
 """An HTTP status to answer with, OK_FALSE (Slack's HTTP 200 `ok: false`), or {"delay": seconds}: the request
 takes effect and is answered that much later (TIMEOUT is a delay longer than any client waits)."""
@@ -229,7 +234,7 @@ class StandIns:
         a test that reads after each step copies what that step sent, not everything before it again; with
         `where`, only those it is true of."""
         with self._lock:
-            return _copied([r for r in self._requests[start:] if where is None or where(r)])
+            return _copied(_selected(self._requests[start:], where))
 
     def request_count(self) -> int:
         """How many requests arrived so far: `requests_since(request_count())` later lists what came after."""
@@ -255,7 +260,7 @@ class StandIns:
     def pagerduty_alerts(self, where: Selector | None = None) -> list[dict[str, Any]]:
         """Every alert opened so far, in order, with its status and event log; with `where`, those it is true of."""
         with self._lock:
-            return _copied([alert for alert in self._pagerduty.alerts if where is None or where(alert)])
+            return _copied(_selected(self._pagerduty.alerts, where))
 
     def pagerduty_changes(self) -> list[dict[str, Any]]:
         """Every change event accepted so far, in order (summary, source, custom_details, links)."""
@@ -747,7 +752,7 @@ class _SlackWorkspace:
 
     def channels(self, where: Selector | None = None) -> dict[str, list[dict[str, Any]]]:
         return {
-            self._names[channel_id]: _copied([m for m in messages if where is None or where(m)])
+            self._names[channel_id]: _copied(_selected(messages, where))
             for channel_id, messages in self._messages.items()
         }
 
