@@ -543,3 +543,29 @@ def test_more_checkpoints_cost_one_listing_request_per_thousand() -> None:
 
     # Then the difference is the extra pages of folder names: 1 versus 5
     assert many.request_count - few.request_count == 4
+
+
+@pytest.mark.parametrize(
+    ("answers", "read"),
+    [
+        ("cn-20261202T150405Z-3f9a1c2e", "cn-20261202T150405Z-3f9a1c2e"),
+        ("has a space", None),
+        ("x" * 129, None),
+        (42, None),
+        (None, None),
+    ],
+)
+def test_a_manifest_says_which_checkpoint_now_request_it_answers_and_a_malformed_one_answers_none(
+    store: InMemoryStore, answers: object, read: str | None
+) -> None:
+    # Given a complete checkpoint whose manifest carries `answers` (valid, malformed, or JSON null)
+    files = {"model.bin": b"weights"}
+    store.put(f"{PREFIX}step-000120/model.bin", files["model.bin"])
+    store.put(f"{PREFIX}step-000120/_COMPLETE", manifest_for(120, files, answers=answers))
+
+    # When searched
+    search = find_newest_complete(URI, store)
+
+    # Then it is complete either way (its files make it so); only a valid id is read as the request it answers
+    assert search.checkpoint is not None
+    assert (search.checkpoint.step, search.checkpoint.answers) == (120, read)

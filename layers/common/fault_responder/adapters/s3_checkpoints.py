@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, cast
 
 from botocore.client import BaseClient
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fault_responder.resume.checkpoints import CheckpointStoreError, StoredObject
+from fault_responder.resume.checkpoint_now import MAX_REQUEST_BYTES, CheckpointRequest, parse_request, request_location
+from fault_responder.resume.checkpoints import CheckpointStoreError, S3Location, StoredObject
 
 _NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
+_CONDITION_FAILED = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412"})
 
 
 class _S3Api(Protocol):
@@ -28,6 +32,10 @@ class _S3Api(Protocol):
     def get_paginator(self, operation_name: str) -> Any: ...
 
     def get_object(self, **kwargs: Any) -> Any: ...
+
+    def put_object(self, **kwargs: Any) -> Any: ...
+
+    def delete_object(self, **kwargs: Any) -> Any: ...
 
 
 class S3CheckpointStore:
@@ -82,3 +90,86 @@ class S3CheckpointStore:
 
     def _count_request(self, operation_name: str, **_: Any) -> None:
         self.requests[operation_name] += 1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRequest:
+    """The object at a prefix's `_CHECKPOINT_NOW`, as S3 holds it."""
+
+    body: bytes
+    etag: str
+    stored_at: datetime | None
+    """S3's LastModified: the time a checkpoint's marker is compared with."""
+
+
+class S3CheckpointRequests:
+    """Writes, reads and withdraws a prefix's checkpoint-now request (fault_responder.resume.checkpoint_now).
+
+    Writes are conditional, so two people (or the workflow and a person) asking at once never overwrite each
+    other: `create` only where there is none, `replace` only the version that was read.
+    """
+
+    def __init__(self, client: BaseClient) -> None:
+        self._s3 = cast(_S3Api, client)
+
+    def read(self, location: S3Location) -> StoredRequest | None:
+        bucket, key = request_location(location)
+        try:
+            response = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{MAX_REQUEST_BYTES}")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code", "") in _NOT_FOUND:
+                return None
+            raise _failed("GetObject", bucket, key, error) from error
+        except BotoCoreError as error:
+            raise _failed("GetObject", bucket, key, error) from error
+        return StoredRequest(
+            body=cast(bytes, response["Body"].read()),
+            etag=str(response.get("ETag", "")),
+            stored_at=response.get("LastModified"),
+        )
+
+    def create(self, location: S3Location, request: CheckpointRequest) -> StoredRequest | None:
+        """Store `request` where no request is; None when one is there already."""
+        return self._put(location, request, IfNoneMatch="*")
+
+    def replace(self, location: S3Location, request: CheckpointRequest, etag: str) -> StoredRequest | None:
+        """Store `request` over the version `etag`; None when that version is no longer there."""
+        return self._put(location, request, IfMatch=etag)
+
+    def withdraw(self, location: S3Location, request_id: str) -> bool:
+        """Delete the request if it is still `request_id`'s; False when another (or none) is there."""
+        stored = self.read(location)
+        found = parse_request(stored.body) if stored is not None else None
+        if stored is None or not isinstance(found, CheckpointRequest) or found.id != request_id:
+            return False
+        bucket, key = request_location(location)
+        try:
+            # The version read, and no other: a request written meanwhile by someone else stays.
+            self._s3.delete_object(Bucket=bucket, Key=key, IfMatch=stored.etag)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code", "") in _CONDITION_FAILED | _NOT_FOUND:
+                return False
+            raise _failed("DeleteObject", bucket, key, error) from error
+        except BotoCoreError as error:
+            raise _failed("DeleteObject", bucket, key, error) from error
+        return True
+
+    def _put(self, location: S3Location, request: CheckpointRequest, **condition: str) -> StoredRequest | None:
+        bucket, key = request_location(location)
+        body = request.to_json()
+        try:
+            self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json", **condition)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code", "") in _CONDITION_FAILED:
+                return None
+            raise _failed("PutObject", bucket, key, error) from error
+        except BotoCoreError as error:
+            raise _failed("PutObject", bucket, key, error) from error
+        # Read back for S3's own time of it (PutObject does not return LastModified).
+        stored = self.read(location)
+        return stored if stored is not None and stored.body == body else None
+
+
+def _failed(operation: str, bucket: str, key: str, error: Exception) -> CheckpointStoreError:
+    code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
+    return CheckpointStoreError(f"S3 {operation} s3://{bucket}/{key} failed: {code or error}")

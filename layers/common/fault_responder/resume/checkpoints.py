@@ -54,6 +54,8 @@ _STEP_FOLDER_RE = re.compile(
     r"(?:step|checkpoint|ckpt|iter|iteration|global_step)[-_]?(?P<step>\d{1,18})", re.ASCII | re.IGNORECASE
 )
 _SHOWN_PATHS = 3
+REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}", re.ASCII)
+"""A checkpoint-now request's id (checkpoint_now.py), as a manifest's `answers` names it."""
 
 
 class CheckpointStoreError(Exception):
@@ -188,6 +190,8 @@ class Checkpoint(_Result):
     file_count: int
     total_bytes: int
     """From the manifest when there is one, else every object in the folder (markers included)."""
+    answers: str | None = None
+    """The checkpoint-now request this save answers, when its manifest names one (`answers`; checkpoint_now.py)."""
 
 
 class SkippedFolder(_Result):
@@ -361,7 +365,15 @@ def _verify_manifest(seen: _Inspection, raw: bytes | None) -> Checkpoint | Skipp
         written_at=seen.files[MANIFEST_NAME].last_modified,
         file_count=len(manifest.files),
         total_bytes=sum(entry.size for entry in manifest.files),
+        answers=_answered_request(manifest),
     )
+
+
+def _answered_request(manifest: CheckpointManifest) -> str | None:
+    # An optional field of the contract read leniently: a manifest is not disqualified for a malformed one (its
+    # files are what make it complete), the save just answers no request.
+    value = (manifest.model_extra or {}).get("answers")
+    return value if isinstance(value, str) and REQUEST_ID_RE.fullmatch(value) else None
 
 
 def _parse_manifest(raw: bytes | None) -> CheckpointManifest | str:

@@ -1,0 +1,223 @@
+"""Ask a running training job to save a checkpoint now, and tell which checkpoint answers (docs/checkpoint-contract.md).
+
+The request is one small JSON object at the root of the job's checkpoint prefix, `_CHECKPOINT_NOW`, beside the
+step folders (discovery lists folders only, so it is never mistaken for one). The training helper reads it every N
+steps (one conditional GetObject: nothing is transferred while it is unchanged), saves at its next step boundary
+with the request's id in the manifest (`answers`), and, when asked, holds there until the job is stopped, so
+that a move right after the save loses no step.
+
+A complete checkpoint answers a request when its manifest names the request, or when its commit marker was
+written after the request was stored, in a later second (S3 keeps these times to the second): DCP's `.metadata`, a
+`COMPLETED` file and Megatron's tracker cannot carry an id, and a save finished after the request holds everything
+trained before it. Both times are S3's own (the request object's and the marker's LastModified), so no clock of
+ours is compared with S3's.
+
+Domain only: reading and writing the request is `fault_responder.adapters.s3_checkpoints.S3CheckpointRequests`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fault_responder.resume.checkpoints import REQUEST_ID_RE, Checkpoint, CheckpointSearch, S3Location
+
+REQUEST_NAME = "_CHECKPOINT_NOW"
+REQUEST_FORMAT = "fault-responder-checkpoint-request/1"
+MAX_REQUEST_BYTES = 4096
+"""A request is a few hundred bytes; a bigger object at that key is not ours and is not read further."""
+MAX_WAIT = timedelta(hours=24)
+MAX_TEXT = 256
+"""`reason` and `requested_by`: one line for people, refused (not clipped) when longer."""
+
+
+def valid_request_id(value: Any) -> bool:
+    """An id the contract allows: 1 to 128 characters of letters, digits and `._:-`."""
+    return isinstance(value, str) and REQUEST_ID_RE.fullmatch(value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRequest:
+    """What `_CHECKPOINT_NOW` holds: save before `deadline`; then hold until `hold_until`, if set."""
+
+    id: str
+    requested_at: datetime
+    deadline: datetime
+    hold_until: datetime | None
+    reason: str
+    requested_by: str
+
+    def pending(self, now: datetime) -> bool:
+        """Whether a job that has not answered it yet should still save for it."""
+        return now < self.deadline
+
+    def to_json(self) -> bytes:
+        document = {
+            "format": REQUEST_FORMAT,
+            "id": self.id,
+            "requested_at": _iso(self.requested_at),
+            "deadline": _iso(self.deadline),
+            "hold_until": _iso(self.hold_until) if self.hold_until else None,
+            "reason": self.reason,
+            "requested_by": self.requested_by,
+        }
+        return json.dumps(document, indent=1).encode()
+
+
+def request_location(location: S3Location) -> tuple[str, str]:
+    """The bucket and key of the request object of a checkpoint prefix."""
+    return location.bucket, location.prefix + REQUEST_NAME
+
+
+def new_request(
+    now: datetime,
+    *,
+    wait: timedelta,
+    hold: timedelta | None = None,
+    reason: str = "",
+    requested_by: str = "",
+    token: str | None = None,
+) -> CheckpointRequest:
+    """A request made at `now`, to be answered within `wait`; with `hold`, the job then waits that long (from
+    now) at the saved step for its stop. Raises ValueError for a wait or hold out of bounds, or text too long."""
+    if now.tzinfo is None:
+        raise ValueError("now must carry a UTC offset")
+    if not timedelta(0) < wait <= MAX_WAIT:
+        raise ValueError(f"wait must be longer than nothing and at most {MAX_WAIT}")
+    if hold is not None and not wait <= hold <= MAX_WAIT:
+        raise ValueError(f"hold must be at least the wait ({wait}) and at most {MAX_WAIT}")
+    for name, text in (("reason", reason), ("requested_by", requested_by)):
+        if len(text) > MAX_TEXT or any(ch in text for ch in "\r\n"):
+            raise ValueError(f"{name} must be one line of at most {MAX_TEXT} characters")
+    at = now.astimezone(UTC)
+    suffix = token if token is not None else secrets.token_hex(4)
+    request_id = f"cn-{at:%Y%m%dT%H%M%SZ}-{suffix}"
+    if not valid_request_id(request_id):
+        raise ValueError(f"token {suffix!r} makes an invalid request id")
+    return CheckpointRequest(
+        id=request_id,
+        requested_at=at,
+        deadline=at + wait,
+        hold_until=at + hold if hold is not None else None,
+        reason=reason,
+        requested_by=requested_by,
+    )
+
+
+def parse_request(raw: bytes | None) -> CheckpointRequest | str:
+    """The request, or why the object is not one (one line of text; the object is untrusted)."""
+    if raw is None:
+        return "there is no request"
+    if len(raw) > MAX_REQUEST_BYTES:
+        return f"{REQUEST_NAME} is over {MAX_REQUEST_BYTES} bytes"
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        return f"{REQUEST_NAME} is not JSON"
+    if not isinstance(document, dict) or document.get("format") != REQUEST_FORMAT:
+        return f"{REQUEST_NAME} is not a {REQUEST_FORMAT} request"
+    if not valid_request_id(document.get("id")):
+        return f"{REQUEST_NAME} has no valid id"
+    try:
+        requested_at = _moment(document.get("requested_at"))
+        deadline = _moment(document.get("deadline"))
+        hold = document.get("hold_until")
+        hold_until = _moment(hold) if hold is not None else None
+    except ValueError as error:
+        return f"{REQUEST_NAME}: {error}"
+    return CheckpointRequest(
+        id=document["id"],
+        requested_at=requested_at,
+        deadline=deadline,
+        hold_until=hold_until,
+        reason=_text(document.get("reason")),
+        requested_by=_text(document.get("requested_by")),
+    )
+
+
+def answers(checkpoint: Checkpoint | None, request: CheckpointRequest, stored_at: datetime | None) -> bool:
+    """Whether `checkpoint` (the newest complete one) answers `request`, stored by S3 at `stored_at` (its
+    LastModified; the request's own time when unknown)."""
+    if checkpoint is None:
+        return False
+    if checkpoint.answers == request.id:
+        return True
+    since = stored_at or request.requested_at
+    # Strictly later: S3 keeps these times to the second, and a marker of the same second may predate the request.
+    return checkpoint.written_at is not None and checkpoint.written_at > since
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How a request ended: the checkpoint that answered it, or none by the deadline (then `newest` is what a
+    move falls back to)."""
+
+    request: CheckpointRequest
+    answered_by: Checkpoint | None
+    before: Checkpoint | None
+    """The newest complete checkpoint when the request was made."""
+    newest: Checkpoint | None
+    """The newest complete checkpoint when the wait ended."""
+    searches: int
+    waited: timedelta
+
+    @property
+    def steps_gained(self) -> int | None:
+        """Steps the answering checkpoint holds beyond the one before the request (None without both)."""
+        if self.answered_by is None or self.before is None:
+            return None
+        return self.answered_by.step - self.before.step
+
+
+def wait_for_answer(
+    request: CheckpointRequest,
+    *,
+    stored_at: datetime | None,
+    before: Checkpoint | None,
+    search: Callable[[], CheckpointSearch],
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    poll_seconds: float,
+    until: datetime | None = None,
+) -> Answer:
+    """Search for the newest complete checkpoint every `poll_seconds` until one answers `request` or `until`
+    (default: the request's deadline) has passed; the last search is made at or after that moment."""
+    if poll_seconds <= 0:
+        raise ValueError("poll_seconds must be positive")
+    end = min(until or request.deadline, request.deadline)
+    started = now()
+    searches = 0
+    while True:
+        found = search().checkpoint
+        searches += 1
+        moment = now()
+        if answers(found, request, stored_at) or moment >= end:
+            answered = found if answers(found, request, stored_at) else None
+            return Answer(request, answered, before, found, searches, moment - started)
+        sleep(max(0.0, min(poll_seconds, (end - moment).total_seconds())))
+
+
+def _moment(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO 8601 time, got {type(value).__name__}")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value[:40]!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{value[:40]!r} has no UTC offset")
+    return moment
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= MAX_TEXT else f"{value[:MAX_TEXT]}... ({len(value) - MAX_TEXT} more characters)"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
