@@ -16,9 +16,11 @@ import copy
 import importlib.util
 import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -418,11 +420,16 @@ _helper: ModuleType | None = None
 def checkpoint_helper() -> ModuleType:
     """training/fault_responder_checkpoint.py, the file training images copy (it is not a package module)."""
     global _helper  # noqa: PLW0603  (loaded once per process)
+    loaded = sys.modules.get("fault_responder_checkpoint")
+    if _helper is None and loaded is not None and Path(str(loaded.__file__)).resolve() == CHECKPOINT_HELPER.resolve():
+        _helper = loaded  # imported already (a test, or training code beside the sandbox): the same file, once
     if _helper is None:
         spec = importlib.util.spec_from_file_location("fault_responder_checkpoint", CHECKPOINT_HELPER)
         if spec is None or spec.loader is None:
             raise SandboxError(f"cannot load the checkpoint helper {CHECKPOINT_HELPER}")
         module = importlib.util.module_from_spec(spec)
+        # Registered before it runs, as an import does: its dataclasses look their module up while they are made.
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         _helper = module
     return _helper
