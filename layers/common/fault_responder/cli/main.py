@@ -1,5 +1,6 @@
-"""`fault-responder`: silences, status and drills against a deployed stack or any incidents table, and route checks
-(docs/silences.md, docs/operations.md, docs/drills.md, docs/routing.md).
+"""`fault-responder`: silences, status and drills against a deployed stack or any incidents table, route checks, and
+checkpoint-now for a training job (docs/silences.md, docs/operations.md, docs/drills.md, docs/routing.md,
+docs/checkpoint-contract.md).
 
     fault-responder silence add --match M [--match M ...] (--duration 2h | --ends ISO8601)
         [--starts ISO8601] --comment TEXT [--author NAME] TARGET
@@ -9,6 +10,7 @@
     fault-responder drill [--cluster C] [--instance I] [--xid 79] [--TIMEOUTS] TARGET
     fault-responder drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
     fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
+    fault-responder checkpoint-now [--wait S] [--hold S] [--reason TEXT] [--json] s3://bucket/prefix/
 
 (`python -m fault_responder.cli` is the same command.)
 
@@ -17,7 +19,8 @@ TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation)
 a new one adds its parser in its own function (as `_add_silence_commands` does) and sets `run`.
 
 Exit status: 0 done; 1 an unknown silence id, a silence already expired, a drill hop that failed, or an AWS
-error; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says which).
+error; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says which); 3 (checkpoint-now)
+no checkpoint answered within --wait.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
 from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
+from fault_responder.cli import checkpoint_now
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
@@ -52,6 +56,7 @@ from fault_responder.noise.silences import (
     sort_for_display,
 )
 from fault_responder.operations import status as status_module
+from fault_responder.resume.checkpoints import CheckpointStoreError
 from fault_responder.routing.matchers import Matcher, MatcherError, parse_matcher
 
 PROG = "fault-responder" if Path(sys.argv[0]).name == "fault-responder" else "python -m fault_responder.cli"
@@ -90,24 +95,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except (UnknownSilenceError, SilenceAlreadyExpiredError) as error:
         return _fail(str(error), 1)
-    except (SilenceError, MatcherError, UsageError, DrillRefusedError) as error:
+    except (SilenceError, MatcherError, UsageError, DrillRefusedError, checkpoint_now.CheckpointNowUsageError) as error:
         return _fail(str(error), 2)
     except NoRegionError:
         return _fail("no AWS Region: give --region, or set AWS_REGION", 2)
-    except (ClientError, BotoCoreError, TargetError, DrillAwsError) as error:
+    except (ClientError, BotoCoreError, TargetError, DrillAwsError, CheckpointStoreError) as error:
         return _fail(f"AWS: {error}" if isinstance(error, ClientError | BotoCoreError) else str(error), 1)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Silences, status, drills and route checks for a deployed GPU Fault Responder stack.",
-        epilog="exit status: 0 done; 1 unknown silence, already expired, or an AWS error; 2 bad usage",
+        description=(
+            "Silences, status, drills and route checks for a deployed GPU Fault Responder stack; checkpoint-now for "
+            "a training job."
+        ),
+        epilog=(
+            "exit status: 0 done; 1 unknown silence, already expired, or an AWS error; 2 bad usage; 3 no checkpoint "
+            "answered checkpoint-now in time"
+        ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_silence_commands(commands, _target_options())
     _add_status_command(commands)
     _add_drill_command(commands, _target_options())
+    checkpoint_now.add_command(commands, _seconds)
     commands.add_parser(
         "route",
         help="which route and receivers events reach, without sending anything",
