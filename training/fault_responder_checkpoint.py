@@ -202,7 +202,6 @@ def commit_checkpoint(
         "format": MANIFEST_FORMAT,
         "step": step,
         "files": sorted(entries, key=lambda entry: entry["path"]),
-        # timezone.utc rather than datetime.UTC: training images may run Python older than 3.11.
         "created_at": _utc_now().isoformat(timespec="milliseconds"),
     }
     if answers is not None:

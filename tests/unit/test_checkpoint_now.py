@@ -119,6 +119,18 @@ def test_a_request_out_of_bounds_is_refused_with_what_is_wrong(
             ).encode(),
             "not an ISO 8601 time",
         ),
+        (
+            json.dumps(
+                {
+                    "format": REQUEST_FORMAT,
+                    "id": "a",
+                    "requested_at": "2026-12-02T15:04:05Z",
+                    "deadline": "2026-12-02T15:05:05Z",
+                    "reason": 5,
+                }
+            ).encode(),
+            "reason is not text",
+        ),
     ],
 )
 def test_an_object_that_is_not_a_request_says_why(raw: bytes | None, why: str) -> None:

@@ -122,11 +122,13 @@ def parse_request(raw: bytes | None) -> CheckpointRequest | str:
         return f"{REQUEST_NAME} is not a {REQUEST_FORMAT} request"
     if not valid_request_id(document.get("id")):
         return f"{REQUEST_NAME} has no valid id"
+    # As strict as the training helper's reading: a request the job would ignore is not one to wait for.
     try:
         requested_at = _moment(document.get("requested_at"))
         deadline = _moment(document.get("deadline"))
         hold = document.get("hold_until")
         hold_until = _moment(hold) if hold is not None else None
+        reason, requested_by = (_text(document.get(name), name) for name in ("reason", "requested_by"))
     except ValueError as error:
         return f"{REQUEST_NAME}: {error}"
     return CheckpointRequest(
@@ -134,8 +136,8 @@ def parse_request(raw: bytes | None) -> CheckpointRequest | str:
         requested_at=requested_at,
         deadline=deadline,
         hold_until=hold_until,
-        reason=_text(document.get("reason")),
-        requested_by=_text(document.get("requested_by")),
+        reason=reason,
+        requested_by=requested_by,
     )
 
 
@@ -213,9 +215,11 @@ def _moment(value: Any) -> datetime:
     return moment
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
+def _text(value: Any, name: str) -> str:
+    if value is None:
         return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is not text")
     return value if len(value) <= MAX_TEXT else f"{value[:MAX_TEXT]}... ({len(value) - MAX_TEXT} more characters)"
 
 
