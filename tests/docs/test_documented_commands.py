@@ -5,8 +5,8 @@ commands are in ```bash blocks, and each of those runs here and must exit 0, unl
 it cannot, with one of these markers, each checked for what it claims:
 
 - `<!-- doc-check: needs-aws -->`: every command is an `aws` call, a `sam` deploy-type command, names an `s3://`
-  location, or runs `fault-responder` against a deployed stack or table (`--stack` or `--table`, and no
-  `--endpoint-url`) (nothing here has AWS credentials);
+  location, or runs `fault-responder` against a deployed stack, table or cluster (`--stack`, `--table` or
+  `--cluster`, and no `--endpoint-url`) (nothing here has AWS credentials);
 - `<!-- doc-check: needs-docker -->`: every command is `sam local ...` or `docker ...`;
 - `<!-- doc-check: slow -->`: every command's program (its first two words) also runs in a runnable block of the same
   file, in a quicker form;
@@ -153,7 +153,7 @@ def _needs_aws(command: str) -> bool:
     sam = bool(words) and Path(words[0]).name == "sam" and len(words) > 1
     cli = (
         (Path(words[0]).name == "fault-responder" or "fault_responder.cli" in words)
-        and bool({"--stack", "--table"} & set(words))
+        and bool({"--stack", "--table", "--cluster"} & set(words))
         and "--endpoint-url" not in words
     )
     return (

@@ -153,9 +153,11 @@ def test_with_a_hold_the_answered_request_stays_for_the_job_to_hold_on(s3: Any) 
 
     status, out = run(job, "--wait", "60", "--hold", "600", "--poll-seconds", "5", "--json")
 
-    outcome = json.loads(out)
+    document = json.loads(out)
+    (outcome,) = document["requests"]
     assert status == 0
-    assert outcome["answered"] is True
+    assert (document["answered"], document["not_asked"]) == (True, {})
+    assert (outcome["job"], outcome["uri"]) == (None, URI)
     assert outcome["checkpoint"]["step"] == 121
     assert outcome["checkpoint"]["answers"] == outcome["request"]["id"]
     assert outcome["request"]["withdrawn"] is False
@@ -232,6 +234,9 @@ def test_a_marker_without_an_id_answers_only_when_written_in_a_later_second(s3: 
     ("argv", "message"),
     [
         (["checkpoint-now", "not-a-uri"], "must start with s3://"),
+        (["checkpoint-now"], "give a CHECKPOINT_URI, or --cluster with --instance or --job"),
+        (["checkpoint-now", "--cluster", "gpu"], "give a CHECKPOINT_URI, or --cluster with --instance or --job"),
+        (["checkpoint-now", URI, "--cluster", "gpu", "--job", "j"], "not both"),
         (["checkpoint-now", URI, "--wait", "60", "--hold", "30"], "hold must be at least the wait"),
         (["checkpoint-now", URI, "--reason", "x" * 300], "reason must be one line"),
     ],
@@ -287,7 +292,7 @@ def test_two_operators_asking_at_once_share_one_request_answered_by_one_save(mot
         time.sleep(0.05)
     assert found is not None, "no request was written"
     save(s3, 150, answers=found["id"])
-    outcomes = [json.loads(process.communicate(timeout=60)[0]) for process in commands]
+    outcomes = [json.loads(process.communicate(timeout=60)[0])["requests"][0] for process in commands]
 
     # Then both commands waited for that one request: one wrote it, the other joined it; both saw step 150
     assert [process.returncode for process in commands] == [0, 0]
@@ -338,7 +343,7 @@ def test_a_job_asked_to_save_and_hold_then_stopped_loses_no_step(moto_server: st
             check=False,
         )
         assert asked.returncode == 0, asked.stderr
-        outcome = json.loads(asked.stdout)
+        outcome = json.loads(asked.stdout)["requests"][0]
         saved = outcome["checkpoint"]["step"]
         # And the job is stopped as ECS stops a task: SIGTERM
         time.sleep(0.5)  # (held: had it trained on, the steps after the answer would show in its last save)
@@ -357,3 +362,114 @@ def test_a_job_asked_to_save_and_hold_then_stopped_loses_no_step(moto_server: st
     newest = find_newest_complete(uri, S3CheckpointStore(s3)).checkpoint
     assert newest is not None
     assert newest.step == saved, out
+
+
+# Jobs found by their tags
+
+
+def run_job_task(ecs: Any, cluster: str, instance_arn: str, job: str, uri: str) -> None:
+    ecs.start_task(
+        cluster=cluster,
+        taskDefinition="trainer",
+        containerInstances=[instance_arn],
+        tags=[{"key": "fault-responder:job-id", "value": job}, {"key": "fault-responder:checkpoint-uri", "value": uri}],
+    )
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch, s3: Any) -> dict[str, Any]:
+    """A cluster with two hosts: host A runs jobs "alpha" and "beta" (beta is a gang, also on host B), one
+    untagged task, and job "gamma" whose tasks disagree on their checkpoint prefix; host B runs beta's other task."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # (read when EC2 is first called: seconds saved)
+    ecs = boto3.client("ecs", region_name=REGION)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ecs.create_cluster(clusterName="gpu")
+    hosts = []
+    for _ in range(2):
+        instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]
+        document = json.dumps({"instanceId": instance["InstanceId"]})  # what the ECS agent registers with
+        hosts.append(
+            ecs.register_container_instance(cluster="gpu", instanceIdentityDocument=document)["containerInstance"][
+                "containerInstanceArn"
+            ]
+        )
+    ecs.register_task_definition(family="trainer", containerDefinitions=[{"name": "main", "image": "t", "memory": 8}])
+    run_job_task(ecs, "gpu", hosts[0], "alpha", f"s3://{BUCKET}/runs/alpha")
+    run_job_task(ecs, "gpu", hosts[0], "beta", f"s3://{BUCKET}/runs/beta/")
+    run_job_task(ecs, "gpu", hosts[1], "beta", f"s3://{BUCKET}/runs/beta/")
+    run_job_task(ecs, "gpu", hosts[0], "gamma", f"s3://{BUCKET}/runs/gamma-1/")
+    run_job_task(ecs, "gpu", hosts[0], "gamma", f"s3://{BUCKET}/runs/gamma-2/")
+    ecs.start_task(cluster="gpu", taskDefinition="trainer", containerInstances=[hosts[0]])
+    return {"ecs": ecs, "hosts": hosts}
+
+
+def save_under(s3: Any, prefix: str, step: int, answers: str) -> None:
+    folder = f"{prefix}step-{step:06d}/"
+    s3.put_object(Bucket=BUCKET, Key=f"{folder}model.bin", Body=b"w")
+    manifest = {"format": "fault-responder-checkpoint/1", "step": step, "files": [{"path": "model.bin", "size": 1}]}
+    s3.put_object(Bucket=BUCKET, Key=f"{folder}_COMPLETE", Body=json.dumps({**manifest, "answers": answers}).encode())
+
+
+def test_every_job_on_an_instance_is_asked_at_once_and_one_that_cannot_be_asked_is_named(
+    s3: Any, cluster: dict[str, Any]
+) -> None:
+    # Given host A (jobs alpha and beta, and gamma whose tasks disagree), where alpha answers and beta does not
+    def alpha_answers(number: int) -> None:
+        request = s3.get_object(Bucket=BUCKET, Key=f"runs/alpha/{REQUEST_NAME}")
+        save_under(s3, "runs/alpha/", 7, json.loads(request["Body"].read())["id"])
+
+    job = Job(alpha_answers)
+    host = cluster["hosts"][0].rsplit("/", 1)[-1]
+
+    # When checkpoint-now asks every job on host A
+    lines: list[str] = []
+    argv = ["checkpoint-now", "--cluster", "gpu", "--instance", host, "--region", REGION, "--wait", "10", "--json"]
+    status = checkpoint_now.run(
+        build_parser().parse_args(argv), now=lambda: job.now, sleep=job.sleep, write=lines.append
+    )
+    document = json.loads(lines[0])
+
+    # Then alpha answered, beta timed out (one request each, under each job's own prefix), gamma was not asked
+    # (its tasks disagree on the prefix), the untagged task was left alone, and the exit status says not all answered
+    assert status == 3
+    by_job = {outcome["job"]: outcome for outcome in document["requests"]}
+    assert sorted(by_job) == ["alpha", "beta"]
+    assert (by_job["alpha"]["answered"], by_job["alpha"]["checkpoint"]["step"]) == (True, 7)
+    assert (by_job["alpha"]["uri"], by_job["beta"]["uri"]) == (
+        f"s3://{BUCKET}/runs/alpha/",
+        f"s3://{BUCKET}/runs/beta/",
+    )
+    assert by_job["beta"]["answered"] is False
+    assert by_job["alpha"]["request"]["id"] != by_job["beta"]["request"]["id"]
+    assert list(document["not_asked"]) == ["gamma"]
+    assert "disagree" in document["not_asked"]["gamma"]
+
+
+def test_a_job_is_found_by_its_id_anywhere_in_the_cluster(s3: Any, cluster: dict[str, Any]) -> None:
+    def beta_answers(number: int) -> None:
+        request = s3.get_object(Bucket=BUCKET, Key=f"runs/beta/{REQUEST_NAME}")
+        save_under(s3, "runs/beta/", 12, json.loads(request["Body"].read())["id"])
+
+    job = Job(beta_answers)
+    lines: list[str] = []
+    argv = ["checkpoint-now", "--cluster", "gpu", "--job", "beta", "--region", REGION, "--wait", "10"]
+    status = checkpoint_now.run(
+        build_parser().parse_args(argv), now=lambda: job.now, sleep=job.sleep, write=lines.append
+    )
+
+    assert status == 0
+    assert lines == [f"job beta: answered: step 12 at s3://{BUCKET}/runs/beta/step-000012/ after 5 s"]
+
+
+def test_an_instance_without_jobs_has_nothing_to_ask_and_an_unknown_job_is_an_error(
+    s3: Any, cluster: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ecs = cluster["ecs"]
+    for task in ecs.list_tasks(cluster="gpu", containerInstance=cluster["hosts"][1])["taskArns"]:
+        ecs.stop_task(cluster="gpu", task=task)
+
+    assert main(["checkpoint-now", "--cluster", "gpu", "--instance", cluster["hosts"][1], "--region", REGION]) == 0
+    assert "nothing to ask" in capsys.readouterr().out
+    assert main(["checkpoint-now", "--cluster", "gpu", "--job", "nope", "--region", REGION]) == 1
+    assert "fault-responder:job-id=nope" in capsys.readouterr().err
+    assert request_object(s3) is None

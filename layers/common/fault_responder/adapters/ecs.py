@@ -88,6 +88,16 @@ class EcsAdapter:
         networks = self._network_configurations(raw_tasks)
         return [_task_spec(raw, hosts, networks) for raw in raw_tasks]
 
+    def running_task_tags(self, cluster: str, container_instance: str | None = None) -> list[dict[str, str]]:
+        """The tags of each task whose desired status is RUNNING (on one instance, or in the whole cluster): ECS
+        only, for a caller that needs no more than which jobs run where."""
+        filters = {"containerInstance": container_instance} if container_instance else {}
+        arns = list(self._paginate("list_tasks", "taskArns", cluster=cluster, desiredStatus="RUNNING", **filters))
+        return [
+            {tag["key"]: tag["value"] for tag in raw.get("tags", []) if "key" in tag and "value" in tag}
+            for raw in self._describe_tasks(cluster, arns)
+        ]
+
     def task_states(self, cluster: str, task_arns: Sequence[str]) -> list[TaskState]:
         """Each task's state, in the order asked; a task ECS no longer knows is MISSING."""
         raw_tasks = {raw["taskArn"]: raw for raw in self._describe_tasks(cluster, task_arns, tags=False)}

@@ -10,7 +10,8 @@ docs/checkpoint-contract.md).
     fault-responder drill [--cluster C] [--instance I] [--xid 79] [--TIMEOUTS] TARGET
     fault-responder drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
     fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
-    fault-responder checkpoint-now [--wait S] [--hold S] [--reason TEXT] [--json] s3://bucket/prefix/
+    fault-responder checkpoint-now [--wait S] [--hold S] [--reason TEXT] [--json]
+        (s3://bucket/prefix/ | --cluster C (--instance ID | --job JOB_ID))
 
 (`python -m fault_responder.cli` is the same command.)
 
@@ -19,8 +20,8 @@ TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation)
 a new one adds its parser in its own function (as `_add_silence_commands` does) and sets `run`.
 
 Exit status: 0 done; 1 an unknown silence id, a silence already expired, a drill hop that failed, or an AWS
-error; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says which); 3 (checkpoint-now)
-no checkpoint answered within --wait.
+error or (checkpoint-now) no such job; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says
+which); 3 (checkpoint-now) a job's checkpoint did not answer within --wait, or a job could not be asked.
 """
 
 from __future__ import annotations
@@ -99,7 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(error), 2)
     except NoRegionError:
         return _fail("no AWS Region: give --region, or set AWS_REGION", 2)
-    except (ClientError, BotoCoreError, TargetError, DrillAwsError, CheckpointStoreError) as error:
+    except (
+        ClientError,
+        BotoCoreError,
+        TargetError,
+        DrillAwsError,
+        CheckpointStoreError,
+        checkpoint_now.JobNotFoundError,
+    ) as error:
         return _fail(f"AWS: {error}" if isinstance(error, ClientError | BotoCoreError) else str(error), 1)
 
 

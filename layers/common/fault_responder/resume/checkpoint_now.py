@@ -19,12 +19,19 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fault_responder.resume.checkpoints import REQUEST_ID_RE, Checkpoint, CheckpointSearch, S3Location
+from fault_responder.resume.checkpoints import (
+    REQUEST_ID_RE,
+    Checkpoint,
+    CheckpointSearch,
+    S3Location,
+    parse_checkpoint_uri,
+)
+from fault_responder.resume.jobs import CHECKPOINT_URI_TAG, JOB_ID_TAG
 
 REQUEST_NAME = "_CHECKPOINT_NOW"
 REQUEST_FORMAT = "fault-responder-checkpoint-request/1"
@@ -201,6 +208,37 @@ def wait_for_answer(
             answered = found if answers(found, request, stored_at) else None
             return Answer(request, answered, before, found, searches, moment - started)
         sleep(max(0.0, min(poll_seconds, (end - moment).total_seconds())))
+
+
+@dataclass(frozen=True, slots=True)
+class JobPrefixes:
+    """Which checkpoint prefix to ask, per job, from its tasks' tags; and the jobs that cannot be asked."""
+
+    prefixes: dict[str, str]
+    """Job id -> its checkpoint URI, normalised."""
+    problems: dict[str, str]
+    """Job id -> why it cannot be asked (its tasks disagree on the URI, or it is not a valid one)."""
+
+
+def job_prefixes(tasks_tags: Iterable[Mapping[str, str]], *, job: str | None = None) -> JobPrefixes:
+    """The checkpoint prefix of each job among these tasks (only `job`'s, when given): a job's tasks must agree
+    on `fault-responder:checkpoint-uri`, as the resume workflow requires before it touches a job."""
+    uris: dict[str, set[str]] = {}
+    for tags in tasks_tags:
+        job_id, uri = tags.get(JOB_ID_TAG), tags.get(CHECKPOINT_URI_TAG)
+        if job_id and uri and (job is None or job_id == job):
+            uris.setdefault(job_id, set()).add(uri)
+    prefixes: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    for job_id, found in sorted(uris.items()):
+        if len(found) > 1:
+            problems[job_id] = f"its tasks disagree on {CHECKPOINT_URI_TAG}: {', '.join(sorted(found))}"
+            continue
+        try:
+            prefixes[job_id] = parse_checkpoint_uri(found.pop()).uri
+        except ValueError as error:
+            problems[job_id] = f"{CHECKPOINT_URI_TAG}: {error}"
+    return JobPrefixes(prefixes, problems)
 
 
 def _moment(value: Any) -> datetime:
