@@ -43,6 +43,8 @@ _RESET_HOOK_MODULES = (
     "fault_responder.wiring.pagerduty_webhook",
 )
 _POLL_SECONDS = 0.05
+_STOP_SECONDS = 10.0
+"""How long a stopped execution may take to read ABORTED (moto applies a stop at the execution's next step)."""
 
 
 # --- Running handlers, one at a time -----------------------------------------------------------------
@@ -228,7 +230,14 @@ class ExecutionTracker:
         sfn = self.aws.client("stepfunctions")
         for execution in executions:
             sfn.stop_execution(executionArn=execution.arn, error="Sandbox.Timeout", cause=cause)
-            execution.status = sfn.describe_execution(executionArn=execution.arn)["status"]
+            # moto's interpreter thread takes the stop at its next step: on a loaded machine the execution can
+            # still read RUNNING just after StopExecution returned, so wait (boundedly) for it to say ABORTED.
+            deadline = time.monotonic() + _STOP_SECONDS
+            while True:
+                execution.status = sfn.describe_execution(executionArn=execution.arn)["status"]
+                if execution.status not in _WAITING_STATUSES or time.monotonic() >= deadline:
+                    break
+                time.sleep(_POLL_SECONDS)
 
     def summaries(self, invocations: Sequence[WorkflowInvocation] = ()) -> list[dict[str, Any]]:
         sfn = self.aws.client("stepfunctions")
