@@ -194,3 +194,16 @@ def wait_for(port: int, seconds: float = 15.0) -> None:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on port {port}")
+
+
+def moto_client(service: str, endpoint: str, region: str = "us-east-1") -> Any:
+    """A boto3 client for the moto server at `endpoint`, with moto's fake credentials."""
+    import boto3  # noqa: PLC0415  (the workers import it themselves, after their environment is set)
+
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",  # nosec B106  # moto's fake credentials
+    )

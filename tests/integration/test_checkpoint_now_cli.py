@@ -5,7 +5,6 @@ and two real commands at once against a moto server."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from fault_responder.cli import checkpoint_now
 from fault_responder.cli.main import build_parser, main
 from fault_responder.resume.checkpoint_now import REQUEST_FORMAT, REQUEST_NAME
 from fault_responder.resume.checkpoints import find_newest_complete
-from tests.integration.parallel import free_port, serve_moto, wait_for
+from tests.integration.parallel import moto_client
 
 REGION = "us-east-1"
 BUCKET = "training-checkpoints"
@@ -257,27 +256,12 @@ def test_a_missing_bucket_is_an_aws_error_exit_1(s3: Any, capsys: pytest.Capture
 # Two real commands at once
 
 
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    port = free_port()
-    server = multiprocessing.get_context("spawn").Process(target=serve_moto, args=(port,), daemon=True)
-    server.start()
-    wait_for(port)
-    yield f"http://127.0.0.1:{port}"
-    server.terminate()
-
-
 def test_two_operators_asking_at_once_share_one_request_answered_by_one_save(moto_server: str) -> None:
     # Given a bucket on a moto server, and two checkpoint-now commands started at the same moment
     environment = {**os.environ, **FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=moto_server,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",  # nosec B106  # moto's fake credentials
-    )
-    s3.create_bucket(Bucket=BUCKET)
+    s3 = moto_client("s3", moto_server, REGION)
+    if BUCKET not in {found["Name"] for found in s3.list_buckets()["Buckets"]}:  # (the server is the worker's)
+        s3.create_bucket(Bucket=BUCKET)
     command = [sys.executable, "-m", "fault_responder.cli", "checkpoint-now", URI, "--endpoint-url", moto_server]
     # (with a hold, the request stays after its answer: however late the second command starts, it finds it)
     command += ["--wait", "60", "--hold", "120", "--poll-seconds", "0.2", "--json"]
@@ -306,13 +290,7 @@ def test_a_job_asked_to_save_and_hold_then_stopped_loses_no_step(moto_server: st
     # 5 steps, a periodic checkpoint only every 1,000 steps (none yet)
     environment = {**os.environ, **FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": REGION, "AWS_ENDPOINT_URL": moto_server}
     environment.pop("RESUME_FROM", None)
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=moto_server,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",  # nosec B106  # moto's fake credentials
-    )
+    s3 = moto_client("s3", moto_server, REGION)
     bucket = "held-job"
     s3.create_bucket(Bucket=bucket)
     uri = f"s3://{bucket}/runs/held/"

@@ -4,9 +4,7 @@ uses it. moto's S3 in process, and two real trainer processes against a moto ser
 
 from __future__ import annotations
 
-import importlib
 import json
-import multiprocessing
 import os
 import queue
 import re
@@ -23,11 +21,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
-from fault_responder.resume.checkpoints import CheckpointSearch, MarkerKind, find_newest_complete
-from tests.integration.parallel import free_port, serve_moto, wait_for
+from fault_responder.resume.checkpoints import MarkerKind
+from tests.integration.parallel import moto_client
+from tests.integration.training_runs import final_state, newest_complete
 
 TRAINING = Path(__file__).resolve().parents[2] / "training"
 REGION = "us-east-1"
@@ -40,26 +37,8 @@ SECONDS = 20.0
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("RESUME_FROM", raising=False)
-    monkeypatch.delenv("RESUME_ATTEMPT", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        yield client
-
-
-@pytest.fixture
-def helper(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    # The helper is a file training images copy, not a package: import it the way the trainer does.
-    monkeypatch.syspath_prepend(str(TRAINING))
-    return importlib.import_module("fault_responder_checkpoint")
-
-
-@pytest.fixture
-def trainer(helper: ModuleType) -> ModuleType:
-    return importlib.import_module("example_trainer")
+def s3(checkpoint_bucket: Any) -> Any:
+    return checkpoint_bucket
 
 
 def key_of(uri: str) -> str:
@@ -104,20 +83,6 @@ def train(trainer: ModuleType, uri: str, output: Path, *extra: str, steps: int =
         *extra,
     ]
     return int(trainer.main(argv))
-
-
-def final_state(path: Path) -> dict[str, Any]:
-    state = json.loads(path.read_text())
-    # float.hex: equal only when bit-identical.
-    return {
-        "step": state["step"],
-        "parameters": [value.hex() for value in [*state["weights"], state["bias"]]],
-        "losses": [value.hex() for value in state["losses"]],
-    }
-
-
-def newest_complete(uri: str) -> CheckpointSearch:
-    return find_newest_complete(uri, S3CheckpointStore(boto3.client("s3", region_name=REGION)))
 
 
 def resume_from(monkeypatch: pytest.MonkeyPatch, folder: str) -> None:
@@ -456,30 +421,13 @@ def test_sigterm_only_sets_the_flag_calls_the_previous_handler_and_is_restored(h
 # Real trainer processes against a moto server
 
 
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    port = free_port()
-    server = multiprocessing.get_context("spawn").Process(target=serve_moto, args=(port,), daemon=True)
-    server.start()
-    try:
-        wait_for(port)
-        endpoint = f"http://127.0.0.1:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        ).create_bucket(Bucket=BUCKET)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.join(timeout=10)
-
-
 @pytest.fixture
 def served(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """This process's AWS clients pointed at the moto server; returns the environment a trainer process gets."""
+    """This process's AWS clients pointed at the moto server (its checkpoint bucket created); returns the
+    environment a trainer process gets."""
+    bucket = moto_client("s3", moto_server, REGION)
+    if BUCKET not in {found["Name"] for found in bucket.list_buckets()["Buckets"]}:
+        bucket.create_bucket(Bucket=BUCKET)
     environment = {
         "AWS_ENDPOINT_URL": moto_server,
         "AWS_ACCESS_KEY_ID": "testing",

@@ -3,19 +3,14 @@ against moto's S3 in process, with the newest complete checkpoint chosen by find
 
 from __future__ import annotations
 
-import importlib
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
-from fault_responder.resume.checkpoints import CheckpointSearch, MarkerKind, SkipReason, find_newest_complete
+from fault_responder.resume.checkpoints import CheckpointSearch, MarkerKind, SkipReason
+from tests.integration.training_runs import final_state, newest_complete
 
 TRAINING = Path(__file__).resolve().parents[2] / "training"
 REGION = "us-east-1"
@@ -25,45 +20,13 @@ INTERRUPTED = f"s3://{BUCKET}/runs/interrupted/"
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.delenv("RESUME_FROM", raising=False)
-    monkeypatch.delenv("RESUME_ATTEMPT", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        yield client
-
-
-@pytest.fixture
-def helper(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    # The helper is a file training images copy, not a package: import it the way the trainer does.
-    monkeypatch.syspath_prepend(str(TRAINING))
-    return importlib.import_module("fault_responder_checkpoint")
-
-
-@pytest.fixture
-def trainer(helper: ModuleType) -> ModuleType:
-    return importlib.import_module("example_trainer")
+def s3(checkpoint_bucket: Any) -> Any:
+    return checkpoint_bucket
 
 
 def train(trainer: ModuleType, uri: str, output: Path, *extra: str) -> int:
     argv = ["--steps", "100", "--checkpoint-every", "10", "--checkpoint-uri", uri, "--output", str(output), *extra]
     return int(trainer.main(argv))
-
-
-def final_state(path: Path) -> dict[str, Any]:
-    state = json.loads(path.read_text())
-    # float.hex: equal only when bit-identical.
-    return {
-        "step": state["step"],
-        "parameters": [value.hex() for value in [*state["weights"], state["bias"]]],
-        "losses": [value.hex() for value in state["losses"]],
-    }
-
-
-def newest_complete(uri: str) -> CheckpointSearch:
-    return find_newest_complete(uri, S3CheckpointStore(boto3.client("s3", region_name=REGION)))
 
 
 def resume(monkeypatch: pytest.MonkeyPatch, search: CheckpointSearch) -> None:

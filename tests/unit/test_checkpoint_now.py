@@ -12,6 +12,7 @@ from fault_responder.resume.checkpoint_now import (
     MAX_REQUEST_BYTES,
     MAX_TEXT,
     REQUEST_FORMAT,
+    Answer,
     CheckpointRequest,
     answers,
     new_request,
@@ -194,6 +195,19 @@ class Clock:
         self.slept.append(seconds)
         self.now += timedelta(seconds=seconds)
 
+    def wait(self, *, before: Checkpoint | None = None, until: datetime | None = None) -> Answer:
+        """The wait, as the command runs it, on this clock, for a request stored at NOW, polled every 5 s."""
+        return wait_for_answer(
+            self.request,
+            stored_at=NOW,
+            before=before,
+            search=self.search,
+            now=lambda: self.now,
+            sleep=self.sleep,
+            poll_seconds=5,
+            until=until,
+        )
+
     def search(self) -> CheckpointSearch:
         elapsed = (self.now - NOW).total_seconds()
         if self.saves_after is not None and elapsed >= self.saves_after:
@@ -208,15 +222,7 @@ def test_the_wait_ends_at_the_first_search_that_finds_the_answer() -> None:
     before = clock.search().checkpoint
 
     # When the command waits
-    answer = wait_for_answer(
-        request,
-        stored_at=NOW,
-        before=before,
-        search=clock.search,
-        now=lambda: clock.now,
-        sleep=clock.sleep,
-        poll_seconds=5,
-    )
+    answer = clock.wait(before=before)
 
     # Then the fourth search (at 15 s) finds step 125, five steps past the checkpoint before the request
     assert answer.answered_by is not None
@@ -230,15 +236,7 @@ def test_a_request_not_answered_ends_at_its_deadline_with_the_newest_complete_ch
     request = new_request(NOW, wait=timedelta(seconds=12), token="00000003")
     clock = Clock(saves_after=None, request=request)
 
-    answer = wait_for_answer(
-        request,
-        stored_at=NOW,
-        before=None,
-        search=clock.search,
-        now=lambda: clock.now,
-        sleep=clock.sleep,
-        poll_seconds=5,
-    )
+    answer = clock.wait()
 
     # Then the last search is made at the deadline (not a poll later), and step 120 is what a move falls back to
     assert answer.answered_by is None
@@ -253,16 +251,7 @@ def test_a_wait_shorter_than_the_request_s_deadline_ends_first() -> None:
     request = new_request(NOW, wait=timedelta(minutes=5), token="00000004")
     clock = Clock(saves_after=None, request=request)
 
-    answer = wait_for_answer(
-        request,
-        stored_at=NOW,
-        before=None,
-        search=clock.search,
-        now=lambda: clock.now,
-        sleep=clock.sleep,
-        poll_seconds=5,
-        until=NOW + timedelta(seconds=7),
-    )
+    answer = clock.wait(until=NOW + timedelta(seconds=7))
 
     assert answer.waited == timedelta(seconds=7)
     assert answer.answered_by is None
