@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict
 
-from fault_responder.core.observability import count, logger, tracer
+from fault_responder.core.observability import count, logger, measure, tracer
 from fault_responder.resume.budget import Plan
 from fault_responder.resume.config import ResumeConfig
 from fault_responder.resume.fault import Fault
@@ -170,4 +171,10 @@ def notify(event: NotifyInput, context: LambdaContext) -> dict[str, Any]:
     """Every notice of the workflow, including the approval request (invoked with a task token)."""
     result = resume_steps().notify(event, event.retry_count)
     count("ResumeNotices", "Kind", event.kind.value)
+    if recovery := result.get("recovery"):
+        # A job training again: how long after the fault, and the work it lost (docs/auto-resume.md, metrics).
+        provider, seconds = event.fault.capacity_provider, MetricUnit.Seconds
+        measure("FaultToTrainingSeconds", "CapacityProvider", provider, recovery["fault_to_training_seconds"], seconds)
+        if recovery["work_lost_seconds"] is not None:
+            measure("WorkLostSeconds", "CapacityProvider", provider, recovery["work_lost_seconds"], seconds)
     return result

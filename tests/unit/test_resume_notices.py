@@ -63,20 +63,32 @@ def launch(**changes: object) -> Launch:
     return Launch.model_validate({**values, **changes})
 
 
-def test_the_resumed_notice_says_from_where_how_much_work_was_lost_where_and_which_attempt() -> None:
-    # Given a job resumed from step 200 (written 23 minutes ago) on two hosts, with a newer folder skipped
+def test_the_resumed_notice_says_from_where_how_much_work_was_lost_where_which_attempt_and_how_soon() -> None:
+    # Given a fault at 10:00, a job resumed at 12:00 from step 200 (saved at 09:37, 23 minutes before the fault)
+    # on two hosts, with a newer folder skipped
     watch = TaskWatch(state=WatchState.DONE, total=2, ready=2, hosts=("i-a", "i-b"))
-    notice_request = request(NoticeKind.RESUMED, job=a_job(), plan=resumable_plan(), launch=launch(), watch=watch)
+    saved = launch(checkpoint=checkpoint(200, written_ago=timedelta(hours=2, minutes=23)))
+    notice_request = request(NoticeKind.RESUMED, job=a_job(), plan=resumable_plan(), launch=saved, watch=watch)
 
     # When the notice is built
     notice = build_notice(notice_request, NOW)
 
-    # Then it reads like the contract, goes to PagerDuty as a change event and pages nobody
+    # Then it reads like the contract (the work lost is what was trained between the save and the fault; the time
+    # to training again runs from the fault), goes to PagerDuty as a change event and pages nobody
     assert notice.title == "Resumed llm from step 200, attempt 1 of 3"
     assert notice.text.startswith(
-        "Resumed llm from step 200 (checkpoint written 23m 00s ago, so about 23m 00s of work lost) on i-a, i-b, "
-        "attempt 1 of 3 (2 task(s), RESUME_ATTEMPT=1)."
+        "Resumed llm from step 200 (saved 23m 00s before the fault, so about 23m 00s of work lost) on i-a, i-b, "
+        "attempt 1 of 3 (2 task(s), RESUME_ATTEMPT=1). Back in training 2h 00m after the fault."
     )
+    assert notice.details["recovery"] == {
+        "fault_at": "2026-11-29T10:00:00+00:00",
+        "training_again_at": "2026-11-29T12:00:00+00:00",
+        "fault_to_training_seconds": 7200.0,
+        "resumed_from_step": 200,
+        "checkpoint_saved_at": "2026-11-29T09:37:00+00:00",
+        "work_lost_seconds": 1380.0,
+        "checkpoint_now_request": None,
+    }
     assert "Skipped newer incomplete checkpoints: step 300: no_marker (no _COMPLETE)." in notice.text
     assert (notice.pagerduty, notice.pages, notice.severity) == (PagerDutyAction.CHANGE, False, Severity.INFO)
 
@@ -217,3 +229,33 @@ def test_informational_notices_are_valid_change_events() -> None:
     event = render_change_event(notice, a_fault(), SANDBOX_ROUTING_KEY, NOW)
     assert change_event_errors(event, KEYS) == []
     assert "event_action" not in event and event["payload"]["summary"].startswith("Dry run: would resume llm")
+
+
+def test_a_checkpoint_saved_after_the_fault_began_loses_no_work_and_names_the_request_it_answered() -> None:
+    # Given the job saved step 210 for a checkpoint-now request after its host's fault began (10:00), at 10:01
+    saved = checkpoint(210, written_ago=timedelta(hours=1, minutes=59)).model_copy(update={"answers": "cn-1"})
+    watch = TaskWatch(state=WatchState.DONE, total=2, ready=2, hosts=("i-a",))
+    notice_request = request(
+        NoticeKind.RESUMED, job=a_job(), plan=resumable_plan(), launch=launch(checkpoint=saved), watch=watch
+    )
+
+    notice = build_notice(notice_request, NOW)
+
+    assert "(saved after the fault began, answering checkpoint-now request cn-1: no work lost)" in notice.text
+    assert (notice.details["recovery"]["work_lost_seconds"], notice.details["recovery"]["checkpoint_now_request"]) == (
+        0.0,
+        "cn-1",
+    )
+
+
+def test_only_a_resumed_notice_carries_recovery_figures_and_a_decision_counts_the_loss_up_to_the_fault() -> None:
+    # Given a dry run decided at 12:00 for a fault at 10:00, from a checkpoint saved at 09:35
+    plan = plan_job(
+        a_job(), a_fault(), CONFIG, Ledger(job_key="k"), search(checkpoint(200, timedelta(hours=2, minutes=25)))
+    )
+
+    notice = build_notice(request(NoticeKind.DRY_RUN, job=a_job(), plan=plan), NOW)
+
+    # Then the loss is the 25 minutes before the fault, not the two hours and 25 since the save
+    assert "(saved 25m 00s before the fault, so about 25m 00s of work lost)" in notice.text
+    assert "recovery" not in notice.details

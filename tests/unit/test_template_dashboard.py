@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.metrics import MetricUnit
 
-from fault_responder.core.observability import count
+from fault_responder.core.observability import count, measure
 from sandbox.template import Template, load_template
 from tests.sandbox.conftest import resolver_for
 
@@ -88,12 +89,12 @@ def emitted_counts() -> set[tuple[str, str]]:
     for root in EMITTING_CODE:
         for path in root.rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not isinstance(node, ast.Call) or len(node.args) not in (3, 4):
+                if not isinstance(node, ast.Call) or len(node.args) not in (3, 4, 5):
                     continue
                 called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
                 name, dimension = node.args[0], node.args[1]
-                expected = 3 if called == "count" else 4 if called == "measure" else None
-                if len(node.args) != expected or not (
+                expected = {3} if called == "count" else {4, 5} if called == "measure" else set()  # (5: with a unit)
+                if len(node.args) not in expected or not (
                     isinstance(dimension, ast.Constant) and isinstance(dimension.value, str)
                 ):
                     continue
@@ -178,6 +179,23 @@ def test_a_count_carries_its_dimension_and_the_service_in_the_template_namespace
     [directive] = emf["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == variables["POWERTOOLS_METRICS_NAMESPACE"]
     assert directive["Dimensions"] == [["Channel", "service"]]
+
+
+def test_a_duration_is_filed_in_seconds_with_its_dimension(template: Template, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the functions' environment as the template sets it
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", globals_variables(template)["POWERTOOLS_SERVICE_NAME"])
+
+    # When a resumed job's time to training again is emitted, as the Notify function does
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        measure("FaultToTrainingSeconds", "CapacityProvider", "p5-training", 312.5, MetricUnit.Seconds)
+    emf = json.loads(out.getvalue())
+
+    # Then it is a value in seconds, under the dimensions the dashboard searches
+    [directive] = emf["_aws"]["CloudWatchMetrics"]
+    assert directive["Metrics"] == [{"Name": "FaultToTrainingSeconds", "Unit": "Seconds"}]
+    assert directive["Dimensions"] == [["CapacityProvider", "service"]]
+    assert (emf["FaultToTrainingSeconds"], emf["CapacityProvider"]) == ([312.5], "p5-training")
 
 
 def test_the_aws_metrics_it_charts_are_published_under_those_names(template: Template) -> None:

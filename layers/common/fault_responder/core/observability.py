@@ -28,7 +28,7 @@ def count(name: str, dimension: str, value: str) -> None:
         metric.add_dimension(name=dimension, value=value)
 
 
-def measure(name: str, dimension: str, value: str, amount: float) -> None:
-    """One EMF value (a gauge: an age, a size) with its own dimension, like `count`."""
-    with single_metric(name=name, unit=MetricUnit.Count, value=amount, namespace=NAMESPACE) as metric:
+def measure(name: str, dimension: str, value: str, amount: float, unit: MetricUnit = MetricUnit.Count) -> None:
+    """One EMF value (a gauge: an age, a size, a duration) with its own dimension, like `count`."""
+    with single_metric(name=name, unit=unit, value=amount, namespace=NAMESPACE) as metric:
         metric.add_dimension(name=dimension, value=value)

@@ -204,7 +204,7 @@ def _dry_run(r: NoticeRequest, now: datetime) -> _Built:
     title = f"Dry run: would resume {job.job_id} {_from_where(plan)}"
     text = (
         f"Dry run for job {job.job_id}: would stop its {job.task_count} task(s) on {', '.join(job.hosts)} and "
-        f"restart them {_from_where(plan)}{_lost(plan.checkpoint, now)} as attempt {plan.in_budget} of "
+        f"restart them {_from_where(plan)}{_lost(plan.checkpoint, r.fault)} as attempt {plan.in_budget} of "
         f"{plan.max_attempts}, never on {', '.join(plan.excluded_hosts)}. Nothing was changed."
         f"{_skipped_text(plan)}"
     )
@@ -217,7 +217,7 @@ def _approval_request(r: NoticeRequest, now: datetime) -> _Built:
     deadline = format_duration(timedelta(seconds=r.config.approval_timeout_seconds))
     text = (
         f"Job {job.job_id} ran on {r.fault.host} ({r.fault.label}). On approval GPU Fault Responder stops its "
-        f"{job.task_count} task(s) and restarts them {_from_where(plan)}{_lost(plan.checkpoint, now)} as "
+        f"{job.task_count} task(s) and restarts them {_from_where(plan)}{_lost(plan.checkpoint, r.fault)} as "
         f"attempt {plan.in_budget} of {plan.max_attempts}. Approve or reject within {deadline} with the "
         f"buttons below; without an answer it pages.{_skipped_text(plan)}"
     )
@@ -266,9 +266,11 @@ def _resumed(r: NoticeRequest, now: datetime) -> _Built:
     hosts = ", ".join(watch.hosts) if watch and watch.hosts else "healthy capacity"
     where = _from_where_checkpoint(launch.checkpoint)
     title = f"Resumed {job.job_id} {where}, attempt {launch.in_budget} of {launch.max_attempts}"
+    back = format_duration(max(now - r.fault.impaired_at, timedelta(0)))
     text = (
-        f"Resumed {job.job_id} {where}{_lost(launch.checkpoint, now)} on {hosts}, attempt {launch.in_budget} "
-        f"of {launch.max_attempts} ({launch.launched} task(s), RESUME_ATTEMPT={launch.attempt})."
+        f"Resumed {job.job_id} {where}{_lost(launch.checkpoint, r.fault)} on {hosts}, attempt {launch.in_budget} "
+        f"of {launch.max_attempts} ({launch.launched} task(s), RESUME_ATTEMPT={launch.attempt}). Back in training "
+        f"{back} after the fault."
     )
     if r.plan is not None:
         # Folders the plan skipped that are still newer than the checkpoint used (a newer complete one may
@@ -374,11 +376,40 @@ def _from_where_checkpoint(checkpoint: Checkpoint | None) -> str:
     return f"from step {checkpoint.step}" if checkpoint else "from scratch"
 
 
-def _lost(checkpoint: Checkpoint | None, now: datetime) -> str:
-    if checkpoint is None or checkpoint.written_at is None:
+def _lost(checkpoint: Checkpoint | None, fault: Fault) -> str:
+    """The work the job loses: what it trained between the checkpoint's save and the fault."""
+    lost = work_lost(checkpoint, fault)
+    if lost is None:
         return ""
-    ago = format_duration(now - checkpoint.written_at)
-    return f" (checkpoint written {ago} ago, so about {ago} of work lost)"
+    answered = f", answering checkpoint-now request {checkpoint.answers}" if checkpoint and checkpoint.answers else ""
+    if lost == timedelta(0):
+        return f" (saved after the fault began{answered}: no work lost)"
+    return f" (saved {format_duration(lost)} before the fault{answered}, so about {format_duration(lost)} of work lost)"
+
+
+def work_lost(checkpoint: Checkpoint | None, fault: Fault) -> timedelta | None:
+    """From the checkpoint's save to the fault (none when saved after it); None without a checkpoint's time."""
+    if checkpoint is None or checkpoint.written_at is None:
+        return None
+    return max(fault.impaired_at - checkpoint.written_at, timedelta(0))
+
+
+def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
+    """A resumed job's recovery figures (PagerDuty's custom details, the metrics): the fault to training again,
+    and the work lost; None for other notices."""
+    if r.kind is not NoticeKind.RESUMED or r.launch is None:
+        return None
+    checkpoint = r.launch.checkpoint
+    lost = work_lost(checkpoint, r.fault)
+    return {
+        "fault_at": iso_utc(r.fault.impaired_at),
+        "training_again_at": iso_utc(now),
+        "fault_to_training_seconds": round(max((now - r.fault.impaired_at).total_seconds(), 0.0), 1),
+        "resumed_from_step": checkpoint.step if checkpoint else None,
+        "checkpoint_saved_at": iso_utc(checkpoint.written_at) if checkpoint and checkpoint.written_at else None,
+        "work_lost_seconds": round(lost.total_seconds(), 1) if lost is not None else None,
+        "checkpoint_now_request": checkpoint.answers if checkpoint else None,
+    }
 
 
 def _skipped_text(plan: Plan) -> str:
@@ -432,6 +463,8 @@ def evidence(r: NoticeRequest, now: datetime) -> dict[str, Any]:
         details["launch"] = r.launch.model_dump(mode="json")
     if r.watch is not None:
         details["tasks"] = r.watch.model_dump(mode="json")
+    if (figures := recovery(r, now)) is not None:
+        details["recovery"] = figures
     if r.error is not None:
         details["error"] = {"error": r.error.get("Error"), "cause": _clip(str(r.error.get("Cause", "")), 1000)}
     details["at"] = iso_utc(now)

@@ -352,13 +352,17 @@ class ResumeSteps:
         delivered = self.notifier().deliver(
             notice, request.fault, allow_standalone=retry_count >= self.incident_wait_retries
         )
-        return {
+        told: dict[str, Any] = {
             "kind": notice.kind.value,
             "title": notice.title,
             "pages": notice.pages,
             "receivers": list(delivered.receivers),
             "threaded": delivered.threaded,
         }
+        if "recovery" in notice.details:
+            # A resumed job's figures, for the handler's metrics (and the execution's history).
+            told["recovery"] = notice.details["recovery"]
+        return told
 
     # --- Helpers --------------------------------------------------------------------------------
 
