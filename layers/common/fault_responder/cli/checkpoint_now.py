@@ -121,10 +121,13 @@ def run(
         write(f"no checkpointed training job has a task on {args.instance} in {args.cluster}: nothing to ask")
         return 0
     s3 = aws_client("s3", region=args.region, endpoint_url=args.endpoint_url)
+    # One store and one request writer for every job's thread (the client is thread-safe; a store per job would
+    # register its request counter on the shared client once more each time).
+    store, requests = S3CheckpointStore(s3), S3CheckpointRequests(s3)
     requested_by = f"fault-responder checkpoint-now ({_user()})"
 
     def ask(target: Target) -> tuple[Target, Answer, Placed, bool]:
-        return (target, *_ask(s3, target, args, requested_by, now=now, sleep=sleep))
+        return (target, *_ask(store, requests, target, args, requested_by, now=now, sleep=sleep))
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(targets), MAX_AT_ONCE))) as pool:
         outcomes = list(pool.map(ask, targets))
@@ -155,7 +158,8 @@ def _targets(args: argparse.Namespace) -> tuple[list[Target], dict[str, str]]:
 
 
 def _ask(
-    s3: Any,
+    store: S3CheckpointStore,
+    requests: S3CheckpointRequests,
     target: Target,
     args: argparse.Namespace,
     requested_by: str,
@@ -164,8 +168,6 @@ def _ask(
     sleep: Callable[[float], None],
 ) -> tuple[Answer, Placed, bool]:
     """Ask one job, wait for its answer, and withdraw the request when it is ours and no longer needed."""
-    store = S3CheckpointStore(s3)
-    requests = S3CheckpointRequests(s3)
     location = target.location
     request = new_request(now(), wait=_wait(args), hold=_hold(args), reason=args.reason, requested_by=requested_by)
     before = find_newest_complete(location.uri, store).checkpoint

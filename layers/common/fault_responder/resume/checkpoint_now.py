@@ -204,8 +204,8 @@ def wait_for_answer(
         found = search().checkpoint
         searches += 1
         moment = now()
-        if answers(found, request, stored_at) or moment >= end:
-            answered = found if answers(found, request, stored_at) else None
+        answered = found if answers(found, request, stored_at) else None
+        if answered is not None or moment >= end:
             return Answer(request, answered, before, found, searches, moment - started)
         sleep(max(0.0, min(poll_seconds, (end - moment).total_seconds())))
 
