@@ -358,17 +358,25 @@ def test_a_hold_ends_when_the_request_is_withdrawn(s3: Any, helper: ModuleType, 
 
 
 def test_a_hold_ends_when_its_time_passes(s3: Any, helper: ModuleType) -> None:
-    # Given an answered request that asks for a hold of 1 s
-    requests, request = answered_with_hold(s3, helper, hold_for=1.0)
-    checks_before = requests.checks
+    # Given an answered request that asks for a 30 s hold, and a clock that stays before hold_until until the
+    # job has re-read the request three times while holding, and then reads past it
+    polls: dict[str, int] = {}
+
+    def clock() -> datetime:
+        if "until" in polls and requests.checks >= polls["until"]:
+            return request.hold_until + timedelta(milliseconds=1)
+        return datetime.now(UTC)
+
+    requests, request = answered_with_hold(s3, helper, hold_for=30.0, clock=clock)
+    polls["until"] = requests.checks + 3
 
     # When the job holds
-    ended = requests.hold(request, poll_seconds=0.05)
+    ended = requests.hold(request, poll_seconds=0.01)
 
-    # Then it held until hold_until, polling the unchanged object meanwhile
+    # Then it held, polling the unchanged object meanwhile, and stopped holding once its clock passed hold_until
+    # (without one more read)
     assert ended == "expired"
-    assert datetime.now(UTC) >= request.hold_until
-    assert requests.checks > checks_before + 1
+    assert requests.checks == polls["until"]
 
 
 def test_a_hold_ends_when_the_process_is_asked_to_stop(s3: Any, helper: ModuleType) -> None:

@@ -87,10 +87,14 @@ def about(action: ActionFact, incident: Incident, ends: datetime | None) -> bool
     named = action.incident
     if named is None or incident_series(named) != incident_series(incident.id):
         return False
-    if action.via == "pagerduty" or named == incident.id:
+    if action.via == "pagerduty":
         return True
     anchor = incident_anchor(named)
-    return anchor is not None and incident.opened_at <= anchor and (ends is None or anchor <= ends)
+    if anchor is not None and ends is not None and anchor > ends:
+        # A report after the incident ended (the instance had already left) names it in the orders of arrival where
+        # that report came first and anchored the incident: whatever the order, a press on it is about no incident.
+        return False
+    return named == incident.id or (anchor is not None and incident.opened_at <= anchor)
 
 
 KIND_ORDER = {
