@@ -457,3 +457,29 @@ def test_an_action_stored_matched_to_the_wrong_incident_counts_for_the_one_open_
     # Then the resolve counts for the fault open at 00:05, and the live one stays open
     assert current.is_open and current.resolved_by is None
     assert earlier.resolved_by is not None and earlier.closed_at == _minutes(5)
+
+
+def test_a_press_naming_a_report_after_the_instance_left_is_about_no_incident_whichever_report_came_first() -> None:
+    # Given a fault at 00:00, the instance gone at 01:33, and a late report of the fault at 01:47; a Slack press at
+    # 00:00 names the incident by that late report (as its id is in the orders where that report arrived first)
+    history = History(
+        facts=(
+            Fact("IMPAIRED", _minutes(0)),
+            Fact("IMPAIRED", _minutes(107)),
+            Fact("INACTIVE", _minutes(93)),
+        ),
+        acts=(
+            Act(0, ActionKind.ACKNOWLEDGE, Via.SLACK, _minutes(0), anchor=_minutes(107)),
+            Act(1, ActionKind.ACKNOWLEDGE, Via.PAGERDUTY, _minutes(10)),
+        ),
+        hold_down=timedelta(0),
+    )
+    late_first = sorted(history.envelopes(), key=lambda item: item[1]["id"] != "IMPAIRED-2026-04-11T01:47:00Z")
+    # When it arrives in time order, and with the late report first
+    in_time = Run(history.hold_down).deliver(history.envelopes())
+    reordered = Run(history.hold_down).deliver([(max(at, _minutes(107)), envelope) for at, envelope in late_first])
+    # Then in both the press is about no incident: the acknowledgement is PagerDuty's, and the thread shows only it
+    expected = reference(history, facts_alone(history))
+    assert expected[0][-1] == ("Person 1", "pagerduty", _minutes(10))
+    assert summary(in_time.incidents()) == summary(reordered.incidents()) == expected
+    assert reordered.roots() == in_time.roots()
