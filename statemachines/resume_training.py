@@ -261,7 +261,7 @@ def one_job() -> dict[str, Json]:
         ),
         "JobApprovalTimedOut": outcome("approval_timed_out"),
         "IsQuarantined": choice(
-            when("$.quarantined", True, "StopTasks"),
+            when("$.quarantined", True, "RequestCheckpoint"),
             default="QuarantineForJob",
             comment="A job may act (its mode tag) although the stack runs dry-run: drain the faulty host first.",
         ),
@@ -269,9 +269,32 @@ def one_job() -> dict[str, Json]:
             "QuarantineInstance",
             ["$.fault"],
             into="$.quarantine",
-            next="StopTasks",
+            next="RequestCheckpoint",
             on_error="JobFailed",
             writes_store=True,
+        ),
+        "RequestCheckpoint": run(
+            "RequestCheckpoint",
+            [*PLANNED, {"execution": "$$.Execution.Id"}],
+            into="$.plan",
+            next="CheckpointAsked",
+            on_error="JobFailed",
+            comment=(
+                "After a fault the job can save through (CheckpointNowFaults): ask it to save now and hold there;"
+                " the plan says whether it was asked, and why not."
+            ),
+        ),
+        "CheckpointAsked": choice(
+            when("$.plan.Payload.checkpoint_now.state", "asked", "WaitForCheckpoint"), default="StopTasks"
+        ),
+        "WaitForCheckpoint": wait("$.config.poll_seconds", "CheckCheckpoint"),
+        "CheckCheckpoint": run(
+            "CheckCheckpoint",
+            PLANNED,
+            into="$.plan",
+            next="CheckpointAsked",
+            on_error="JobFailed",
+            comment="Answered: resume from it. Past CheckpointNowSeconds: from the newest complete checkpoint.",
         ),
         "StopTasks": run(
             "StopJob",

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fault_responder.core.observability import count, logger, measure, tracer
 from fault_responder.resume.budget import Plan
+from fault_responder.resume.checkpoint_now import MoveAsk
 from fault_responder.resume.config import ResumeConfig
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.jobs import Job
@@ -118,6 +119,34 @@ def plan_job(event: JobInput, context: LambdaContext) -> dict[str, Any]:
     plan = resume_steps().plan(event.fault, event.config, event.job)
     logger.info("plan", extra={"job": event.job.job_id, "action": plan.action.value, "reason": plan.reason})
     return _json(plan)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@event_parser(model=RelaunchInput)
+def request_checkpoint(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
+    plan = resume_steps().request_checkpoint(event.fault, event.config, event.job, event.plan, event.execution)
+    _log_checkpoint_now(event.job, plan)
+    return _json(plan)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@event_parser(model=PlannedJobInput)
+def check_checkpoint(event: PlannedJobInput, context: LambdaContext) -> dict[str, Any]:
+    plan = resume_steps().check_checkpoint(event.job, event.plan)
+    asked = plan.checkpoint_now
+    if asked is not None and asked.state != MoveAsk.ASKED:
+        _log_checkpoint_now(event.job, plan)
+        count("CheckpointNowRequests", "Outcome", asked.state.value)
+    return _json(plan)
+
+
+def _log_checkpoint_now(job: Job, plan: Plan) -> None:
+    asked = plan.checkpoint_now
+    if asked is not None:
+        extra = {"job": job.job_id, "state": asked.state.value, "request": asked.request_id, "detail": asked.detail}
+        logger.info("checkpoint now", extra={**extra, "answered_step": asked.answered_step})
 
 
 @logger.inject_lambda_context(clear_state=True)

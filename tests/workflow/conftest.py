@@ -278,7 +278,14 @@ class World:
         checkpoint_helper.write_checkpoint_files(folder, files, client=self.s3)  # no _COMPLETE: interrupted
         return str(folder)
 
-    def fault_event(self, host: Host, *, event_id: str = "evt-xid79", check_type: str = "ACCELERATED_COMPUTE") -> dict:
+    def fault_event(
+        self,
+        host: Host,
+        *,
+        event_id: str = "evt-xid79",
+        check_type: str = "ACCELERATED_COMPUTE",
+        reason: str = "XID_79",
+    ) -> dict:
         return {
             "version": "0",
             "id": event_id,
@@ -300,7 +307,7 @@ class World:
                         "status": "IMPAIRED",
                         "lastStatusChange": "2026-11-29T10:00:00Z",
                         "lastUpdated": "2026-11-29T10:00:04Z",
-                        "statusReason": "XID_79",
+                        "statusReason": reason,
                     }
                 ],
             },

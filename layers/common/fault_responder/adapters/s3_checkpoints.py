@@ -12,14 +12,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, cast
 
 from botocore.client import BaseClient
 from botocore.exceptions import BotoCoreError, ClientError
 
-from fault_responder.resume.checkpoint_now import MAX_REQUEST_BYTES, CheckpointRequest, parse_request, request_location
+from fault_responder.resume.checkpoint_now import (
+    MAX_REQUEST_BYTES,
+    CheckpointRequest,
+    Placed,
+    StoredRequest,
+    parse_request,
+    request_location,
+)
 from fault_responder.resume.checkpoints import CheckpointStoreError, S3Location, StoredObject
 
 _NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -92,16 +98,6 @@ class S3CheckpointStore:
         self.requests[operation_name] += 1
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRequest:
-    """The object at a prefix's `_CHECKPOINT_NOW`, as S3 holds it."""
-
-    body: bytes
-    etag: str
-    stored_at: datetime | None
-    """S3's LastModified: the time a checkpoint's marker is compared with."""
-
-
 class S3CheckpointRequests:
     """Writes, reads and withdraws a prefix's checkpoint-now request (fault_responder.resume.checkpoint_now).
 
@@ -127,6 +123,24 @@ class S3CheckpointRequests:
             etag=str(response.get("ETag", "")),
             stored_at=response.get("LastModified"),
         )
+
+    def place(self, location: S3Location, request: CheckpointRequest, moment: datetime) -> Placed:
+        """Store `request`, or join the request already pending there (one save answers both); a request no longer
+        pending at `moment` (answered, expired or unreadable) is replaced, only in the version read."""
+        for _ in range(3):
+            stored = self.create(location, request)
+            if stored is not None:
+                return Placed(request, stored, joined=False)
+            existing = self.read(location)
+            if existing is None:
+                continue  # withdrawn between the two calls: create again
+            found = parse_request(existing.body)
+            if isinstance(found, CheckpointRequest) and found.pending(moment):
+                return Placed(found, existing, joined=True)
+            stored = self.replace(location, request, existing.etag)
+            if stored is not None:
+                return Placed(request, stored, joined=False)
+        raise CheckpointStoreError(f"the request at {location.uri} kept changing while it was written; try again")
 
     def create(self, location: S3Location, request: CheckpointRequest) -> StoredRequest | None:
         """Store `request` where no request is; None when one is there already."""

@@ -24,13 +24,12 @@ from typing import Any
 
 from fault_responder.adapters.deployed_stack import aws_client
 from fault_responder.adapters.ecs import EcsAdapter
-from fault_responder.adapters.s3_checkpoints import S3CheckpointRequests, S3CheckpointStore, StoredRequest
+from fault_responder.adapters.s3_checkpoints import S3CheckpointRequests, S3CheckpointStore
 from fault_responder.resume.checkpoint_now import (
     Answer,
-    CheckpointRequest,
+    Placed,
     job_prefixes,
     new_request,
-    parse_request,
     wait_for_answer,
 )
 from fault_responder.resume.checkpoints import Checkpoint, S3Location, find_newest_complete, parse_checkpoint_uri
@@ -56,15 +55,6 @@ class Target:
 
     job: str | None
     location: S3Location
-
-
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """The request the command waits for: its own, or one already pending that it joined."""
-
-    request: CheckpointRequest
-    stored: StoredRequest
-    joined: bool
 
 
 def add_command(commands: Any, seconds: Callable[[str], float]) -> None:
@@ -171,7 +161,7 @@ def _ask(
     location = target.location
     request = new_request(now(), wait=_wait(args), hold=_hold(args), reason=args.reason, requested_by=requested_by)
     before = find_newest_complete(location.uri, store).checkpoint
-    placed = place(requests, location, request, now())
+    placed = requests.place(location, request, now())
     answer = wait_for_answer(
         placed.request,
         stored_at=placed.stored.stored_at,
@@ -188,25 +178,6 @@ def _ask(
     if withdrawn:
         withdrawn = requests.withdraw(location, placed.request.id)
     return answer, placed, withdrawn
-
-
-def place(requests: S3CheckpointRequests, location: S3Location, request: CheckpointRequest, moment: datetime) -> Placed:
-    """Store `request`, or join the request already pending there (one save answers both); a request no longer
-    pending (answered, expired or unreadable) is replaced, only in the version read."""
-    for _ in range(3):
-        stored = requests.create(location, request)
-        if stored is not None:
-            return Placed(request, stored, joined=False)
-        existing = requests.read(location)
-        if existing is None:
-            continue  # withdrawn between the two calls: create again
-        found = parse_request(existing.body)
-        if isinstance(found, CheckpointRequest) and found.pending(moment):
-            return Placed(found, existing, joined=True)
-        stored = requests.replace(location, request, existing.etag)
-        if stored is not None:
-            return Placed(request, stored, joined=False)
-    raise CheckpointNowUsageError(f"the request at {location.uri} kept changing while it was written; try again")
 
 
 def _render(outcomes: list[tuple[Target, Answer, Placed, bool]], problems: dict[str, str], *, as_json: bool) -> str:

@@ -9,6 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from fault_responder.resume.checkpoint_now import MoveCheckpoint
 from fault_responder.resume.checkpoints import Checkpoint, CheckpointSearch, SkippedFolder
 from fault_responder.resume.config import (
     EVIDENCE_ITEMS,
@@ -151,6 +152,8 @@ class Plan(_Payload):
     """Retries this execution made for the job (the backoff doubles with each)."""
     retry_of: int | None = None
     last_failure: str | None = None
+    checkpoint_now: MoveCheckpoint | None = None
+    """The move's request for a checkpoint now, once RequestCheckpoint has run (None before, and in dry-run)."""
 
 
 def plan_job(

@@ -22,6 +22,7 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from fault_responder.resume.checkpoints import (
@@ -31,6 +32,7 @@ from fault_responder.resume.checkpoints import (
     S3Location,
     parse_checkpoint_uri,
 )
+from fault_responder.resume.config import _Payload
 from fault_responder.resume.jobs import CHECKPOINT_URI_TAG, JOB_ID_TAG
 
 REQUEST_NAME = "_CHECKPOINT_NOW"
@@ -208,6 +210,93 @@ def wait_for_answer(
         if answered is not None or moment >= end:
             return Answer(request, answered, before, found, searches, moment - started)
         sleep(max(0.0, min(poll_seconds, (end - moment).total_seconds())))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRequest:
+    """The object at a prefix's `_CHECKPOINT_NOW`, as S3 holds it."""
+
+    body: bytes
+    etag: str
+    stored_at: datetime | None
+    """S3's LastModified: the time a checkpoint's marker is compared with."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """The request to wait for: the one just stored, or one already pending that was joined."""
+
+    request: CheckpointRequest
+    stored: StoredRequest
+    joined: bool
+
+
+class MoveAsk(StrEnum):
+    """Where a move's checkpoint-now request stands (the workflow's `Plan.checkpoint_now`)."""
+
+    SKIPPED = "skipped"
+    """Not asked: the fault leaves the job unable to save, the stack asks never, or the job is a retry's."""
+    ASKED = "asked"
+    """Waiting for the answer (or the deadline)."""
+    ANSWERED = "answered"
+    TIMED_OUT = "timed_out"
+    """No answer by the deadline: the move falls back to the newest complete checkpoint."""
+    FAILED = "failed"
+    """The request could not be written (S3 refused it): the move goes on without waiting."""
+
+
+class MoveCheckpoint(_Payload):
+    """A move's checkpoint-now request, as it travels between the workflow's states (bounded: ids, times, steps)."""
+
+    state: MoveAsk
+    detail: str = ""
+    """Why it was skipped or failed, in one line."""
+    request_id: str | None = None
+    joined: bool = False
+    """The request was already pending (an operator asked first): the move waits for that one."""
+    requested_at: datetime | None = None
+    deadline: datetime | None = None
+    hold_until: datetime | None = None
+    stored_at: datetime | None = None
+    """S3's time of the request object (what a marker without an id is compared with)."""
+    before_step: int | None = None
+    """The newest complete checkpoint's step when the request was made."""
+    answered_step: int | None = None
+    answered_uri: str | None = None
+    waited_seconds: float | None = None
+    """From the request to the answer, or to the deadline."""
+    searches: int = 0
+
+    def request(self) -> CheckpointRequest:
+        if self.request_id is None or self.requested_at is None or self.deadline is None:
+            raise ValueError(f"a checkpoint-now request in state {self.state} names no request")
+        return CheckpointRequest(self.request_id, self.requested_at, self.deadline, self.hold_until, "", "")
+
+
+def skip_reason(fault_class: str, fault_label: str, wait_seconds: int, faults: Iterable[str]) -> str | None:
+    """Why a move after this fault does not ask the job to save first (None: it asks)."""
+    if wait_seconds <= 0:
+        return "CheckpointNowSeconds is 0: moves never ask"
+    if fault_class not in set(faults):
+        return f"after {fault_label} ({fault_class}) the job cannot be expected to save: moved at once"
+    return None
+
+
+def judge_answer(
+    asked: MoveCheckpoint, newest: Checkpoint | None, now: datetime, searches: int = 1
+) -> tuple[MoveCheckpoint, Checkpoint | None]:
+    """After one search: the request answered (by `newest`), still pending, or timed out at its deadline. Returns
+    the request's new state and the checkpoint a move should resume from when it ended (None while pending)."""
+    request = asked.request()
+    total = asked.searches + searches
+    waited = (now - request.requested_at).total_seconds()
+    if answers(newest, request, asked.stored_at) and newest is not None:
+        update = {"answered_step": newest.step, "answered_uri": newest.uri, "waited_seconds": waited}
+        return asked.model_copy(update={"state": MoveAsk.ANSWERED, "searches": total, **update}), newest
+    if now >= request.deadline:
+        update = {"state": MoveAsk.TIMED_OUT, "searches": total, "waited_seconds": waited}
+        return asked.model_copy(update=update), newest
+    return asked.model_copy(update={"searches": total}), None
 
 
 @dataclass(frozen=True, slots=True)

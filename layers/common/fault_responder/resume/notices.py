@@ -14,6 +14,7 @@ from fault_responder.core.domain import Severity
 from fault_responder.core.timefmt import format_duration, iso_utc
 from fault_responder.notification.buttons import approval_id
 from fault_responder.resume.budget import GiveUpReason, Plan
+from fault_responder.resume.checkpoint_now import MoveAsk, MoveCheckpoint
 from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import Fault, Guards, Quarantine
@@ -278,7 +279,27 @@ def _resumed(r: NoticeRequest, now: datetime) -> _Built:
         used = launch.checkpoint.step if launch.checkpoint else -1
         newer = tuple(folder for folder in r.plan.skipped if folder.step > used)
         text += _skipped_text(r.plan.model_copy(update={"skipped": newer, "skipped_count": len(newer)}))
+        text += _checkpoint_now_text(r.plan.checkpoint_now)
     return title, text, PagerDutyAction.CHANGE, Severity.INFO
+
+
+def _checkpoint_now_text(asked: MoveCheckpoint | None) -> str:
+    """How the move's request for a checkpoint now ended (nothing when none was asked for)."""
+    if asked is None or asked.state in (MoveAsk.SKIPPED, MoveAsk.ASKED):
+        return ""
+    waited = format_duration(timedelta(seconds=asked.waited_seconds or 0))
+    joined = " (an operator's, joined)" if asked.joined else ""
+    if asked.state is MoveAsk.ANSWERED:
+        return (
+            f"\nCheckpoint now: the job saved step {asked.answered_step} {waited} after request {asked.request_id}"
+            f"{joined} and held there until it was stopped."
+        )
+    if asked.state is MoveAsk.TIMED_OUT:
+        return (
+            f"\nCheckpoint now: no answer to request {asked.request_id}{joined} within {waited}: moved from the "
+            "newest complete checkpoint instead."
+        )
+    return f"\nCheckpoint now: the request could not be written ({_clip(asked.detail, 300)}): moved without it."
 
 
 def _superseded(r: NoticeRequest, now: datetime) -> _Built:
@@ -409,6 +430,19 @@ def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
         "checkpoint_saved_at": iso_utc(checkpoint.written_at) if checkpoint and checkpoint.written_at else None,
         "work_lost_seconds": round(lost.total_seconds(), 1) if lost is not None else None,
         "checkpoint_now_request": checkpoint.answers if checkpoint else None,
+        "checkpoint_now": _checkpoint_now_figures(r.plan.checkpoint_now if r.plan else None),
+    }
+
+
+def _checkpoint_now_figures(asked: MoveCheckpoint | None) -> dict[str, Any] | None:
+    if asked is None:
+        return None
+    return {
+        "state": asked.state.value,
+        "request": asked.request_id,
+        "answered_step": asked.answered_step,
+        "waited_seconds": round(asked.waited_seconds, 1) if asked.waited_seconds is not None else None,
+        "detail": _clip(asked.detail, 300) if asked.detail else None,
     }
 
 

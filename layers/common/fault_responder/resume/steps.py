@@ -24,7 +24,25 @@ from fault_responder.resume.budget import (
     plan_job,
     plan_retry,
 )
-from fault_responder.resume.checkpoints import Checkpoint, CheckpointStore, find_newest_complete
+from fault_responder.resume.checkpoint_now import (
+    MAX_TEXT,
+    MAX_WAIT,
+    CheckpointRequest,
+    MoveAsk,
+    MoveCheckpoint,
+    Placed,
+    judge_answer,
+    new_request,
+    skip_reason,
+)
+from fault_responder.resume.checkpoints import (
+    Checkpoint,
+    CheckpointStore,
+    CheckpointStoreError,
+    S3Location,
+    find_newest_complete,
+    parse_checkpoint_uri,
+)
 from fault_responder.resume.config import EVIDENCE_ITEMS, ResumeConfig
 from fault_responder.resume.fault import (
     Claim,
@@ -142,6 +160,12 @@ class ResumeStore(Protocol):
     def load_attempt_tasks(self, job_key: str, number: int) -> tuple[str, ...]: ...
 
 
+class CheckpointRequests(Protocol):
+    def place(self, location: S3Location, request: CheckpointRequest, moment: datetime) -> Placed: ...
+
+    def withdraw(self, location: S3Location, request_id: str) -> bool: ...
+
+
 class Notifier(Protocol):
     def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered: ...
 
@@ -168,6 +192,8 @@ class ResumeSteps:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     approvals: ApprovalKeeper | None = None
     """Where an approval request's task token is kept (never in a message); needed in approve mode only."""
+    requests: Callable[[], CheckpointRequests] | None = None
+    """Where a move asks the job for a checkpoint now (its `_CHECKPOINT_NOW`); None: moves never ask."""
 
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
@@ -252,6 +278,70 @@ class ResumeSteps:
         ledger = self.store.load_ledger(job.key)
         search = None if job.problems else find_newest_complete(job.checkpoint_uri, self.checkpoints())
         return plan_job(job, fault, config, ledger, search)
+
+    def request_checkpoint(self, fault: Fault, config: ResumeConfig, job: Job, plan: Plan, execution: str) -> Plan:
+        """Before a move stops the job: ask it to save now and hold at that step (docs/checkpoint-contract.md), or
+        say why not. The plan comes back with `checkpoint_now`; a request S3 refuses does not hold the move up."""
+        reason = skip_reason(
+            fault.fault_class, fault.label, config.checkpoint_now_seconds, config.checkpoint_now_faults
+        )
+        if plan.replaces is not None:
+            reason = "a retry replaces a failed attempt's tasks, which trained nothing to save"
+        if reason is None and self.requests is None:
+            reason = "this deployment has nowhere to write a checkpoint-now request"
+        if reason is not None or self.requests is None:
+            return _with_ask(plan, MoveCheckpoint(state=MoveAsk.SKIPPED, detail=reason or ""))
+        now = self.clock()
+        wait = timedelta(seconds=config.checkpoint_now_seconds)
+        # Held at the saved step until the stop: the wait, then one poll and the longest stop, at most a day.
+        hold = min(MAX_WAIT, wait + timedelta(seconds=config.poll_seconds + config.stop_timeout_seconds))
+        request = new_request(
+            now,
+            wait=wait,
+            hold=hold,
+            reason=f"{fault.label} on {fault.host}: the workflow moves {job.job_id}"[:MAX_TEXT],
+            requested_by=f"fault-responder workflow {execution.rsplit(':', 1)[-1]}"[:MAX_TEXT],
+        )
+        before = plan.checkpoint.step if plan.checkpoint else None
+        try:
+            placed = self.requests().place(parse_checkpoint_uri(job.checkpoint_uri), request, now)
+        except CheckpointStoreError as error:
+            return _with_ask(plan, MoveCheckpoint(state=MoveAsk.FAILED, detail=str(error), before_step=before))
+        asked = placed.request
+        return _with_ask(
+            plan,
+            MoveCheckpoint(
+                state=MoveAsk.ASKED,
+                request_id=asked.id,
+                joined=placed.joined,
+                requested_at=asked.requested_at,
+                # A request joined may give the job longer than this stack waits: the move waits its own time.
+                deadline=min(asked.deadline, request.deadline),
+                hold_until=asked.hold_until,
+                stored_at=placed.stored.stored_at,
+                before_step=before,
+            ),
+        )
+
+    def check_checkpoint(self, job: Job, plan: Plan) -> Plan:
+        """One search for the answer: the plan resumes from the answering checkpoint, or at the deadline from the
+        newest complete one (the request, if ours, withdrawn so the job does not save for nobody)."""
+        asked = plan.checkpoint_now
+        if asked is None or asked.state != MoveAsk.ASKED:
+            return plan
+        newest = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
+        judged, checkpoint = judge_answer(asked, newest, self.clock())
+        update: dict[str, Any] = {"checkpoint_now": judged}
+        if judged.state != MoveAsk.ASKED:
+            update["checkpoint"] = chosen_checkpoint(plan.checkpoint, checkpoint)
+            update["from_scratch"] = update["checkpoint"] is None and plan.from_scratch
+        if judged.state == MoveAsk.TIMED_OUT and not judged.joined and self.requests is not None:
+            try:
+                self.requests().withdraw(parse_checkpoint_uri(job.checkpoint_uri), judged.request().id)
+            except CheckpointStoreError as error:
+                # The job is stopped next either way, and a request left behind has passed its deadline.
+                update["checkpoint_now"] = judged.model_copy(update={"detail": f"not withdrawn: {error}"})
+        return plan.model_copy(update=update)
 
     def stop(self, fault: Fault, job: Job, plan: Plan) -> StopRequest:
         arns = self._replaced_tasks(fault, job, plan)
@@ -435,3 +525,7 @@ class ResumeSteps:
                 failures = result.failures or ("RunTask started no task and reported no failure",)
                 return arns, failures, tuple(excluded)
         return arns, (), tuple(excluded)
+
+
+def _with_ask(plan: Plan, ask: MoveCheckpoint) -> Plan:
+    return plan.model_copy(update={"checkpoint_now": ask})

@@ -24,7 +24,7 @@ from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
-from fault_responder.adapters.s3_checkpoints import S3CheckpointStore
+from fault_responder.adapters.s3_checkpoints import S3CheckpointRequests, S3CheckpointStore
 from fault_responder.core.observability import count
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.steps import ResumeSteps
@@ -72,6 +72,8 @@ class ResumeSettings(BaseModel):
     approval_timeout_seconds: int = Field(alias="APPROVAL_TIMEOUT_SECONDS", default=3600)
     relaunch_backoff_seconds: int = Field(alias="RELAUNCH_BACKOFF_SECONDS", default=60)
     job_concurrency: int = Field(alias="RESUME_JOB_CONCURRENCY", default=4)
+    checkpoint_now_seconds: int = Field(alias="CHECKPOINT_NOW_SECONDS", default=300)
+    checkpoint_now_faults: Names = Field(alias="CHECKPOINT_NOW_FAULTS", default=("xid_restart_app",))
 
     @property
     def change_events_url(self) -> str:
@@ -163,6 +165,11 @@ def _checkpoint_store() -> S3CheckpointStore:
     return S3CheckpointStore(boto3.client("s3", config=AWS_CLIENT_CONFIG))
 
 
+@cache
+def _checkpoint_requests() -> S3CheckpointRequests:
+    return S3CheckpointRequests(boto3.client("s3", config=AWS_CLIENT_CONFIG))
+
+
 def ecs_client() -> BaseClient:
     """An ECS client whose botocore knows ECS auto-repair.
 
@@ -192,6 +199,7 @@ def resume_steps() -> ResumeSteps:
         config=current.config(),
         incident_wait_retries=current.incident_wait_retries,
         approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
+        requests=_checkpoint_requests,
     )
 
 

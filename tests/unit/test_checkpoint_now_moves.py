@@ -1,0 +1,240 @@
+"""A move's checkpoint-now request, the domain and the steps around it (fault_responder.resume.checkpoint_now,
+ResumeSteps.request_checkpoint / check_checkpoint): when a move asks, how its wait ends, and what the thread says.
+The workflow itself runs these through the real definition in tests/workflow/test_checkpoint_now_moves.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from fault_responder.resume.budget import Plan, PlanAction
+from fault_responder.resume.checkpoint_now import (
+    CheckpointRequest,
+    MoveAsk,
+    MoveCheckpoint,
+    Placed,
+    StoredRequest,
+    judge_answer,
+    skip_reason,
+)
+from fault_responder.resume.checkpoints import CheckpointStoreError, S3Location
+from fault_responder.resume.config import Mode, ResumeConfig
+from fault_responder.resume.fault import Fault, fault_from_event
+from fault_responder.resume.notices import NoticeKind, build_notice
+from fault_responder.resume.steps import ResumeSteps
+from tests.unit.test_checkpoint_now import NOW, checkpoint
+from tests.unit.test_resume_domain import check, health_event
+from tests.unit.test_resume_notices import a_job, launch, request
+
+ASKED = MoveCheckpoint(
+    state=MoveAsk.ASKED,
+    request_id="cn-1",
+    requested_at=NOW,
+    deadline=NOW + timedelta(minutes=5),
+    hold_until=NOW + timedelta(minutes=16),
+    stored_at=NOW.replace(microsecond=0),
+    before_step=200,
+)
+
+
+@pytest.mark.parametrize(
+    ("fault_class", "seconds", "asks"),
+    [("xid_restart_app", 300, True), ("xid_critical", 300, False), ("xid_restart_app", 0, False)],
+)
+def test_a_move_asks_only_after_a_fault_the_job_can_save_through(fault_class: str, seconds: int, asks: bool) -> None:
+    # Given the stack's defaults for which faults ask, and a wait of `seconds`
+    faults = ResumeConfig().checkpoint_now_faults
+
+    # When a move after such a fault decides
+    reason = skip_reason(fault_class, "XID 13", seconds, faults)
+
+    # Then it asks after a RESTART_APP XID only, and only when the stack waits at all; a skip says why
+    assert (reason is None) == asks
+    if not asks:
+        assert reason and ("0" in reason if seconds == 0 else fault_class in reason)
+
+
+def test_the_wait_ends_answered_when_the_newest_checkpoint_names_the_request() -> None:
+    # Given a pending request and a checkpoint saved for it 40 s later
+    answer = checkpoint(257, NOW + timedelta(seconds=40), answers="cn-1")
+
+    # When one search finds it
+    judged, resume_from = judge_answer(ASKED, answer, NOW + timedelta(seconds=41))
+
+    # Then the move resumes from it, and the request says where and when
+    assert resume_from == answer
+    assert (judged.state, judged.answered_step, judged.answered_uri) == (MoveAsk.ANSWERED, 257, answer.uri)
+    assert judged.waited_seconds == 41 and judged.searches == 1
+
+
+def test_a_checkpoint_of_the_same_second_as_the_request_does_not_answer_it() -> None:
+    # Given a periodic save that S3 stamped in the same second as the request (it may have begun before)
+    same_second = checkpoint(250, ASKED.stored_at)
+
+    # When a search finds it before the deadline
+    judged, resume_from = judge_answer(ASKED, same_second, NOW + timedelta(seconds=3))
+
+    # Then the wait goes on
+    assert judged.state == MoveAsk.ASKED and resume_from is None
+
+
+def test_at_the_deadline_the_move_falls_back_to_the_newest_complete_checkpoint() -> None:
+    # Given a request nobody answered, and a periodic save older than the request
+    periodic = checkpoint(240, NOW - timedelta(seconds=30))
+
+    # When the search at the deadline finds only that
+    judged, resume_from = judge_answer(ASKED, periodic, NOW + timedelta(minutes=5))
+
+    # Then the request timed out and the move resumes from the newest complete checkpoint
+    assert judged.state == MoveAsk.TIMED_OUT and judged.waited_seconds == 300
+    assert resume_from == periodic
+
+
+class _Requests:
+    """The request port: places as asked, or fails as S3 may."""
+
+    def __init__(self, error: Exception | None = None, joined: CheckpointRequest | None = None) -> None:
+        self.error, self.joined = error, joined
+        self.placed: list[CheckpointRequest] = []
+        self.withdrawn: list[str] = []
+
+    def place(self, location: S3Location, request: CheckpointRequest, moment: datetime) -> Placed:
+        if self.error is not None:
+            raise self.error
+        self.placed.append(request)
+        chosen = self.joined or request
+        return Placed(
+            chosen, StoredRequest(b"{}", '"e"', moment.replace(microsecond=0)), joined=self.joined is not None
+        )
+
+    def withdraw(self, location: S3Location, request_id: str) -> bool:
+        self.withdrawn.append(request_id)
+        return True
+
+
+def _steps(requests: _Requests) -> ResumeSteps:
+    unused: Any = None
+    return ResumeSteps(
+        ecs=unused,
+        store=unused,
+        incidents=unused,
+        checkpoints=unused,
+        notifier=unused,
+        config=ResumeConfig(),
+        clock=lambda: NOW,
+        requests=lambda: requests,
+    )
+
+
+def _plan() -> Plan:
+    return Plan(action=PlanAction.RESUME, mode=Mode.AUTO, max_attempts=3, checkpoint=checkpoint(200, NOW))
+
+
+def _fault() -> Fault:
+    """A RESTART_APP XID (13): the job may still save."""
+    return fault_from_event(health_event(check(reason="XID_13")), ["ACCELERATED_COMPUTE"])
+
+
+def test_the_request_holds_the_job_past_the_wait_until_the_longest_stop_and_names_the_fault() -> None:
+    # Given the stack's defaults (wait 300 s, poll 15 s, stop timeout 600 s)
+    requests = _Requests()
+
+    # When a move after a RESTART_APP XID asks
+    plan = _steps(requests).request_checkpoint(_fault(), ResumeConfig(), a_job(), _plan(), "arn:aws:states:x:1:e:m:r-1")
+
+    # Then one request is placed: answer within 300 s, then hold until the stop can have happened
+    [placed] = requests.placed
+    assert placed.deadline - placed.requested_at == timedelta(seconds=300)
+    assert placed.hold_until is not None and placed.hold_until - placed.requested_at == timedelta(seconds=915)
+    assert placed.requested_by == "fault-responder workflow r-1"
+    asked = plan.checkpoint_now
+    assert asked is not None and asked.state == MoveAsk.ASKED and asked.request_id == placed.id
+    assert asked.before_step == 200 and not asked.joined
+
+
+def test_a_request_s3_refuses_does_not_hold_the_move_up_and_says_why() -> None:
+    # Given S3 refusing the request object
+    requests = _Requests(error=CheckpointStoreError("S3 PutObject s3://b/k failed: AccessDenied"))
+
+    # When the move asks
+    plan = _steps(requests).request_checkpoint(_fault(), ResumeConfig(), a_job(), _plan(), "e")
+
+    # Then the plan goes on to the stop with the failure, which the resumed notice names
+    asked = plan.checkpoint_now
+    assert asked is not None and asked.state == MoveAsk.FAILED and "AccessDenied" in asked.detail
+    resumed = build_notice(request(NoticeKind.RESUMED, job=a_job(), plan=plan, launch=launch()), NOW)
+    assert "Checkpoint now: the request could not be written (S3 PutObject" in resumed.text
+    assert resumed.details["recovery"]["checkpoint_now"]["state"] == "failed"
+
+
+def test_a_retry_does_not_ask_again() -> None:
+    # Given a plan that replaces a failed attempt's tasks
+    requests = _Requests()
+    retry = _plan().model_copy(update={"replaces": 1})
+
+    # When the move asks
+    plan = _steps(requests).request_checkpoint(_fault(), ResumeConfig(), a_job(), retry, "e")
+
+    # Then nothing is placed
+    assert requests.placed == []
+    assert plan.checkpoint_now is not None and plan.checkpoint_now.state == MoveAsk.SKIPPED
+
+
+def test_a_joined_request_is_waited_for_no_longer_than_this_stack_waits() -> None:
+    # Given an operator's request pending for another hour
+    operator = CheckpointRequest("cn-op", NOW, NOW + timedelta(hours=1), None, "by hand", "alice")
+    requests = _Requests(joined=operator)
+
+    # When the move asks
+    plan = _steps(requests).request_checkpoint(_fault(), ResumeConfig(), a_job(), _plan(), "e")
+
+    # Then it waits for the operator's request, until its own deadline
+    asked = plan.checkpoint_now
+    assert asked is not None and asked.joined and asked.request_id == "cn-op"
+    assert asked.deadline == NOW + timedelta(seconds=300)
+
+
+def test_the_resumed_notice_says_how_the_request_ended() -> None:
+    # Given plans whose request was answered, and one that timed out
+    answered = ASKED.model_copy(update={"state": MoveAsk.ANSWERED, "answered_step": 257, "waited_seconds": 41.0})
+    timed_out = ASKED.model_copy(update={"state": MoveAsk.TIMED_OUT, "waited_seconds": 300.0})
+
+    # When the resumed notices are built
+    texts = {
+        asked.state: build_notice(
+            request(
+                NoticeKind.RESUMED,
+                job=a_job(),
+                plan=_plan().model_copy(update={"checkpoint_now": asked}),
+                launch=launch(),
+            ),
+            NOW,
+        )
+        for asked in (answered, timed_out)
+    }
+
+    # Then each says it in one line, and the details carry the figures
+    assert (
+        "Checkpoint now: the job saved step 257 41s after request cn-1 and held there" in texts[MoveAsk.ANSWERED].text
+    )
+    assert "Checkpoint now: no answer to request cn-1 within 5m 00s" in texts[MoveAsk.TIMED_OUT].text
+    figures = texts[MoveAsk.ANSWERED].details["recovery"]["checkpoint_now"]
+    assert figures == {
+        "state": "answered",
+        "request": "cn-1",
+        "answered_step": 257,
+        "waited_seconds": 41.0,
+        "detail": None,
+    }
+
+
+def test_an_answer_is_judged_once_per_search_and_counted() -> None:
+    # Given a request searched twice without an answer
+    first, _ = judge_answer(ASKED, None, NOW + timedelta(seconds=1))
+    second, _ = judge_answer(first, None, NOW + timedelta(seconds=2))
+
+    # Then it is still asked, after two searches
+    assert second.state == MoveAsk.ASKED and second.searches == 2
+    assert ASKED.request().deadline == NOW + timedelta(minutes=5)
