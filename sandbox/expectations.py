@@ -52,6 +52,7 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "clicks": list(report.get("clicks", [])),
         "webhooks": list(report.get("webhooks", [])),
         "alerts": pagerduty_alerts(report.get("pagerduty", [])),
+        "training": list(report.get("training", [])),
     }
 
 

@@ -645,7 +645,7 @@ class Timeline:
         self._print(f"== {number}. {label}")
 
     def delay(self, seconds: float, *, waited: bool) -> None:
-        how = "waited: an execution was running" if waited else "passed at once: nothing was running"
+        how = "waited: an execution or a trainer was running" if waited else "passed at once: nothing was running"
         self._print(f"({seconds:g} s later; {how})")
 
     def execution(self, summary: Mapping[str, Any]) -> None:
@@ -696,6 +696,25 @@ class Timeline:
             self._print(line, 2)
             if task["stopped_reason"]:
                 self._print(f"stopped: {task['stopped_reason']}", 8)
+
+    def training(self, runs: Sequence[Mapping[str, Any]]) -> None:
+        """One line per run of an emulated trainer: the steps it trained, what it saved and answered, what was lost."""
+        if not runs:
+            return
+        self._print()
+        self._print("Training")
+        for run in runs:
+            line = f"{run['job']} run {run['run']}: steps {run['from_step']} -> {run['last_step']}"
+            line += ", ended" if run["ended"] else ", training"
+            saved = ", ".join(map(str, run["checkpoints"]))
+            line += f"; checkpoints {saved}" if saved else "; no checkpoint"
+            if run["answered"]:
+                line += f"; answered {', '.join(run['answered'])}" + (" and held" if run["held"] else "")
+            if run["ignored_requests"]:
+                line += "; ignores requests"
+            if run["steps_lost"] is not None:
+                line += f"; {run['steps_lost']} steps lost to the next run"
+            self._print(line, 2)
 
     def expectations(self, results: Sequence[Mapping[str, Any]]) -> None:
         self._print()

@@ -3,7 +3,8 @@
 1. The stack is deployed from the template with the scenario's parameters (waits shortened there, never
    in the definition), the Slack/PagerDuty stand-ins get the scenario's faults, ECS gets the
    emulation of what moto lacks (sandbox/ecs_emulation.py) and the scenario's RunTask faults.
-2. The world is seeded (sandbox/world.py).
+2. The world is seeded (sandbox/world.py), and its trainers start training (sandbox/trainer_emulation.py) until
+   the run is reported.
 3. Each event step goes onto the default bus: rules match with EventBridge's semantics, SQS targets
    get the event and their functions drain them (the alert pipeline: the incident and its Slack
    thread), state machine targets start executions that moto's interpreter runs with every Lambda
@@ -27,6 +28,8 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
   `click` step (a press of an incident root's button through SlackActionsFunction's function URL, or a replay of one)
 - webhooks: [{step, webhook, by, agent, signed, assignee, event_id, incident, dedup_key, occurred_at, status, refused,
   outcome}], one per `pagerduty` step (a v3 webhook through PagerDutyWebhookFunction's function URL)
+- training: [{job, run, cluster, tasks, resume_from, from_step, last_step, ended, checkpoints, answered, held,
+  hold_ended, ignored_requests, steps_lost, errors}], one per run of an emulated trainer, in the order they started
 - expectations: [{name, select, passed, selected, problems}]
 """
 
@@ -70,6 +73,7 @@ from sandbox.stepfunctions import (
     strings_in,
 )
 from sandbox.template import load_template
+from sandbox.trainer_emulation import TrainerEmulation, trainers_for
 from sandbox.world import INCIDENTS_TABLE, World, deep_merge, point_at, seed_world
 
 SWEEP_FUNCTION = "SweepFunction"
@@ -119,12 +123,13 @@ def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
 class SandboxClock:
     """The clock of a run's `delay_seconds`: a delay passes at once when nothing is running.
 
-    Between steps every queue has been drained into the functions; when no execution is running either, nothing
-    would happen during the delay but the clock moving on. So the clock of the whole process moves on by the delay at
-    once (time-machine: `time.time`, `datetime.now` and the like, for the functions, moto and the stand-ins alike),
-    and the run carries on from there, as if it had waited: a sweep a minute later sees a minute gone, records
-    written before are a minute old. While an execution runs, the delay is waited. `time.monotonic` (timeouts,
-    the scenario's deadline) is not moved, and the clock is back to the real time when the run ends.
+    Between steps every queue has been drained into the functions; when no execution is running either, and no
+    emulated trainer is training (sandbox/trainer_emulation.py), nothing would happen during the delay but the clock
+    moving on. So the clock of the whole process moves on by the delay at once (time-machine: `time.time`,
+    `datetime.now` and the like, for the functions, moto and the stand-ins alike), and the run carries on from there,
+    as if it had waited: a sweep a minute later sees a minute gone, records written before are a minute old. While an
+    execution runs or a trainer trains, the delay is waited. `time.monotonic` (timeouts, the scenario's deadline,
+    training steps) is not moved, and the clock is back to the real time when the run ends.
     """
 
     def __init__(self) -> None:
@@ -221,6 +226,7 @@ class _Run:
         self.bus, self.mappings = bus, mappings
         world = seed_world(scenario.world, sandbox.aws, self.emulation, sandbox.stack)
         self.timeline.seeded(_world_json(world))
+        trainers = self.context.enter_context(trainers_for(scenario.world, sandbox.aws, self.emulation))
         self._arm_faults(scenario.faults)
         seeded_requests = len(self.emulation.run_task_requests)
         self.actions = [_PendingAction(action) for action in scenario.actions]
@@ -228,7 +234,7 @@ class _Run:
         for number, step in enumerate(scenario.events, start=1):
             for repetition in range(step.repeat):
                 if step.delay_seconds:
-                    idle = not tracker.running()
+                    idle = not tracker.running() and not trainers.training()
                     self.clock.wait(step.delay_seconds, idle=idle)
                     self.timeline.delay(step.delay_seconds, waited=not idle)
                 if step.cli is not None:
@@ -253,7 +259,7 @@ class _Run:
             self._drain(mapping)
         for pending in self.actions:
             self.timeline.action(pending.to_json())
-        return self._finish(world, tracker, dispatch, seeded_requests)
+        return self._finish(world, tracker, dispatch, seeded_requests, trainers)
 
     # --- Setting up ------------------------------------------------------------------------------
 
@@ -674,9 +680,18 @@ class _Run:
     # --- The report ------------------------------------------------------------------------------
 
     def _finish(
-        self, world: World, tracker: ExecutionTracker, dispatch: LambdaDispatch, seeded_requests: int
+        self,
+        world: World,
+        tracker: ExecutionTracker,
+        dispatch: LambdaDispatch,
+        seeded_requests: int,
+        trainers: TrainerEmulation,
     ) -> RunResult:
         sandbox, scenario = self.sandbox, self.loaded.scenario
+        trainers.stop()
+        for problem in trainers.problems():
+            self.report.warnings.append(problem)
+            self.timeline.warning(problem)
         for record in dispatch.invocations:
             self.report.errors.extend(record.invocation.errors)
         report = self.report.finish(sandbox)
@@ -704,6 +719,7 @@ class _Run:
                 "cli": self.cli_steps,
                 "clicks": self.clicks,
                 "webhooks": self.webhooks,
+                "training": trainers.runs(),
             }
         )
         results = [
@@ -715,6 +731,7 @@ class _Run:
         report["expectations"] = results
         report["scenario"]["passed"] = passed
         self.timeline.ecs_view(ecs)
+        self.timeline.training(report["training"])
         self.timeline.on_call_view(report)
         self.timeline.expectations(results)
         return RunResult(report, passed)

@@ -186,12 +186,87 @@ class LedgerEntry(_Model):
     """Instance names (or EC2 instance ids) that failed earlier attempts."""
 
 
+class Trainer(_Model):
+    """An emulated training job (sandbox/trainer_emulation.py): while its tasks run it trains, writes a checkpoint
+    every `checkpoint_every` steps with the training helper, and answers checkpoint-now requests."""
+
+    job: str = Field(min_length=1)
+    """The fault-responder:job-id of the job's tasks."""
+    cluster: Name | None = None
+    """Default: the cluster whose seeded tasks carry the job id."""
+    step_seconds: float = Field(default=0.2, gt=0, le=3600)
+    """Wall seconds per training step."""
+    checkpoint_every: int = Field(default=25, ge=1)
+    """A complete checkpoint every N steps."""
+    check_requests_every: int = Field(default=1, ge=1)
+    """Look for `<prefix>_CHECKPOINT_NOW` every N steps."""
+    answers_requests: bool = True
+    """False: never looks for a request (a job that lets checkpoint-now time out)."""
+    start_step: int | None = Field(default=None, ge=0)
+    """The step the seeded tasks are at when the run starts (default: the step of the newest seeded complete
+    checkpoint under the job's URI, else 0)."""
+    files_per_checkpoint: int = Field(default=2, ge=1, le=1000)
+    """Files (small ones) written per checkpoint before its manifest."""
+
+
+@dataclass(frozen=True)
+class TrainedJob:
+    """A trainer with what the world says of its job."""
+
+    trainer: Trainer
+    cluster: str
+    checkpoint_uri: str
+    """The tasks' fault-responder:checkpoint-uri, ending with `/`."""
+    start_step: int
+
+
 class World(_Model):
     clusters: list[Cluster] = []
     buckets: list[str] = []
     checkpoints: list[Checkpoints] = []
     objects: list[S3Object] = []
     ledger: list[LedgerEntry] = []
+    trainers: list[Trainer] = []
+
+    @model_validator(mode="after")
+    def _trainers_train_seeded_jobs(self) -> World:
+        jobs = [trainer.job for trainer in self.trainers]
+        for trainer in self.trainers:
+            if jobs.count(trainer.job) > 1:
+                raise ValueError(f"trainers: job {trainer.job!r} has more than one trainer")
+            self.trained(trainer)
+        return self
+
+    def trained(self, trainer: Trainer) -> TrainedJob:
+        """The trainer's job as the seeded tasks carrying its id describe it. Raises ValueError saying what is wrong."""
+        carrying = {
+            cluster.name: [task.job for task in cluster.tasks if task.job is not None and task.job.id == trainer.job]
+            for cluster in self.clusters
+        }
+        carrying = {name: jobs for name, jobs in carrying.items() if jobs}
+        if not carrying:
+            known = sorted({task.job.id for c in self.clusters for task in c.tasks if task.job is not None})
+            raise ValueError(
+                f"trainers: no seeded task carries the job id {trainer.job!r} (jobs: {', '.join(known) or 'none'})"
+            )
+        if trainer.cluster is None and len(carrying) > 1:
+            raise ValueError(
+                f"trainers: job {trainer.job!r} has tasks in clusters {', '.join(carrying)}: name one with `cluster`"
+            )
+        cluster = trainer.cluster or next(iter(carrying))
+        if cluster not in carrying:
+            raise ValueError(f"trainers: job {trainer.job!r} has no seeded task in cluster {cluster!r}")
+        uris = {job.checkpoint_uri for job in carrying[cluster]}
+        uri = next(iter(uris))
+        if len(uris) != 1 or uri is None or not re.match(r"^s3://[^/]+/", uri):
+            raise ValueError(
+                f"trainers: the tasks of job {trainer.job!r} must carry one s3://bucket/prefix/ checkpoint_uri, "
+                f"not {sorted(map(str, uris))}"
+            )
+        uri = uri if uri.endswith("/") else f"{uri}/"
+        seeded = (step for checkpoints in self.checkpoints if checkpoints.uri == uri for step in checkpoints.steps)
+        start = trainer.start_step if trainer.start_step is not None else max(seeded, default=0)
+        return TrainedJob(trainer, cluster, uri, start)
 
 
 # --- Events, faults, actions -------------------------------------------------------------------------
@@ -492,6 +567,7 @@ Collection = Literal[
     "clicks",
     "webhooks",
     "alerts",
+    "training",
 ]
 COLLECTIONS: tuple[str, ...] = get_args(Collection)
 
