@@ -159,7 +159,15 @@ def workflow() -> Json:
         ),
         "MassFault": succeed(),
         "ModeAllowsQuarantine": choice(
-            when("$.config.mode", "dry-run", "SkipQuarantine"), default="QuarantineInstance"
+            when("$.fault.fault_class", "planned_drain", "AlreadyDraining"),
+            when("$.config.mode", "dry-run", "SkipQuarantine"),
+            default="QuarantineInstance",
+        ),
+        "AlreadyDraining": pass_state(
+            result={"Payload": {"quarantined": True, "status": "DRAINING"}},
+            result_path="$.quarantine",
+            next="FindJobs",
+            comment="A planned move: the host is DRAINING already, and the drain is not ours to record.",
         ),
         "SkipQuarantine": pass_state(
             result={"Payload": {"quarantined": False}},

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from fault_responder.events.ecs import InstanceStateEvent
+from fault_responder.events.parse import parse_ecs_event
 from fault_responder.resume.budget import Plan, PlanAction
 from fault_responder.resume.checkpoint_now import (
     CheckpointRequest,
@@ -21,9 +23,10 @@ from fault_responder.resume.checkpoint_now import (
 )
 from fault_responder.resume.checkpoints import CheckpointStoreError, S3Location
 from fault_responder.resume.config import Mode, ResumeConfig
-from fault_responder.resume.fault import Fault, fault_from_event
+from fault_responder.resume.fault import PLANNED_DRAIN, Fault, NotResumableError, drain_from_event, fault_from_event
 from fault_responder.resume.notices import NoticeKind, build_notice
 from fault_responder.resume.steps import ResumeSteps
+from tests.conftest import load_event
 from tests.unit.test_checkpoint_now import NOW, checkpoint
 from tests.unit.test_resume_domain import check, health_event
 from tests.unit.test_resume_notices import a_job, launch, request
@@ -238,3 +241,33 @@ def test_an_answer_is_judged_once_per_search_and_counted() -> None:
     # Then it is still asked, after two searches
     assert second.state == MoveAsk.ASKED and second.searches == 2
     assert ASKED.request().deadline == NOW + timedelta(minutes=5)
+
+
+def _drain(status: str = "DRAINING", **detail: Any) -> InstanceStateEvent:
+    event = parse_ecs_event(load_event("state/draining-manual.json"))
+    assert isinstance(event, InstanceStateEvent)
+    changed = event.detail.model_copy(update={"status": status, **detail})
+    return event.model_copy(update={"detail": changed})
+
+
+def test_a_drain_is_a_planned_move_named_by_its_reason_and_its_time() -> None:
+    # Given a DRAINING state change, its reason ECS's, and one with neither reason nor provider
+    with_reason = drain_from_event(_drain(status_reason="Scheduled maintenance"), None)
+    bare = drain_from_event(_drain(status_reason=None, capacity_provider_name=None), "p5-training")
+
+    # Then each is a planned move of its host, at the drain's time, with the provider ECS gave
+    assert with_reason.planned and with_reason.fault_class == PLANNED_DRAIN and with_reason.label == "DRAINING"
+    assert with_reason.title == "DRAINING (Scheduled maintenance)" and with_reason.severity.value == "info"
+    updated = _drain().detail.updated_at
+    assert updated is not None and with_reason.impaired_at == updated
+    assert with_reason.fingerprint.endswith("/DRAINING") and with_reason.key.startswith(with_reason.fingerprint + "#")
+    assert bare.title == "DRAINING (manual or scheduled)" and bare.capacity_provider == "p5-training"
+
+
+@pytest.mark.parametrize(
+    ("status", "provider", "why"),
+    [("ACTIVE", "p", "the instance is ACTIVE, not DRAINING"), ("DRAINING", None, "belongs to no capacity provider")],
+)
+def test_what_is_not_a_planned_move_says_why(status: str, provider: str | None, why: str) -> None:
+    with pytest.raises(NotResumableError, match=why):
+        drain_from_event(_drain(status=status, capacity_provider_name=None), provider)

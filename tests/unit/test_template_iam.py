@@ -297,7 +297,7 @@ def test_the_reconciliation_changes_nothing_in_ecs_and_writes_only_its_log_group
 @pytest.mark.parametrize(
     ("function", "actions"),
     [
-        ("ClaimFaultFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
+        ("ClaimFaultFunction", {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}),
         ("CheckGuardsFunction", {"dynamodb:Query"}),
         ("QuarantineInstanceFunction", {"dynamodb:GetItem", "dynamodb:UpdateItem"}),
         ("FindJobsFunction", {"dynamodb:PutItem"}),
@@ -313,6 +313,25 @@ def test_each_resume_function_has_only_the_incident_table_actions_its_step_uses(
     function: str, actions: set[str]
 ) -> None:
     assert table_actions(stack(**RELAUNCH), function) == {"IncidentsTable": actions}
+
+
+def test_a_checkpoint_now_request_is_the_only_object_the_workflow_may_write_or_delete() -> None:
+    # Given the stack with two checkpoint buckets
+    resolver = stack(**{**RELAUNCH, "CheckpointBuckets": "ckpt,ckpt-eu"})
+
+    # When the statements that write or delete S3 objects are listed
+    writes = [(owner, statement) for owner, statement in statements(resolver) if statement["Action"] != "s3:*"]
+    found = {
+        owner: sorted(as_list(statement["Resource"]))
+        for owner, statement in writes
+        if {"s3:PutObject", "s3:DeleteObject"} & set(as_list(statement["Action"]))
+    }
+
+    # Then only the two checkpoint-now steps have them, on the request object of each bucket's prefixes
+    request_objects = ["arn:*:s3:::ckpt-eu/*_CHECKPOINT_NOW", "arn:*:s3:::ckpt/*_CHECKPOINT_NOW"]
+    assert found == {"RequestCheckpointFunction": request_objects, "CheckCheckpointFunction": request_objects}
+    assert table_actions(resolver, "RequestCheckpointFunction") == {}
+    assert table_actions(resolver, "CheckCheckpointFunction") == {}
 
 
 # --- Wildcard resources ----------------------------------------------------------------------------
@@ -434,3 +453,22 @@ def test_the_pagerduty_webhook_url_is_an_output() -> None:
     outputs = load_template(ROOT / "template.yaml").body["Outputs"]
 
     assert outputs["PagerDutyWebhookUrl"]["Value"] == {"Fn::GetAtt": ["PagerDutyWebhookFunctionUrl", "FunctionUrl"]}
+
+
+def test_moves_on_drain_can_be_switched_off_and_then_no_rule_sends_drains_to_the_workflow() -> None:
+    # Given the stack with MoveJobsOnDrain true (the default), and false
+    def drain_rules(**overrides: str) -> list[str]:
+        resolver = stack(**RELAUNCH, **overrides)
+        return [
+            logical_id
+            for logical_id, resource in resolver.template.resources.items()
+            if resource["Type"] == "AWS::Events::Rule"
+            and (condition := resource.get("Condition")) is not None
+            and resolver.condition(condition)
+            and "ECS Container Instance State Change" in str(resource["Properties"]["EventPattern"])
+            and "DRAINING" in str(resource["Properties"]["EventPattern"])
+        ]
+
+    # Then a rule sends DRAINING state changes to the workflow only when it is on
+    assert drain_rules() == ["PlannedMoveRule"]
+    assert drain_rules(MoveJobsOnDrain="false") == []

@@ -13,7 +13,18 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tests.workflow.conftest import BUCKET, World, checkpoint_helper, environment_of
+from tests.workflow.conftest import (
+    ACCOUNT,
+    BUCKET,
+    CLUSTER,
+    CLUSTER_ARN,
+    PROVIDER,
+    REGION,
+    Host,
+    World,
+    checkpoint_helper,
+    environment_of,
+)
 
 CKPT = "runs/llm-7b"
 CKPT_URI = f"s3://{BUCKET}/{CKPT}/"
@@ -191,3 +202,115 @@ def test_without_checkpoint_now_the_same_fault_moves_the_job_at_once_from_its_la
     assert job["requests_seen"] == 0 and request_object(world) is None
     [new] = world.tasks_of("llm-7b")
     assert environment_of(new, "trainer")["RESUME_FROM"] == f"{CKPT_URI}step-000200/"
+
+
+# --- A drain nobody's fault explains: a move with warning ----------------------------------------------------------
+
+
+def drain_event(world: World, host: Host, *, event_id: str, updated_at: str, provider: bool = True) -> dict[str, Any]:
+    """What ECS sends while a host drains (one per change of the instance: several per drain)."""
+    world.ecs.update_container_instances_state(
+        cluster=CLUSTER, containerInstances=[host.container_instance_arn], status="DRAINING"
+    )
+    detail: dict[str, Any] = {
+        "clusterArn": CLUSTER_ARN,
+        "containerInstanceArn": host.container_instance_arn,
+        "ec2InstanceId": host.ec2_instance_id,
+        "status": "DRAINING",
+        "agentConnected": True,
+        "runningTasksCount": 1,
+        "version": 7,
+        "updatedAt": updated_at,
+    }
+    if provider:
+        detail["capacityProviderName"] = PROVIDER
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "ECS Container Instance State Change",
+        "source": "aws.ecs",
+        "account": ACCOUNT,
+        "time": updated_at,
+        "region": REGION,
+        "resources": [host.container_instance_arn],
+        "detail": detail,
+    }
+
+
+def standalone(world: World, title: str) -> str:
+    """A notice posted as a message of its own (no incident thread), as people read it."""
+    [message] = [
+        m for m in world.standins.slack_channels()["gpu-alerts"] if m["thread_ts"] is None and title in m["text"]
+    ]
+    return json.dumps(message["blocks"], ensure_ascii=False).replace("\\n", "\n")
+
+
+def test_a_manual_drain_moves_the_job_with_a_checkpoint_first_and_loses_no_step(make_world) -> None:
+    # Given a job on a host someone sets DRAINING for maintenance (no fault), the event naming no capacity provider
+    world = make_world().build()
+    old = _job_on_first_host(world)
+    drained = world.hosts[0]
+    event = drain_event(world, drained, event_id="drain-1", updated_at="2026-12-02T10:00:00Z", provider=False)
+    world.alert_pipeline(event)
+
+    # When the workflow runs for it, while the job answers the request it finds at step 312
+    with trainer(world, at_step=312) as job:
+        execution = world.run(event)
+
+    # Then the job saved on request and restarts from that step elsewhere; the host was not quarantined by us
+    assert execution["status"] == "SUCCEEDED", execution
+    assert world.outcomes(execution) == {"llm-7b": "resumed"}
+    states = world.states_entered(execution["executionArn"])
+    assert "AlreadyDraining" in states and "QuarantineInstance" not in states
+    assert job["answered"] is not None
+    [new] = world.tasks_of("llm-7b")
+    assert environment_of(new, "trainer")["RESUME_FROM"] == f"{CKPT_URI}step-000312/"
+    assert new["containerInstanceArn"] != drained.container_instance_arn
+    assert world.task(old)["lastStatus"] == "STOPPED" and "DRAINING" in world.task(old)["stoppedReason"]
+    record = world.incidents().load(drained.container_instance_arn)
+    assert record is None or record.quarantine is None
+    # And the notices stand alone (no incident of ours tells the story), saying it was a drain
+    found = standalone(world, "training job(s) found on")
+    assert "was set DRAINING, not by this stack nor for a GPU fault: moving its training jobs" in found
+    resumed = standalone(world, "Resumed llm-7b from step 312")
+    assert "saved after the drain began, answering checkpoint-now request" in resumed
+    assert "Checkpoint now: the job saved step 312" in resumed
+
+
+def test_the_many_events_of_one_drain_move_the_job_once(make_world) -> None:
+    # Given a drained host whose drain ECS announces twice (a second event as a task on it changes)
+    world = make_world(CheckpointNowSeconds="0").build()
+    _job_on_first_host(world)
+    drained = world.hosts[0]
+    first = drain_event(world, drained, event_id="drain-1", updated_at="2026-12-02T10:00:00Z")
+    second = drain_event(world, drained, event_id="drain-2", updated_at="2026-12-02T10:00:09Z")
+
+    # When both start executions at once
+    executions = [world.start(first, "drain-1"), world.start(second, "drain-2")]
+    results = [world.wait(arn) for arn in executions]
+
+    # Then one moved the job and the other was already handled: one relaunch
+    assert all(r["status"] == "SUCCEEDED" for r in results), results
+    ends = sorted(world.states_entered(r["executionArn"])[-1] for r in results)
+    assert ends[0] == "AlreadyHandled" and ends[1] != "AlreadyHandled", ends
+    assert len(world.relaunches()) == 1
+    assert len(world.tasks_of("llm-7b")) == 1
+
+
+def test_the_drain_of_our_own_quarantine_is_not_a_second_move(make_world) -> None:
+    # Given a job moved after XID 79 (the workflow quarantined the host: it is DRAINING by our hand)
+    world = make_world().build()
+    _job_on_first_host(world)
+    faulty = world.hosts[0]
+    fault = world.fault_event(faulty)
+    world.alert_pipeline(fault)
+    assert world.run(fault)["status"] == "SUCCEEDED"
+    relaunched = len(world.relaunches())
+
+    # When ECS announces that drain
+    execution = world.run(drain_event(world, faulty, event_id="drain-1", updated_at="2026-12-02T10:00:00Z"), "d-1")
+
+    # Then the workflow leaves it: not applicable, nothing stopped or started
+    assert execution["status"] == "SUCCEEDED", execution
+    assert world.states_entered(execution["executionArn"])[-1] == "NotApplicable"
+    assert len(world.relaunches()) == relaunched

@@ -52,6 +52,12 @@ class EcsAdapter:
             raise EcsOperationError(f"capacity providers not found: {', '.join(missing)}")
         return providers
 
+    def instance_capacity_provider(self, cluster: str, container_instance_arn: str) -> str | None:
+        """The capacity provider of one container instance (None when it has none, or has left the cluster)."""
+        described = self._ecs.describe_container_instances(cluster=cluster, containerInstances=[container_instance_arn])
+        instances = described.get("containerInstances", [])
+        return str(instances[0].get("capacityProviderName") or "") or None if instances else None
+
     def provider_instance_count(self, cluster: str, provider: str) -> int:
         """Container instances of the provider that are ACTIVE or DRAINING (the ones a fault can hit)."""
         arns = self._paginate("list_container_instances", "containerInstanceArns", cluster=cluster)

@@ -116,6 +116,36 @@ class DynamoDBResumeStore:
             raise
         return ClaimResult(claimed=True, execution=execution)
 
+    def claim_drain(self, fault: Fault, execution: str, window: timedelta) -> ClaimResult:
+        """Claim the drain of `fault`'s instance for `execution`: one per instance within `window`, however many
+        DRAINING events ECS sends while the instance drains (it sends one per task stopping). Not counted for the
+        provider: a drain is no fault, and the mass-fault guard counts faults."""
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        claim = {
+            "pk": f"DRAIN#{fault.container_instance_arn}",
+            "sk": "CLAIM",
+            "execution": execution,
+            "event_id": fault.event_id,
+            "claimed_at": now.isoformat(timespec="microseconds"),
+            "expires_at": self._expiry(CLAIM_TTL),
+        }
+        try:
+            self._db.put_item(
+                TableName=self.table_name,
+                Item=_typed(claim),
+                ConditionExpression="attribute_not_exists(pk) OR execution = :me OR claimed_at < :before",
+                ExpressionAttributeValues={
+                    ":me": {"S": execution},
+                    ":before": {"S": (now - window).isoformat(timespec="microseconds")},
+                },
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                holder = self._get(f"DRAIN#{fault.container_instance_arn}", "CLAIM") or {}
+                return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
+            raise
+        return ClaimResult(claimed=True, execution=execution)
+
     def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]:
         """Container instances of the fault's provider with a claimed fault within `window` of this one."""
         claimed = self.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -14,10 +14,16 @@ from fault_responder.core.timefmt import iso_utc
 from fault_responder.resume.config import ResumeConfig, _Payload
 
 if TYPE_CHECKING:
-    from fault_responder.events.ecs import HealthChangeEvent
+    from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent
 
 MANAGED_INSTANCES = "MANAGED_INSTANCES"
 AUTO_REPAIR_ENABLED = "ENABLED"
+DRAINING = "DRAINING"
+PLANNED_DRAIN = "planned_drain"
+"""The fault class of a drain nobody's fault explains (a person, a schedule, maintenance): a move with warning."""
+OWN_DRAIN_WINDOW = timedelta(hours=24)
+"""A drain within a day of this stack's own quarantine of the instance is that quarantine's (it never re-activates
+an instance), and a drain already claimed within a day is the same drain: ECS announces one with many events."""
 
 
 class NotResumableError(Exception):
@@ -56,6 +62,11 @@ class Fault(_Payload):
     def label(self) -> str:
         """What the fault is called in texts and stop reasons: "XID 79", or the check type."""
         return f"XID {self.xid}" if self.xid is not None else self.check_type
+
+    @property
+    def planned(self) -> bool:
+        """A move with warning (a drain), not a fault: the job still runs, no incident of ours tells its story."""
+        return self.fault_class == PLANNED_DRAIN
 
     @property
     def host(self) -> str:
@@ -114,6 +125,47 @@ def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> 
         severity=classification.severity,
         impaired_at=check.last_status_change or event.time,
         fingerprint=fingerprint(instance, check.type),
+    )
+
+
+def drain_from_event(event: InstanceStateEvent, capacity_provider: str | None) -> Fault:
+    """The planned move a DRAINING state change announces, or NotResumableError saying why it is none.
+    `capacity_provider`: the instance's, when the event does not name it (ECS does not document that it does)."""
+    from fault_responder.incidents.lifecycle import fingerprint  # noqa: PLC0415  # as in fault_from_event
+
+    detail = event.detail
+    if event.is_drill:
+        raise NotResumableError("a drill (source fault-responder.drill): no job is moved")
+    if detail.status != DRAINING:
+        raise NotResumableError(f"the instance is {detail.status}, not DRAINING")
+    provider = detail.capacity_provider_name or capacity_provider
+    if not provider:
+        raise NotResumableError("the instance belongs to no capacity provider")
+    instance = InstanceRef(
+        region=event.region,
+        account=event.account,
+        cluster_arn=detail.cluster_arn,
+        container_instance_arn=detail.container_instance_arn,
+        ec2_instance_id=detail.ec2_instance_id,
+        capacity_provider=provider,
+    )
+    reason = (detail.drain_reason or detail.status_reason or "").strip()[:200] or None
+    return Fault(
+        event_id=event.id,
+        region=event.region,
+        account=event.account,
+        cluster_arn=detail.cluster_arn,
+        container_instance_arn=detail.container_instance_arn,
+        ec2_instance_id=detail.ec2_instance_id,
+        capacity_provider=provider,
+        check_type=DRAINING,
+        status_reason=reason,
+        xid=None,
+        title=f"DRAINING ({reason})" if reason else "DRAINING (manual or scheduled)",
+        fault_class=PLANNED_DRAIN,
+        severity=Severity.INFO,
+        impaired_at=detail.updated_at or event.time,
+        fingerprint=fingerprint(instance, DRAINING),
     )
 
 

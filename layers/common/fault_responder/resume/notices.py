@@ -179,7 +179,9 @@ def _jobs_found(r: NoticeRequest, now: datetime) -> _Built:
     found = r.found
     if found is None:
         raise ValueError(f"a {r.kind.value} notice needs the jobs found")
-    if r.quarantine is not None and r.quarantine.quarantined:
+    if r.fault.planned:
+        lead = f"{r.fault.host} was set DRAINING, not by this stack nor for a GPU fault: moving its training jobs."
+    elif r.quarantine is not None and r.quarantine.quarantined:
         lead = f"Quarantined {r.fault.host} (DRAINING, so nothing new lands there)."
     elif r.config.mode == Mode.DRY_RUN:
         lead = f"Dry run: would set {r.fault.host} DRAINING."
@@ -271,7 +273,7 @@ def _resumed(r: NoticeRequest, now: datetime) -> _Built:
     text = (
         f"Resumed {job.job_id} {where}{_lost(launch.checkpoint, r.fault)} on {hosts}, attempt {launch.in_budget} "
         f"of {launch.max_attempts} ({launch.launched} task(s), RESUME_ATTEMPT={launch.attempt}). Back in training "
-        f"{back} after the fault."
+        f"{back} after the {_what(r.fault)}."
     )
     if r.plan is not None:
         # Folders the plan skipped that are still newer than the checkpoint used (a newer complete one may
@@ -404,8 +406,14 @@ def _lost(checkpoint: Checkpoint | None, fault: Fault) -> str:
         return ""
     answered = f", answering checkpoint-now request {checkpoint.answers}" if checkpoint and checkpoint.answers else ""
     if lost == timedelta(0):
-        return f" (saved after the fault began{answered}: no work lost)"
-    return f" (saved {format_duration(lost)} before the fault{answered}, so about {format_duration(lost)} of work lost)"
+        return f" (saved after the {_what(fault)} began{answered}: no work lost)"
+    before = f"saved {format_duration(lost)} before the {_what(fault)}{answered}"
+    return f" ({before}, so about {format_duration(lost)} of work lost)"
+
+
+def _what(fault: Fault) -> str:
+    """What started the move, in a sentence: a fault, or a drain (a move with warning)."""
+    return "drain" if fault.planned else "fault"
 
 
 def work_lost(checkpoint: Checkpoint | None, fault: Fault) -> timedelta | None:

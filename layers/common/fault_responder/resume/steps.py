@@ -45,6 +45,8 @@ from fault_responder.resume.checkpoints import (
 )
 from fault_responder.resume.config import EVIDENCE_ITEMS, ResumeConfig
 from fault_responder.resume.fault import (
+    DRAINING,
+    OWN_DRAIN_WINDOW,
     Claim,
     ClaimedFault,
     ClaimResult,
@@ -55,6 +57,7 @@ from fault_responder.resume.fault import (
     ProviderInfo,
     Quarantine,
     claim_rank,
+    drain_from_event,
     fault_from_event,
     judge_guards,
     quarantine_reason,
@@ -102,6 +105,7 @@ from fault_responder.resume.watch import (
 
 if TYPE_CHECKING:
     from fault_responder.alerting.store import InstanceStore
+    from fault_responder.events.ecs import InstanceStateEvent
 
 MAX_STATE_CONFLICTS = 5
 MAX_OPEN_MEMBERS_READ = 1000
@@ -111,6 +115,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 class EcsPort(Protocol):
     def describe_capacity_providers(self, names: Sequence[str], cluster: str) -> dict[str, ProviderInfo]: ...
+
+    def instance_capacity_provider(self, cluster: str, container_instance_arn: str) -> str | None: ...
 
     def provider_instance_count(self, cluster: str, provider: str) -> int: ...
 
@@ -129,6 +135,8 @@ class EcsPort(Protocol):
 
 class ResumeStore(Protocol):
     def claim(self, fault: Fault, execution: str) -> ClaimResult: ...
+
+    def claim_drain(self, fault: Fault, execution: str, window: timedelta) -> ClaimResult: ...
 
     def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]: ...
 
@@ -199,10 +207,12 @@ class ResumeSteps:
 
     def claim(self, raw_event: dict[str, Any], execution: str) -> Claim:
         # Imported here: only ClaimFault reads an event (the event models are not every task function's to import).
-        from fault_responder.events.ecs import HealthChangeEvent  # noqa: PLC0415
+        from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent  # noqa: PLC0415
         from fault_responder.events.parse import parse_ecs_event  # noqa: PLC0415
 
         event = parse_ecs_event(raw_event)
+        if isinstance(event, InstanceStateEvent):
+            return self._claim_drain(event, execution)
         if not isinstance(event, HealthChangeEvent):
             return Claim(status=ClaimStatus.NOT_APPLICABLE, reason="not a health change", config=self.config)
         provider = event.detail.capacity_provider_name
@@ -219,11 +229,45 @@ class ResumeSteps:
             return Claim(status=ClaimStatus.DUPLICATE, reason=reason, fault=fault, config=self.config)
         return Claim(status=ClaimStatus.CLAIMED, reason="claimed", fault=fault, config=self.config)
 
+    def _claim_drain(self, event: InstanceStateEvent, execution: str) -> Claim:
+        """A DRAINING nobody's fault explains is a move with warning: claimed once per drain. Not one: our own
+        quarantine's drain, and the drain of an instance whose GPU fault is being handled (the fault's execution
+        moves its jobs; with ECS auto-repair, ECS does)."""
+        detail = event.detail
+
+        def not_applicable(reason: str) -> Claim:
+            return Claim(status=ClaimStatus.NOT_APPLICABLE, reason=reason, config=self.config)
+
+        if detail.status != DRAINING:
+            return not_applicable(f"the instance is {detail.status}, not DRAINING")
+        provider = detail.capacity_provider_name
+        if not provider and not event.is_drill:
+            provider = self.ecs.instance_capacity_provider(detail.cluster_arn, detail.container_instance_arn)
+        if provider and self.config.capacity_providers and provider not in self.config.capacity_providers:
+            return not_applicable(f"capacity provider {provider!r} is not a training capacity provider")
+        try:
+            fault = drain_from_event(event, provider)
+        except NotResumableError as error:
+            return not_applicable(str(error))
+        record = self.incidents().load(fault.container_instance_arn)
+        quarantined = record.quarantine if record is not None else None
+        if quarantined is not None and fault.impaired_at - quarantined.at <= OWN_DRAIN_WINDOW:
+            return not_applicable(f"this stack quarantined the instance ({quarantined.reason})")
+        window = timedelta(minutes=self.config.mass_fault_window_minutes)
+        claims = self.store.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)
+        if any(claim.container_instance_arn == fault.container_instance_arn for claim in claims):
+            return not_applicable("a GPU fault of the instance is being handled: its execution moves the jobs")
+        result = self.store.claim_drain(fault, execution, OWN_DRAIN_WINDOW)
+        if not result.claimed:
+            reason = f"the drain is already handled by {result.execution}"
+            return Claim(status=ClaimStatus.DUPLICATE, reason=reason, fault=fault, config=self.config)
+        return Claim(status=ClaimStatus.CLAIMED, reason="claimed", fault=fault, config=self.config)
+
     def check_guards(self, fault: Fault, config: ResumeConfig) -> Guards:
         providers = self.ecs.describe_capacity_providers([fault.capacity_provider], fault.cluster_arn)
         provider = providers[fault.capacity_provider]
-        if provider.ecs_owns_recovery:
-            # Nothing to count: ECS acts whatever the share.
+        if provider.ecs_owns_recovery or fault.planned:
+            # ECS acts whatever the share; a drain is no fault, and the mass-fault guard counts faults.
             return judge_guards(provider, impaired=0, instances=0, config=config)
         window = timedelta(minutes=config.mass_fault_window_minutes)
         claims = self.store.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)
@@ -439,9 +483,9 @@ class ResumeSteps:
             if self.approvals is None:
                 raise RuntimeError("an approval request needs somewhere to keep its task token")
             self.approvals.put_approval(request.task_token, request.config.approval_timeout_seconds, request.execution)
-        delivered = self.notifier().deliver(
-            notice, request.fault, allow_standalone=retry_count >= self.incident_wait_retries
-        )
+        # A planned move has no incident of ours to thread into: its notices stand alone at once.
+        standalone = request.fault.planned or retry_count >= self.incident_wait_retries
+        delivered = self.notifier().deliver(notice, request.fault, allow_standalone=standalone)
         told: dict[str, Any] = {
             "kind": notice.kind.value,
             "title": notice.title,
