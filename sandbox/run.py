@@ -30,6 +30,7 @@ Report sections beyond `replay`'s (see `ReportBuilder.finish`):
   outcome}], one per `pagerduty` step (a v3 webhook through PagerDutyWebhookFunction's function URL)
 - training: [{job, run, cluster, tasks, resume_from, from_step, last_step, ended, checkpoints, answered, held,
   hold_ended, ignored_requests, steps_lost, errors}], one per run of an emulated trainer, in the order they started
+- ledgers: every job's resume ledger ({job_key, attempts, failed_hosts}), as `fault-responder recovery --report` reads
 - expectations: [{name, select, passed, selected, problems}]
 """
 
@@ -720,6 +721,7 @@ class _Run:
                 "clicks": self.clicks,
                 "webhooks": self.webhooks,
                 "training": trainers.runs(),
+                "ledgers": self._ledgers(),
             }
         )
         results = [
@@ -735,6 +737,16 @@ class _Run:
         self.timeline.on_call_view(report)
         self.timeline.expectations(results)
         return RunResult(report, passed)
+
+    def _ledgers(self) -> list[dict[str, Any]]:
+        """Every job's resume ledger, as the workflow left it (what `fault-responder recovery --report` reads)."""
+        table = self.sandbox.stack.resources.get(INCIDENTS_TABLE)
+        if table is None or not self.sandbox.stack.state_machines:
+            return []
+        from fault_responder.adapters.resume_store import DynamoDBResumeStore  # noqa: PLC0415 - with a workflow only
+
+        store = DynamoDBResumeStore(str(table.ref), self.sandbox.aws.dynamodb)
+        return [ledger.model_dump(mode="json") for ledger in store.ledgers()]
 
     def _token_exposure(self, tracker: ExecutionTracker) -> dict[str, int]:
         """How many task tokens the executions issued, and how many of them appear anywhere people saw (a Slack

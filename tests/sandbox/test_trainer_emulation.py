@@ -336,7 +336,7 @@ def test_two_trainers_of_one_job_are_refused() -> None:
 
 
 def test_the_yaml_examples_of_the_docs_are_valid_as_written() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "sandbox.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs/sandbox.md").read_text(encoding="utf-8")
     section = text.split("## Emulated trainers", 1)[1].split("\n## ", 1)[0]
     trainers, expect = [yaml.safe_load(block) for block in re.findall(r"^```yaml\n(.*?)^```", section, re.S | re.M)]
 

@@ -104,8 +104,13 @@ def test_after_a_restart_app_xid_the_job_saves_on_request_and_is_moved_from_that
     # And the host is quarantined, and the thread says the job saved on request and held there
     assert world.instance_status(faulty) == "DRAINING"
     text = resumed_text(world)
-    assert "Resumed llm-7b from step 257 (saved after the fault began, answering checkpoint-now" in text
+    assert f"Resumed llm-7b from step 257 (saved on checkpoint-now request {request['id']} and held there" in text
     assert "Checkpoint now: the job saved step 257" in text and request["id"] in text
+    # And the ledger keeps the figures the recovery report reads: training ended at the save it held at
+    [attempt] = world.ledger("llm-7b").attempts
+    assert (attempt.cause, attempt.checkpoint_now, attempt.work_lost_seconds) == ("XID 13", "answered", 0.0)
+    assert attempt.running_at is not None and attempt.training_ended_at is not None
+    assert attempt.fault_at is not None and attempt.fault_at < attempt.training_ended_at < attempt.running_at
 
 
 def test_a_request_the_job_ignores_times_out_and_the_move_falls_back_to_the_newest_checkpoint(make_world) -> None:
@@ -197,11 +202,15 @@ def test_without_checkpoint_now_the_same_fault_moves_the_job_at_once_from_its_la
     with trainer(world, at_step=257) as job:
         execution = world.run(event)
 
-    # Then nothing was asked and the job restarts from step 200: the steps since are lost
+    # Then nothing was asked and the job restarts from step 200: the steps since are lost, up to its stop
     assert execution["status"] == "SUCCEEDED", execution
     assert job["requests_seen"] == 0 and request_object(world) is None
     [new] = world.tasks_of("llm-7b")
     assert environment_of(new, "trainer")["RESUME_FROM"] == f"{CKPT_URI}step-000200/"
+    [attempt] = world.ledger("llm-7b").attempts
+    assert attempt.checkpoint_now == "skipped" and attempt.work_lost_seconds and attempt.work_lost_seconds > 0
+    assert attempt.training_ended_at is not None and attempt.fault_at is not None
+    assert attempt.training_ended_at > attempt.fault_at  # it trained on after the RESTART_APP XID, until stopped
 
 
 # --- A drain nobody's fault explains: a move with warning ----------------------------------------------------------
@@ -273,7 +282,7 @@ def test_a_manual_drain_moves_the_job_with_a_checkpoint_first_and_loses_no_step(
     found = standalone(world, "training job(s) found on")
     assert "was set DRAINING, not by this stack nor for a GPU fault: moving its training jobs" in found
     resumed = standalone(world, "Resumed llm-7b from step 312")
-    assert "saved after the drain began, answering checkpoint-now request" in resumed
+    assert "(saved on checkpoint-now request cn-" in resumed and "no work lost" in resumed
     assert "Checkpoint now: the job saved step 312" in resumed
 
 

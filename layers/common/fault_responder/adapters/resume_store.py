@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -257,17 +257,38 @@ class DynamoDBResumeStore:
         outcome: AttemptOutcome,
         reason: str | None = None,
         failed_hosts: Sequence[str] = (),
+        *,
+        running_at: datetime | None = None,
     ) -> Ledger:
+        finished: dict[str, Any] = {"outcome": outcome, "reason": reason}
+        if running_at is not None:
+            finished["running_at"] = running_at
+
         def change(ledger: Ledger) -> Ledger | None:
-            attempts = tuple(
-                a.model_copy(update={"outcome": outcome, "reason": reason}) if a.number == number else a
-                for a in ledger.attempts
-            )
+            attempts = tuple(a.model_copy(update=finished) if a.number == number else a for a in ledger.attempts)
             hosts = (*ledger.failed_hosts, *(h for h in failed_hosts if h and h not in ledger.failed_hosts))
             updated = ledger.model_copy(update={"attempts": attempts, "failed_hosts": tuple(dict.fromkeys(hosts))})
             return None if updated == ledger else updated
 
         return self._update_ledger(job_key, change)
+
+    def ledgers(self, cluster_name: str | None = None) -> Iterator[Ledger]:
+        """Every job's ledger (of one cluster's jobs, with `cluster_name`): a Scan of the table, page by page, for
+        the recovery report (an operator's command, never a workflow step)."""
+        prefix = _job_pk(f"{cluster_name}/" if cluster_name else "")
+        pages = self._db.get_paginator("scan").paginate(
+            TableName=self.table_name,
+            FilterExpression="sk = :ledger AND begins_with(pk, :prefix)",
+            ExpressionAttributeValues={":ledger": {"S": "LEDGER"}, ":prefix": {"S": prefix}},
+        )
+        for page in pages:
+            for raw in page.get("Items", []):
+                item = _plain(raw)
+                yield Ledger(
+                    job_key=str(item["pk"]).removeprefix("JOB#"),
+                    attempts=tuple(_attempts_adapter().validate_json(item["attempts"])),
+                    failed_hosts=tuple(item.get("failed_hosts", [])),
+                )
 
     def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None:
         item = {"pk": _job_pk(job_key), "sk": _attempt_sk(number), "task_arns": list(task_arns)}

@@ -45,7 +45,7 @@ from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
 from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
-from fault_responder.cli import checkpoint_now
+from fault_responder.cli import checkpoint_now, recovery
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
@@ -58,6 +58,7 @@ from fault_responder.noise.silences import (
 )
 from fault_responder.operations import status as status_module
 from fault_responder.resume.checkpoints import CheckpointStoreError
+from fault_responder.resume.recovery import recovery_report
 from fault_responder.routing.matchers import Matcher, MatcherError, parse_matcher
 
 PROG = "fault-responder" if Path(sys.argv[0]).name == "fault-responder" else "python -m fault_responder.cli"
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_status_command(commands)
     _add_drill_command(commands, _target_options())
     checkpoint_now.add_command(commands, _seconds)
+    recovery.add_command(commands, _duration, _moment, _recovery)
     commands.add_parser(
         "route",
         help="which route and receivers events reach, without sending anything",
@@ -456,6 +458,25 @@ def silence_table(silences: Sequence[Silence], now: datetime) -> str:
 def _store(args: argparse.Namespace) -> DynamoDBSilenceStore:
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     return DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where))
+
+
+# --- recovery -----------------------------------------------------------------------------------------
+
+
+def _recovery(args: argparse.Namespace) -> int:
+    from fault_responder.adapters.resume_store import DynamoDBResumeStore  # noqa: PLC0415 - this command's only
+
+    since, until = recovery.period(args, _now())
+    if since >= until:
+        raise UsageError("the period must end after it begins")
+    if args.report:
+        ledgers = recovery.report_ledgers(Path(args.report), args.cluster)
+    else:
+        client = aws_client("dynamodb", region=args.region, endpoint_url=args.endpoint_url)
+        ledgers = list(DynamoDBResumeStore(_table_name(args), client).ledgers(args.cluster))
+    jobs = recovery_report(ledgers, since, until)
+    print(recovery.render(jobs, since, until, as_json=args.json), end="")
+    return 0
 
 
 def _table_name(args: argparse.Namespace) -> str:

@@ -42,6 +42,19 @@ class LedgerAttempt(_Payload):
     reason: str | None = None
     replaces: str | None = None
     """The digest of the task ARNs it replaced (jobs.tasks_digest)."""
+    # What the recovery report reads (fault_responder.resume.recovery); absent on attempts recorded before it.
+    fault_at: datetime | None = None
+    """When the fault (or the drain) that made the move began."""
+    cause: str | None = None
+    """What made the move, as people name it: "XID 79", "DRAINING"."""
+    training_ended_at: datetime | None = None
+    """When the job stopped training usefully (recovery.training_ended): the fault, its stop, or its answer."""
+    work_lost_seconds: float | None = None
+    """Trained between the checkpoint's save and that end: what the move throws away."""
+    checkpoint_now: str | None = None
+    """How the move's checkpoint-now request ended (MoveAsk), when one was made."""
+    running_at: datetime | None = None
+    """When every task of the attempt was seen RUNNING: the job trains again."""
 
 
 class Ledger(_Payload):

@@ -19,6 +19,7 @@ from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import Fault, Guards, Quarantine
 from fault_responder.resume.jobs import FoundJobs, Job
+from fault_responder.resume.recovery import TRAINS_ON, work_lost
 from fault_responder.resume.relaunch import Launch
 from fault_responder.resume.watch import TaskWatch
 
@@ -271,7 +272,7 @@ def _resumed(r: NoticeRequest, now: datetime) -> _Built:
     title = f"Resumed {job.job_id} {where}, attempt {launch.in_budget} of {launch.max_attempts}"
     back = format_duration(max(now - r.fault.impaired_at, timedelta(0)))
     text = (
-        f"Resumed {job.job_id} {where}{_lost(launch.checkpoint, r.fault)} on {hosts}, attempt {launch.in_budget} "
+        f"Resumed {job.job_id} {where}{_moved_lost(r, launch)} on {hosts}, attempt {launch.in_budget} "
         f"of {launch.max_attempts} ({launch.launched} task(s), RESUME_ATTEMPT={launch.attempt}). Back in training "
         f"{back} after the {_what(r.fault)}."
     )
@@ -399,28 +400,37 @@ def _from_where_checkpoint(checkpoint: Checkpoint | None) -> str:
     return f"from step {checkpoint.step}" if checkpoint else "from scratch"
 
 
-def _lost(checkpoint: Checkpoint | None, fault: Fault) -> str:
-    """The work the job loses: what it trained between the checkpoint's save and the fault."""
-    lost = work_lost(checkpoint, fault)
-    if lost is None:
+def _lost(
+    checkpoint: Checkpoint | None, fault: Fault, *, stopped_at: datetime | None = None, answered: str | None = None
+) -> str:
+    """The work the job loses: what it trained after the checkpoint's save (recovery.work_lost)."""
+    lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
+    if lost is None or checkpoint is None or checkpoint.written_at is None:
         return ""
-    answered = f", answering checkpoint-now request {checkpoint.answers}" if checkpoint and checkpoint.answers else ""
+    if answered is not None and checkpoint.answers == answered:
+        return f" (saved on checkpoint-now request {answered} and held there until stopped: no work lost)"
+    answering = f", answering checkpoint-now request {checkpoint.answers}" if checkpoint.answers else ""
     if lost == timedelta(0):
-        return f" (saved after the {_what(fault)} began{answered}: no work lost)"
-    before = f"saved {format_duration(lost)} before the {_what(fault)}{answered}"
-    return f" ({before}, so about {format_duration(lost)} of work lost)"
+        return f" (saved after the {_what(fault)} began{answering}: no work lost)"
+    trained_on = stopped_at is not None and fault.fault_class in TRAINS_ON
+    ended = "the job was stopped" if trained_on else f"the {_what(fault)}"
+    return f" (saved {format_duration(lost)} before {ended}{answering}, so about {format_duration(lost)} of work lost)"
+
+
+def _moved_lost(r: NoticeRequest, launch: Launch) -> str:
+    """The work lost, once the job was moved: its old tasks were stopped by the relaunch."""
+    return _lost(launch.checkpoint, r.fault, stopped_at=launch.launched_at, answered=_answered(r))
+
+
+def _answered(r: NoticeRequest) -> str | None:
+    """The id of the request the move asked and the job answered, if it did."""
+    asked = r.plan.checkpoint_now if r.plan is not None else None
+    return asked.request_id if asked is not None and asked.state is MoveAsk.ANSWERED else None
 
 
 def _what(fault: Fault) -> str:
     """What started the move, in a sentence: a fault, or a drain (a move with warning)."""
     return "drain" if fault.planned else "fault"
-
-
-def work_lost(checkpoint: Checkpoint | None, fault: Fault) -> timedelta | None:
-    """From the checkpoint's save to the fault (none when saved after it); None without a checkpoint's time."""
-    if checkpoint is None or checkpoint.written_at is None:
-        return None
-    return max(fault.impaired_at - checkpoint.written_at, timedelta(0))
 
 
 def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
@@ -429,7 +439,7 @@ def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
     if r.kind is not NoticeKind.RESUMED or r.launch is None:
         return None
     checkpoint = r.launch.checkpoint
-    lost = work_lost(checkpoint, r.fault)
+    lost = work_lost(checkpoint, r.fault, stopped_at=r.launch.launched_at, answered=_answered(r))
     return {
         "fault_at": iso_utc(r.fault.impaired_at),
         "training_again_at": iso_utc(now),

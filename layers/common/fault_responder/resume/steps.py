@@ -74,6 +74,7 @@ from fault_responder.resume.jobs import (
     untouched_summary,
 )
 from fault_responder.resume.notices import Delivered, Notice, NoticeRequest, build_notice
+from fault_responder.resume.recovery import training_ended, work_lost
 from fault_responder.resume.relaunch import (
     HostsToAvoid,
     KnownFault,
@@ -161,6 +162,8 @@ class ResumeStore(Protocol):
         outcome: AttemptOutcome,
         reason: str | None = None,
         failed_hosts: Sequence[str] = (),
+        *,
+        running_at: datetime | None = None,
     ) -> Ledger: ...
 
     def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None: ...
@@ -373,7 +376,14 @@ class ResumeSteps:
         asked = plan.checkpoint_now
         if asked is None or asked.state != MoveAsk.ASKED:
             return plan
-        newest = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
+        try:
+            newest = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
+        except CheckpointStoreError as error:
+            # One failed search does not fail the move: the wait goes on, and at the deadline the move falls back
+            # to the plan's checkpoint (RelaunchJob searches again once the tasks are stopped).
+            if asked.deadline is not None and self.clock() < asked.deadline:
+                return plan.model_copy(update={"checkpoint_now": asked.model_copy(update={"detail": str(error)})})
+            newest = None
         judged, checkpoint = judge_answer(asked, newest, self.clock())
         update: dict[str, Any] = {"checkpoint_now": judged}
         if judged.state != MoveAsk.ASKED:
@@ -407,6 +417,10 @@ class ResumeSteps:
         fresh = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
         checkpoint = chosen_checkpoint(plan.checkpoint, fresh)
         self.store.add_failed_hosts(job.key, [fault.host])
+        asked = plan.checkpoint_now
+        # The old tasks are STOPPED by now: a job that trained on after the fault lost what it trained until then.
+        stopped_at, answered = self.clock(), asked.request_id if asked else None
+        lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
         record = self.store.record_attempt(
             job.key,
             LedgerAttempt(
@@ -416,6 +430,11 @@ class ResumeSteps:
                 fault_key=fault.key,
                 execution=execution,
                 started_at=self.clock(),
+                fault_at=fault.impaired_at,
+                cause=fault.label,
+                training_ended_at=training_ended(checkpoint, fault, stopped_at=stopped_at, answered=answered),
+                work_lost_seconds=lost.total_seconds() if lost is not None else None,
+                checkpoint_now=plan.checkpoint_now.state.value if plan.checkpoint_now else None,
             ),
             self._replaces_key(fault, job, plan),
         )
@@ -460,7 +479,7 @@ class ResumeSteps:
         waited = self.clock() - launch.launched_at
         state = judge_start(states, waited, timedelta(seconds=config.start_timeout_seconds), misplaced)
         if state == WatchState.DONE:
-            self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.RUNNING)
+            self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.RUNNING, running_at=self.clock())
         return watch_result(state, states, want_running=True, misplaced=misplaced)
 
     def retry(

@@ -117,16 +117,26 @@ class _Requests:
         return True
 
 
-def _steps(requests: _Requests) -> ResumeSteps:
+class _S3Down:
+    """A checkpoint store whose every call fails, as S3 throttled past its retries."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: object, **kwargs: object) -> Any:
+            raise CheckpointStoreError(f"S3 {name} failed: SlowDown")
+
+        return fail
+
+
+def _steps(requests: _Requests, *, at: datetime = NOW, checkpoints: Any = None) -> ResumeSteps:
     unused: Any = None
     return ResumeSteps(
         ecs=unused,
         store=unused,
         incidents=unused,
-        checkpoints=unused,
+        checkpoints=checkpoints,
         notifier=unused,
         config=ResumeConfig(),
-        clock=lambda: NOW,
+        clock=lambda: at,
         requests=lambda: requests,
     )
 
@@ -271,3 +281,18 @@ def test_a_drain_is_a_planned_move_named_by_its_reason_and_its_time() -> None:
 def test_what_is_not_a_planned_move_says_why(status: str, provider: str | None, why: str) -> None:
     with pytest.raises(NotResumableError, match=why):
         drain_from_event(_drain(status=status, capacity_provider_name=None), provider)
+
+
+def test_a_search_that_fails_while_waiting_does_not_fail_the_move() -> None:
+    # Given a move waiting for an answer, and S3 failing every call
+    plan = _plan().model_copy(update={"checkpoint_now": ASKED})
+
+    # When it searches before the deadline, and at it
+    during = _steps(_Requests(), at=NOW + timedelta(seconds=30), checkpoints=_S3Down).check_checkpoint(a_job(), plan)
+    after = _steps(_Requests(), at=NOW + timedelta(minutes=5), checkpoints=_S3Down).check_checkpoint(a_job(), plan)
+
+    # Then it goes on waiting, the failure noted; at the deadline it times out and keeps the plan's checkpoint
+    assert during.checkpoint_now is not None and during.checkpoint_now.state == MoveAsk.ASKED
+    assert "SlowDown" in during.checkpoint_now.detail
+    assert after.checkpoint_now is not None and after.checkpoint_now.state == MoveAsk.TIMED_OUT
+    assert after.checkpoint == plan.checkpoint
