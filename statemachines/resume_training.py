@@ -160,6 +160,7 @@ def workflow() -> Json:
         "MassFault": succeed(),
         "ModeAllowsQuarantine": choice(
             when("$.fault.fault_class", "planned_drain", "AlreadyDraining"),
+            when("$.fault.fault_class", "planned_move", "MoveWithoutDrain"),
             when("$.config.mode", "dry-run", "SkipQuarantine"),
             default="QuarantineInstance",
         ),
@@ -168,6 +169,12 @@ def workflow() -> Json:
             result_path="$.quarantine",
             next="FindJobs",
             comment="A planned move: the host is DRAINING already, and the drain is not ours to record.",
+        ),
+        "MoveWithoutDrain": pass_state(
+            result={"Payload": {"quarantined": True, "status": None}},
+            result_path="$.quarantine",
+            next="FindJobs",
+            comment="An operator's move of one job: the host keeps its other tasks, and is not drained.",
         ),
         "SkipQuarantine": pass_state(
             result={"Payload": {"quarantined": False}},

@@ -23,7 +23,17 @@ from fault_responder.resume.checkpoint_now import (
 )
 from fault_responder.resume.checkpoints import CheckpointStoreError, S3Location
 from fault_responder.resume.config import Mode, ResumeConfig
-from fault_responder.resume.fault import PLANNED_DRAIN, Fault, NotResumableError, drain_from_event, fault_from_event
+from fault_responder.resume.fault import (
+    PLANNED_DRAIN,
+    PLANNED_MOVE,
+    Fault,
+    MoveRequest,
+    NotResumableError,
+    drain_from_event,
+    fault_from_event,
+    move_event,
+    move_from_event,
+)
 from fault_responder.resume.notices import NoticeKind, build_notice
 from fault_responder.resume.steps import ResumeSteps
 from tests.conftest import load_event
@@ -296,3 +306,45 @@ def test_a_search_that_fails_while_waiting_does_not_fail_the_move() -> None:
     assert "SlowDown" in during.checkpoint_now.detail
     assert after.checkpoint_now is not None and after.checkpoint_now.state == MoveAsk.TIMED_OUT
     assert after.checkpoint == plan.checkpoint
+
+
+def _move(**changes: Any) -> dict[str, Any]:
+    request = MoveRequest(
+        cluster_arn="arn:aws:ecs:us-east-1:123456789012:cluster/training",
+        container_instance_arn="arn:aws:ecs:us-east-1:123456789012:container-instance/training/0a1b2c",
+        ec2_instance_id="i-0abcdef1234567890",
+        capacity_provider="p5-training",
+        job_id="llm-7b",
+        reason="ECC errors rising",
+        requested_by="fault-responder move (alice)",
+    )
+    event = move_event(request, event_id="m-1", region="us-east-1", account="123456789012", at=NOW)
+    return {**event, **changes}
+
+
+def test_an_operators_move_is_a_planned_move_of_its_one_job() -> None:
+    # When the workflow reads the event `fault-responder move` starts it with
+    fault = move_from_event(_move())
+
+    # Then it is a planned move of that job off that host, saying who asked and why
+    assert fault.planned and fault.fault_class == PLANNED_MOVE and fault.job_id == "llm-7b"
+    assert fault.title == "Moving llm-7b, asked by fault-responder move (alice): ECC errors rising"
+    assert fault.host == "i-0abcdef1234567890" and fault.impaired_at == NOW
+    assert fault.fingerprint.endswith("/MOVE/llm-7b")
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"source": "aws.ecs"}, "not an operator's move"),
+        ({"detail": {"job_id": "x"}}, "cannot be read"),
+        ({"detail": {**_move()["detail"], "cluster_arn": "arn:aws:ecs:us-east-1:1:cluster/x"}}, "cannot be read"),
+        ({"detail": {**_move()["detail"], "extra": "field"}}, "cannot be read"),
+        ({"detail": {**_move()["detail"], "reason": "x" * 300}}, "cannot be read"),
+        ({"time": "yesterday"}, "cannot be read"),
+        ({"time": "2026-12-02T10:00:00"}, "no UTC offset"),
+    ],
+)
+def test_a_move_event_that_is_not_one_is_not_applicable_and_says_why(changes: dict[str, Any], why: str) -> None:
+    with pytest.raises(NotResumableError, match=why):
+        move_from_event(_move(**changes))

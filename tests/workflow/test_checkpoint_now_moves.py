@@ -13,6 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from fault_responder.cli.main import main
 from tests.workflow.conftest import (
     ACCOUNT,
     BUCKET,
@@ -323,3 +324,62 @@ def test_the_drain_of_our_own_quarantine_is_not_a_second_move(make_world) -> Non
     assert execution["status"] == "SUCCEEDED", execution
     assert world.states_entered(execution["executionArn"])[-1] == "NotApplicable"
     assert len(world.relaunches()) == relaunched
+
+
+# --- An operator's move: `fault-responder move` ---------------------------------------------------------------------
+
+
+def test_an_operator_moves_one_job_off_a_host_with_a_checkpoint_first_and_the_host_keeps_its_other_tasks(
+    make_world, capsys
+) -> None:
+    # Given two jobs on the first host: llm-7b (training on) and bert
+    world = make_world().build()
+    old = _job_on_first_host(world)
+    host = world.hosts[0]
+    world.checkpoint("runs/bert", 50)
+    bert = world.run_job_task(host, "bert", checkpoint_uri=f"s3://{BUCKET}/runs/bert/")
+
+    # When an operator moves llm-7b off it, and waits, while the job answers the request it finds at step 412
+    with trainer(world, at_step=412) as job:
+        argv = ["move", "--state-machine", world.machine_arn, "--cluster", CLUSTER, "--job", "llm-7b"]
+        status = main([*argv, "--off", host.ec2_instance_id, "--reason", "ECC errors rising", "--wait", "60"])
+
+    # Then the workflow moved llm-7b from the step it saved on request, never back on that host; bert and the host
+    # are untouched (not drained)
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"Moving llm-7b off {host.ec2_instance_id}: arn:aws:states:" in out and "SUCCEEDED: resumed" in out
+    assert job["answered"] is not None
+    [new] = world.tasks_of("llm-7b")
+    assert environment_of(new, "trainer")["RESUME_FROM"] == f"{CKPT_URI}step-000412/"
+    assert new["containerInstanceArn"] != host.container_instance_arn
+    assert world.task(old)["lastStatus"] == "STOPPED"
+    assert world.task(bert)["lastStatus"] == "RUNNING"
+    assert world.instance_status(host) == "ACTIVE"
+    # And the notices say who asked and why, on their own
+    found = standalone(world, "training job(s) found on")
+    assert "Moving llm-7b, asked by fault-responder move (" in found and "ECC errors rising" in found
+    assert "not drained; its other tasks stay" in found
+    assert "saved on checkpoint-now request cn-" in standalone(world, "Resumed llm-7b from step 412")
+
+
+def test_a_move_names_a_host_the_job_runs_on(make_world, capsys) -> None:
+    # Given a job on the first host only
+    world = make_world().build()
+    _job_on_first_host(world)
+    argv = ["move", "--state-machine", world.machine_arn, "--cluster", CLUSTER]
+
+    # When an operator names another host, or another job
+    elsewhere = main([*argv, "--job", "llm-7b", "--off", world.hosts[1].ec2_instance_id])
+    other_host = capsys.readouterr().err
+    nobody = main([*argv, "--job", "nope", "--off", world.hosts[0].ec2_instance_id])
+    no_job = capsys.readouterr().err
+
+    # Then nothing is started, and the error says what runs where
+    assert (elsewhere, nobody) == (1, 1)
+    assert (
+        f"job llm-7b has no task on {world.hosts[1].ec2_instance_id}; it runs on {world.hosts[0].ec2_instance_id}"
+        in other_host
+    )
+    assert "no running task in cluster" in no_job and "fault-responder:job-id=nope" in no_job
+    assert world.sfn.list_executions(stateMachineArn=world.machine_arn)["executions"] == []

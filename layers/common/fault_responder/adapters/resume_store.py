@@ -116,13 +116,13 @@ class DynamoDBResumeStore:
             raise
         return ClaimResult(claimed=True, execution=execution)
 
-    def claim_drain(self, fault: Fault, execution: str, window: timedelta) -> ClaimResult:
-        """Claim the drain of `fault`'s instance for `execution`: one per instance within `window`, however many
-        DRAINING events ECS sends while the instance drains (it sends one per task stopping). Not counted for the
-        provider: a drain is no fault, and the mass-fault guard counts faults."""
+    def claim_planned(self, key: str, fault: Fault, execution: str, window: timedelta) -> ClaimResult:
+        """Claim a planned move for `execution`: one per `key` within `window` (a drain's instance: however many
+        DRAINING events ECS sends while it drains, one per task stopping; an operator's request: its id). Not
+        counted for the provider: a planned move is no fault, and the mass-fault guard counts faults."""
         now = datetime.fromtimestamp(self._clock(), UTC)
         claim = {
-            "pk": f"DRAIN#{fault.container_instance_arn}",
+            "pk": key,
             "sk": "CLAIM",
             "execution": execution,
             "event_id": fault.event_id,
@@ -141,7 +141,7 @@ class DynamoDBResumeStore:
             )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                holder = self._get(f"DRAIN#{fault.container_instance_arn}", "CLAIM") or {}
+                holder = self._get(key, "CLAIM") or {}
                 return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
             raise
         return ClaimResult(claimed=True, execution=execution)

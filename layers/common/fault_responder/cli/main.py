@@ -45,7 +45,7 @@ from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
 from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
-from fault_responder.cli import checkpoint_now, recovery
+from fault_responder.cli import checkpoint_now, move, recovery
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
@@ -97,7 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except (UnknownSilenceError, SilenceAlreadyExpiredError) as error:
         return _fail(str(error), 1)
-    except (SilenceError, MatcherError, UsageError, DrillRefusedError, checkpoint_now.CheckpointNowUsageError) as error:
+    except (
+        SilenceError,
+        MatcherError,
+        UsageError,
+        DrillRefusedError,
+        checkpoint_now.CheckpointNowUsageError,
+        move.MoveUsageError,
+    ) as error:
         return _fail(str(error), 2)
     except NoRegionError:
         return _fail("no AWS Region: give --region, or set AWS_REGION", 2)
@@ -108,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         DrillAwsError,
         CheckpointStoreError,
         checkpoint_now.JobNotFoundError,
+        move.JobNotRunningError,
     ) as error:
         return _fail(f"AWS: {error}" if isinstance(error, ClientError | BotoCoreError) else str(error), 1)
 
@@ -130,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_drill_command(commands, _target_options())
     checkpoint_now.add_command(commands, _seconds)
     recovery.add_command(commands, _duration, _moment, _recovery)
+    move.add_command(commands, _seconds, _move)
     commands.add_parser(
         "route",
         help="which route and receivers events reach, without sending anything",
@@ -458,6 +467,22 @@ def silence_table(silences: Sequence[Silence], now: datetime) -> str:
 def _store(args: argparse.Namespace) -> DynamoDBSilenceStore:
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     return DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where))
+
+
+# --- move ---------------------------------------------------------------------------------------------
+
+
+def _move(args: argparse.Namespace) -> int:
+    machine = args.state_machine
+    if machine is None:
+        where = {"region": args.region, "endpoint_url": args.endpoint_url}
+        try:
+            machine = stack_resource(aws_client("cloudformation", **where), args.stack, RESUME_STATE_MACHINE)
+        except ClientError as error:
+            raise TargetError(
+                f"stack {args.stack!r} has no {RESUME_STATE_MACHINE} (auto-resume is off?): {error}"
+            ) from None
+    return move.run(args, machine)
 
 
 # --- recovery -----------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ class ResumeConfig(_Payload):
     job_concurrency: Annotated[int, Field(ge=1, le=40)] = 4
     checkpoint_now_seconds: Annotated[int, Field(ge=0, le=3600)] = 300
     """How long a move waits for the job to answer a checkpoint-now request before it stops the job; 0: never ask."""
-    checkpoint_now_faults: tuple[str, ...] = ("xid_restart_app", "planned_drain")
+    checkpoint_now_faults: tuple[str, ...] = ("xid_restart_app", "planned_drain", "planned_move")
     """The fault classes after which the job may still save: a move asks first. RESTART_APP XIDs (NVIDIA: restart
     the application, the host is sound) and planned drains (nothing failed). After the others (XID 79: the GPU fell
     off the bus) the job cannot save, so nobody waits."""

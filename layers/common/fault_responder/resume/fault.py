@@ -7,7 +7,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ConfigDict, Field
 
 from fault_responder.core.domain import InstanceRef, Severity
 from fault_responder.core.timefmt import iso_utc
@@ -21,6 +23,12 @@ AUTO_REPAIR_ENABLED = "ENABLED"
 DRAINING = "DRAINING"
 PLANNED_DRAIN = "planned_drain"
 """The fault class of a drain nobody's fault explains (a person, a schedule, maintenance): a move with warning."""
+PLANNED_MOVE = "planned_move"
+"""The fault class of an operator's move of one job off one host (`fault-responder move`)."""
+MOVE = "MOVE"
+MOVE_SOURCE = "fault-responder.move"
+MOVE_DETAIL_TYPE = "Training Job Move Requested"
+PLANNED = frozenset({PLANNED_DRAIN, PLANNED_MOVE})
 OWN_DRAIN_WINDOW = timedelta(hours=24)
 """A drain within a day of this stack's own quarantine of the instance is that quarantine's (it never re-activates
 an instance), and a drain already claimed within a day is the same drain: ECS announces one with many events."""
@@ -49,6 +57,8 @@ class Fault(_Payload):
     """The health check's lastStatusChange: with the fingerprint, it names this fault and not a later one."""
     fingerprint: str
     """The incident fingerprint (cluster/container-instance/check-type): the alert pipeline's incident."""
+    job_id: str | None = None
+    """An operator's move: the one job it moves (the others on the host stay)."""
 
     @property
     def cluster_name(self) -> str:
@@ -65,8 +75,9 @@ class Fault(_Payload):
 
     @property
     def planned(self) -> bool:
-        """A move with warning (a drain), not a fault: the job still runs, no incident of ours tells its story."""
-        return self.fault_class == PLANNED_DRAIN
+        """A move with warning (a drain, an operator's move), not a fault: the job still runs, and no incident of
+        ours tells its story."""
+        return self.fault_class in PLANNED
 
     @property
     def host(self) -> str:
@@ -166,6 +177,81 @@ def drain_from_event(event: InstanceStateEvent, capacity_provider: str | None) -
         severity=Severity.INFO,
         impaired_at=detail.updated_at or event.time,
         fingerprint=fingerprint(instance, DRAINING),
+    )
+
+
+class MoveRequest(_Payload):
+    """What `fault-responder move` puts in the event that starts the workflow: move `job_id` off one host."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    cluster_arn: str = Field(max_length=400, pattern=r"^arn:[a-z-]+:ecs:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9_-]+$")
+    container_instance_arn: str = Field(
+        max_length=800, pattern=r"^arn:[a-z-]+:ecs:[a-z0-9-]+:\d{12}:container-instance/[A-Za-z0-9_/-]+$"
+    )
+    ec2_instance_id: str | None = Field(default=None, pattern=r"^i-[0-9a-f]{8,17}$")
+    capacity_provider: str = Field(min_length=1, max_length=255)
+    job_id: str = Field(min_length=1, max_length=255)
+    reason: str = Field(default="", max_length=256)
+    requested_by: str = Field(default="", max_length=256)
+
+
+def move_event(request: MoveRequest, *, event_id: str, region: str, account: str, at: datetime) -> dict[str, Any]:
+    """The event an operator's move starts the workflow with (EventBridge's envelope, our source)."""
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": MOVE_DETAIL_TYPE,
+        "source": MOVE_SOURCE,
+        "account": account,
+        "time": iso_utc(at),
+        "region": region,
+        "resources": [request.container_instance_arn],
+        "detail": request.model_dump(mode="json"),
+    }
+
+
+def move_from_event(raw: dict[str, Any]) -> Fault:
+    """The planned move an operator asked for, or NotResumableError saying why the event is not one."""
+    from pydantic import ValidationError  # noqa: PLC0415  # as the other parsers: only ClaimFault reads events
+
+    from fault_responder.incidents.lifecycle import fingerprint  # noqa: PLC0415
+
+    if raw.get("source") != MOVE_SOURCE or raw.get("detail-type") != MOVE_DETAIL_TYPE:
+        raise NotResumableError("not an operator's move")
+    try:
+        request = MoveRequest.model_validate(raw.get("detail"))
+        at = datetime.fromisoformat(str(raw.get("time")))
+    except (ValidationError, ValueError) as error:
+        raise NotResumableError(f"a move request that cannot be read: {str(error).splitlines()[0]}") from None
+    if at.tzinfo is None:
+        raise NotResumableError("a move request whose time has no UTC offset")
+    instance = InstanceRef(
+        region=str(raw.get("region", "")),
+        account=str(raw.get("account", "")),
+        cluster_arn=request.cluster_arn,
+        container_instance_arn=request.container_instance_arn,
+        ec2_instance_id=request.ec2_instance_id,
+        capacity_provider=request.capacity_provider,
+    )
+    who = f" by {request.requested_by}" if request.requested_by else ""
+    why = f": {request.reason}" if request.reason else ""
+    return Fault(
+        event_id=str(raw.get("id", "")),
+        region=instance.region,
+        account=instance.account,
+        cluster_arn=request.cluster_arn,
+        container_instance_arn=request.container_instance_arn,
+        ec2_instance_id=request.ec2_instance_id,
+        capacity_provider=request.capacity_provider,
+        check_type=MOVE,
+        status_reason=request.reason or None,
+        xid=None,
+        title=f"Moving {request.job_id}, asked{who}{why}"[:300],
+        fault_class=PLANNED_MOVE,
+        severity=Severity.INFO,
+        impaired_at=at,
+        fingerprint=fingerprint(instance, f"{MOVE}/{request.job_id}"),
+        job_id=request.job_id,
     )
 
 

@@ -17,7 +17,7 @@ from fault_responder.resume.budget import GiveUpReason, Plan
 from fault_responder.resume.checkpoint_now import MoveAsk, MoveCheckpoint
 from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
-from fault_responder.resume.fault import Fault, Guards, Quarantine
+from fault_responder.resume.fault import PLANNED_MOVE, Fault, Guards, Quarantine
 from fault_responder.resume.jobs import FoundJobs, Job
 from fault_responder.resume.recovery import TRAINS_ON, work_lost
 from fault_responder.resume.relaunch import Launch
@@ -180,7 +180,9 @@ def _jobs_found(r: NoticeRequest, now: datetime) -> _Built:
     found = r.found
     if found is None:
         raise ValueError(f"a {r.kind.value} notice needs the jobs found")
-    if r.fault.planned:
+    if r.fault.fault_class == PLANNED_MOVE:
+        lead = f"{r.fault.title}: off {r.fault.host} (not drained; its other tasks stay)."
+    elif r.fault.planned:
         lead = f"{r.fault.host} was set DRAINING, not by this stack nor for a GPU fault: moving its training jobs."
     elif r.quarantine is not None and r.quarantine.quarantined:
         lead = f"Quarantined {r.fault.host} (DRAINING, so nothing new lands there)."
@@ -430,6 +432,8 @@ def _answered(r: NoticeRequest) -> str | None:
 
 def _what(fault: Fault) -> str:
     """What started the move, in a sentence: a fault, or a drain (a move with warning)."""
+    if fault.fault_class == PLANNED_MOVE:
+        return "move"
     return "drain" if fault.planned else "fault"
 
 

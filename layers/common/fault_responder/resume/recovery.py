@@ -21,13 +21,13 @@ from datetime import datetime, timedelta
 
 from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt
 from fault_responder.resume.checkpoints import Checkpoint
-from fault_responder.resume.fault import PLANNED_DRAIN, Fault
+from fault_responder.resume.fault import PLANNED_DRAIN, PLANNED_MOVE, Fault
 
 MAX_FAULTS_SHOWN = 20
 """Faults listed per job (the newest); the totals count them all."""
 
 
-TRAINS_ON = frozenset({"xid_restart_app", PLANNED_DRAIN})
+TRAINS_ON = frozenset({"xid_restart_app", PLANNED_DRAIN, PLANNED_MOVE})
 """Fault classes after which the job goes on training until it is stopped (NVIDIA: restart the application; a
 drain stops nothing): what it trains after its checkpoint until the stop is lost, not only until the fault."""
 

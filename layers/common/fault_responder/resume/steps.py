@@ -46,6 +46,7 @@ from fault_responder.resume.checkpoints import (
 from fault_responder.resume.config import EVIDENCE_ITEMS, ResumeConfig
 from fault_responder.resume.fault import (
     DRAINING,
+    MOVE_SOURCE,
     OWN_DRAIN_WINDOW,
     Claim,
     ClaimedFault,
@@ -60,6 +61,7 @@ from fault_responder.resume.fault import (
     drain_from_event,
     fault_from_event,
     judge_guards,
+    move_from_event,
     quarantine_reason,
 )
 from fault_responder.resume.jobs import (
@@ -137,7 +139,7 @@ class EcsPort(Protocol):
 class ResumeStore(Protocol):
     def claim(self, fault: Fault, execution: str) -> ClaimResult: ...
 
-    def claim_drain(self, fault: Fault, execution: str, window: timedelta) -> ClaimResult: ...
+    def claim_planned(self, key: str, fault: Fault, execution: str, window: timedelta) -> ClaimResult: ...
 
     def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]: ...
 
@@ -213,6 +215,8 @@ class ResumeSteps:
         from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent  # noqa: PLC0415
         from fault_responder.events.parse import parse_ecs_event  # noqa: PLC0415
 
+        if raw_event.get("source") == MOVE_SOURCE:
+            return self._claim_move(raw_event, execution)
         event = parse_ecs_event(raw_event)
         if isinstance(event, InstanceStateEvent):
             return self._claim_drain(event, execution)
@@ -260,9 +264,23 @@ class ResumeSteps:
         claims = self.store.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)
         if any(claim.container_instance_arn == fault.container_instance_arn for claim in claims):
             return not_applicable("a GPU fault of the instance is being handled: its execution moves the jobs")
-        result = self.store.claim_drain(fault, execution, OWN_DRAIN_WINDOW)
+        return self._claim_planned(f"DRAIN#{fault.container_instance_arn}", fault, execution, "the drain")
+
+    def _claim_move(self, raw_event: dict[str, Any], execution: str) -> Claim:
+        """An operator's move of one job off one host (`fault-responder move`): claimed once per request."""
+        try:
+            fault = move_from_event(raw_event)
+        except NotResumableError as error:
+            return Claim(status=ClaimStatus.NOT_APPLICABLE, reason=str(error), config=self.config)
+        if self.config.capacity_providers and fault.capacity_provider not in self.config.capacity_providers:
+            reason = f"capacity provider {fault.capacity_provider!r} is not a training capacity provider"
+            return Claim(status=ClaimStatus.NOT_APPLICABLE, reason=reason, config=self.config)
+        return self._claim_planned(f"MOVE#{fault.event_id}", fault, execution, "the move")
+
+    def _claim_planned(self, key: str, fault: Fault, execution: str, what: str) -> Claim:
+        result = self.store.claim_planned(key, fault, execution, OWN_DRAIN_WINDOW)
         if not result.claimed:
-            reason = f"the drain is already handled by {result.execution}"
+            reason = f"{what} is already handled by {result.execution}"
             return Claim(status=ClaimStatus.DUPLICATE, reason=reason, fault=fault, config=self.config)
         return Claim(status=ClaimStatus.CLAIMED, reason="claimed", fault=fault, config=self.config)
 
@@ -306,6 +324,9 @@ class ResumeSteps:
         on_instance = self.ecs.running_tasks(fault.cluster_arn, fault.container_instance_arn)
         untouched = [untouched_summary(task) for task in on_instance if not is_job_task(task.tags)]
         job_ids = sorted({task.tags[JOB_ID_TAG] for task in on_instance if is_job_task(task.tags)})
+        if fault.job_id is not None:
+            # An operator's move moves its one job; the others on the host are not touched.
+            job_ids = [job_id for job_id in job_ids if job_id == fault.job_id]
         jobs: list[Job] = []
         if job_ids:
             # A gang's other tasks run on other instances: the job is every task of the cluster with its id.

@@ -73,7 +73,9 @@ class ResumeSettings(BaseModel):
     relaunch_backoff_seconds: int = Field(alias="RELAUNCH_BACKOFF_SECONDS", default=60)
     job_concurrency: int = Field(alias="RESUME_JOB_CONCURRENCY", default=4)
     checkpoint_now_seconds: int = Field(alias="CHECKPOINT_NOW_SECONDS", default=300)
-    checkpoint_now_faults: Names = Field(alias="CHECKPOINT_NOW_FAULTS", default=("xid_restart_app", "planned_drain"))
+    checkpoint_now_faults: Names = Field(
+        alias="CHECKPOINT_NOW_FAULTS", default=("xid_restart_app", "planned_drain", "planned_move")
+    )
 
     @property
     def change_events_url(self) -> str:
