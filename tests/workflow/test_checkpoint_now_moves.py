@@ -383,3 +383,19 @@ def test_a_move_names_a_host_the_job_runs_on(make_world, capsys) -> None:
     )
     assert "no running task in cluster" in no_job and "fault-responder:job-id=nope" in no_job
     assert world.sfn.list_executions(stateMachineArn=world.machine_arn)["executions"] == []
+
+
+def test_a_move_on_managed_instances_is_refused_with_what_to_do_instead(make_world, capsys) -> None:
+    # Given a job on a Managed Instances provider (no placement by instance id there)
+    world = make_world().build(provider_type="MANAGED_INSTANCES")
+    _job_on_first_host(world)
+    host = world.hosts[0]
+
+    # When an operator moves the job off its host
+    argv = ["move", "--state-machine", world.machine_arn, "--cluster", CLUSTER, "--job", "llm-7b"]
+    status = main([*argv, "--off", host.ec2_instance_id])
+
+    # Then nothing is started, and the error says to drain the host instead
+    assert status == 2
+    assert f"drain {host.ec2_instance_id} instead, and the workflow moves its jobs" in capsys.readouterr().err
+    assert world.sfn.list_executions(stateMachineArn=world.machine_arn)["executions"] == []

@@ -91,6 +91,14 @@ def run(
     task = on_host[0]
     if not task.container_instance_arn or not task.capacity_provider_name:
         raise MoveUsageError(f"the job's task on {args.off} names no container instance or capacity provider")
+    provider = ecs.describe_capacity_providers([task.capacity_provider_name], cluster_arn).get(
+        task.capacity_provider_name
+    )
+    if provider is not None and not provider.supports_instance_exclusion:
+        raise MoveUsageError(
+            f"{task.capacity_provider_name} is a Managed Instances provider: a relaunch cannot be kept off one host "
+            f"there by placement; drain {args.off} instead, and the workflow moves its jobs (MoveJobsOnDrain)"
+        )
     request = MoveRequest(
         cluster_arn=cluster_arn,
         container_instance_arn=task.container_instance_arn,
