@@ -62,8 +62,8 @@ class ResumeConfig(_Payload):
     """How long a move waits for the job to answer a checkpoint-now request before it stops the job; 0: never ask."""
     checkpoint_now_faults: tuple[str, ...] = ("xid_restart_app", "planned_drain", "planned_move")
     """The fault classes after which the job may still save: a move asks first. RESTART_APP XIDs (NVIDIA: restart
-    the application, the host is sound) and planned drains (nothing failed). After the others (XID 79: the GPU fell
-    off the bus) the job cannot save, so nobody waits."""
+    the application, the host is sound), planned drains and operators' moves (nothing failed). After the others
+    (XID 79: the GPU fell off the bus) the job cannot save, so nobody waits."""
 
 
 def _clip(text: str, limit: int) -> str:
