@@ -46,6 +46,7 @@ from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
 from fault_responder.cli import checkpoint_now, move, recovery
+from fault_responder.cli.targets import add_records_target
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
@@ -213,13 +214,7 @@ def _add_status_command(commands: Any) -> None:
             "of the last 24 hours (with --stack)."
         ),
     )
-    target = status.add_argument_group("target (one of --stack, --table and --report)")
-    which = target.add_mutually_exclusive_group(required=True)
-    which.add_argument("--stack", metavar="NAME", help="a deployed stack")
-    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
-    which.add_argument("--report", metavar="FILE", help="a sandbox report (python -m sandbox replay|run --report)")
-    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
-    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+    add_records_target(status, stack_help="a deployed stack")
     status.add_argument(
         "--routing-file",
         help="the stack's routing file (default: the stack's RoutingFile parameter, else default.yaml)",

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fault_responder.cli.targets import add_records_target
 from fault_responder.core.timefmt import format_duration, iso_utc
 from fault_responder.resume.budget import Ledger
 from fault_responder.resume.recovery import JobRecovery
@@ -31,13 +32,7 @@ def add_command(
             "job was meant to train the whole period: start it no earlier than the job."
         ),
     )
-    target = report.add_argument_group("target (one of --stack, --table and --report)")
-    which = target.add_mutually_exclusive_group(required=True)
-    which.add_argument("--stack", metavar="NAME", help="a deployed stack: its IncidentsTable is read")
-    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
-    which.add_argument("--report", metavar="FILE", help="a sandbox report (python -m sandbox run --report)")
-    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
-    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+    add_records_target(report, stack_help="a deployed stack: its IncidentsTable is read")
     period = report.add_mutually_exclusive_group()
     period.add_argument("--since", type=duration, metavar="DURATION", help="the period up to now: 1d, 7d (default), 4w")
     period.add_argument("--from", dest="start", type=moment, metavar="ISO8601", help="the period's start")

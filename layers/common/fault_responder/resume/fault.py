@@ -142,7 +142,6 @@ def fault_from_event(event: HealthChangeEvent, check_types: Collection[str]) -> 
 def drain_from_event(event: InstanceStateEvent, capacity_provider: str | None) -> Fault:
     """The planned move a DRAINING state change announces, or NotResumableError saying why it is none.
     `capacity_provider`: the instance's, when the event does not name it (ECS does not document that it does)."""
-    from fault_responder.incidents.lifecycle import fingerprint  # noqa: PLC0415  # as in fault_from_event
 
     detail = event.detail
     if event.is_drill:
@@ -161,22 +160,42 @@ def drain_from_event(event: InstanceStateEvent, capacity_provider: str | None) -
         capacity_provider=provider,
     )
     reason = (detail.drain_reason or detail.status_reason or "").strip()[:200] or None
+    title = f"DRAINING ({reason})" if reason else "DRAINING (manual or scheduled)"
+    at = detail.updated_at or event.time
+    return _planned_move(instance, event.id, PLANNED_DRAIN, DRAINING, title=title, reason=reason, at=at)
+
+
+def _planned_move(
+    instance: InstanceRef,
+    event_id: str,
+    fault_class: str,
+    check_type: str,
+    *,
+    title: str,
+    reason: str | None,
+    at: datetime,
+    job_id: str | None = None,
+) -> Fault:
+    """A planned move (a drain, an operator's move) as the workflow's fault: informational, no XID."""
+    from fault_responder.incidents.lifecycle import fingerprint  # noqa: PLC0415  # as in fault_from_event
+
     return Fault(
-        event_id=event.id,
-        region=event.region,
-        account=event.account,
-        cluster_arn=detail.cluster_arn,
-        container_instance_arn=detail.container_instance_arn,
-        ec2_instance_id=detail.ec2_instance_id,
-        capacity_provider=provider,
-        check_type=DRAINING,
+        event_id=event_id,
+        region=instance.region,
+        account=instance.account,
+        cluster_arn=instance.cluster_arn,
+        container_instance_arn=instance.container_instance_arn,
+        ec2_instance_id=instance.ec2_instance_id,
+        capacity_provider=instance.capacity_provider or "",
+        check_type=check_type,
         status_reason=reason,
         xid=None,
-        title=f"DRAINING ({reason})" if reason else "DRAINING (manual or scheduled)",
-        fault_class=PLANNED_DRAIN,
+        title=title,
+        fault_class=fault_class,
         severity=Severity.INFO,
-        impaired_at=detail.updated_at or event.time,
-        fingerprint=fingerprint(instance, DRAINING),
+        impaired_at=at,
+        fingerprint=fingerprint(instance, f"{check_type}/{job_id}" if job_id else check_type),
+        job_id=job_id,
     )
 
 
@@ -214,8 +233,6 @@ def move_from_event(raw: dict[str, Any]) -> Fault:
     """The planned move an operator asked for, or NotResumableError saying why the event is not one."""
     from pydantic import ValidationError  # noqa: PLC0415  # as the other parsers: only ClaimFault reads events
 
-    from fault_responder.incidents.lifecycle import fingerprint  # noqa: PLC0415
-
     if raw.get("source") != MOVE_SOURCE or raw.get("detail-type") != MOVE_DETAIL_TYPE:
         raise NotResumableError("not an operator's move")
     try:
@@ -235,23 +252,10 @@ def move_from_event(raw: dict[str, Any]) -> Fault:
     )
     who = f" by {request.requested_by}" if request.requested_by else ""
     why = f": {request.reason}" if request.reason else ""
-    return Fault(
-        event_id=str(raw.get("id", "")),
-        region=instance.region,
-        account=instance.account,
-        cluster_arn=request.cluster_arn,
-        container_instance_arn=request.container_instance_arn,
-        ec2_instance_id=request.ec2_instance_id,
-        capacity_provider=request.capacity_provider,
-        check_type=MOVE,
-        status_reason=request.reason or None,
-        xid=None,
-        title=f"Moving {request.job_id}, asked{who}{why}"[:300],
-        fault_class=PLANNED_MOVE,
-        severity=Severity.INFO,
-        impaired_at=at,
-        fingerprint=fingerprint(instance, f"{MOVE}/{request.job_id}"),
-        job_id=request.job_id,
+    title = f"Moving {request.job_id}, asked{who}{why}"[:300]
+    event_id, reason = str(raw.get("id", "")), request.reason or None
+    return _planned_move(
+        instance, event_id, PLANNED_MOVE, MOVE, title=title, reason=reason, at=at, job_id=request.job_id
     )
 
 

@@ -1,0 +1,17 @@
+"""Where a `fault-responder` command reads from: options shared by the commands that read a deployed stack's
+records or a sandbox report."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_records_target(parser: argparse.ArgumentParser, *, stack_help: str) -> None:
+    """--stack, --table or --report (one required), with --region and --endpoint-url for the first two."""
+    target = parser.add_argument_group("target (one of --stack, --table and --report)")
+    which = target.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", metavar="NAME", help=stack_help)
+    which.add_argument("--table", metavar="NAME", help="an incidents table, by name")
+    which.add_argument("--report", metavar="FILE", help="a sandbox report (python -m sandbox replay|run --report)")
+    target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
+    target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
