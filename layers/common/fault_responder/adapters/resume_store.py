@@ -284,11 +284,7 @@ class DynamoDBResumeStore:
         for page in pages:
             for raw in page.get("Items", []):
                 item = _plain(raw)
-                yield Ledger(
-                    job_key=str(item["pk"]).removeprefix("JOB#"),
-                    attempts=tuple(_attempts_adapter().validate_json(item["attempts"])),
-                    failed_hosts=tuple(item.get("failed_hosts", [])),
-                )
+                yield _ledger(str(item["pk"]).removeprefix("JOB#"), item)
 
     def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None:
         item = {"pk": _job_pk(job_key), "sk": _attempt_sk(number), "task_arns": list(task_arns)}
@@ -305,12 +301,7 @@ class DynamoDBResumeStore:
         item = self._get(_job_pk(job_key), "LEDGER")
         if item is None:
             return _Versioned(Ledger(job_key=job_key), 0)
-        ledger = Ledger(
-            job_key=job_key,
-            attempts=tuple(_attempts_adapter().validate_json(item["attempts"])),
-            failed_hosts=tuple(item.get("failed_hosts", [])),
-        )
-        return _Versioned(ledger, int(item["revision"]))
+        return _Versioned(_ledger(job_key, item), int(item["revision"]))
 
     def _update_ledger(self, job_key: str, change: Callable[[Ledger], Ledger | None]) -> Ledger:
         for _ in range(MAX_WRITE_CONFLICTS):
@@ -366,6 +357,15 @@ class DynamoDBResumeStore:
 
     def _expiry(self, ttl: timedelta) -> int:
         return int(self._clock() + ttl.total_seconds())
+
+
+def _ledger(job_key: str, item: dict[str, Any]) -> Ledger:
+    """A job's ledger from its LEDGER item."""
+    return Ledger(
+        job_key=job_key,
+        attempts=tuple(_attempts_adapter().validate_json(item["attempts"])),
+        failed_hosts=tuple(item.get("failed_hosts", [])),
+    )
 
 
 def _job_pk(job_key: str) -> str:

@@ -13,7 +13,6 @@ parameters, so a test can run it without waiting.
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Any
 from fault_responder.adapters.deployed_stack import aws_client
 from fault_responder.adapters.ecs import EcsAdapter
 from fault_responder.adapters.s3_checkpoints import S3CheckpointRequests, S3CheckpointStore
+from fault_responder.cli.targets import operator_name
 from fault_responder.resume.checkpoint_now import (
     Answer,
     Placed,
@@ -114,7 +114,7 @@ def run(
     # One store and one request writer for every job's thread (the client is thread-safe; a store per job would
     # register its request counter on the shared client once more each time).
     store, requests = S3CheckpointStore(s3), S3CheckpointRequests(s3)
-    requested_by = f"fault-responder checkpoint-now ({_user()})"
+    requested_by = f"fault-responder checkpoint-now ({operator_name()})"
 
     def ask(target: Target) -> tuple[Target, Answer, Placed, bool]:
         return (target, *_ask(store, requests, target, args, requested_by, now=now, sleep=sleep))
@@ -245,10 +245,3 @@ def _wait(args: argparse.Namespace) -> timedelta:
 
 def _hold(args: argparse.Namespace) -> timedelta | None:
     return timedelta(seconds=args.hold) if args.hold is not None else None
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name in some containers
-        return "unknown user"

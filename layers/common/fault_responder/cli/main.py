@@ -59,7 +59,6 @@ from fault_responder.noise.silences import (
 )
 from fault_responder.operations import status as status_module
 from fault_responder.resume.checkpoints import CheckpointStoreError
-from fault_responder.resume.recovery import recovery_report
 from fault_responder.routing.matchers import Matcher, MatcherError, parse_matcher
 
 PROG = "fault-responder" if Path(sys.argv[0]).name == "fault-responder" else "python -m fault_responder.cli"
@@ -485,6 +484,7 @@ def _move(args: argparse.Namespace) -> int:
 
 def _recovery(args: argparse.Namespace) -> int:
     from fault_responder.adapters.resume_store import DynamoDBResumeStore  # noqa: PLC0415 - this command's only
+    from fault_responder.resume.recovery import recovery_report  # noqa: PLC0415
 
     since, until = recovery.period(args, _now())
     if since >= until:

@@ -5,7 +5,6 @@ job is asked for a checkpoint first and restarts from it elsewhere; the host is 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import re
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 from fault_responder.adapters.deployed_stack import aws_client
 from fault_responder.adapters.ecs import EcsAdapter
+from fault_responder.cli.targets import operator_name
 from fault_responder.resume.fault import MoveRequest, move_event
 from fault_responder.resume.jobs import JOB_ID_TAG
 
@@ -106,7 +106,7 @@ def run(
         capacity_provider=task.capacity_provider_name,
         job_id=args.job,
         reason=args.reason,
-        requested_by=f"fault-responder move ({_user()})",
+        requested_by=f"fault-responder move ({operator_name()})",
     )
     moment = now()
     _, _, _, region, account, _ = cluster_arn.split(":", 5)
@@ -146,10 +146,3 @@ def _names(container_instance_arn: str | None, ec2_instance_id: str | None) -> s
     if container_instance_arn:
         names |= {container_instance_arn, container_instance_arn.rsplit("/", 1)[-1]}
     return names
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name in some containers
-        return "unknown"

@@ -1,9 +1,10 @@
-"""Where a `fault-responder` command reads from: options shared by the commands that read a deployed stack's
-records or a sandbox report."""
+"""What the `fault-responder` commands share: where a command reads from (a deployed stack's records or a
+sandbox report), and who runs it."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 
 
 def add_records_target(parser: argparse.ArgumentParser, *, stack_help: str) -> None:
@@ -15,3 +16,11 @@ def add_records_target(parser: argparse.ArgumentParser, *, stack_help: str) -> N
     which.add_argument("--report", metavar="FILE", help="a sandbox report (python -m sandbox replay|run --report)")
     target.add_argument("--region", help="the AWS Region (default: your AWS configuration's)")
     target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
+
+
+def operator_name() -> str:
+    """Who runs the command, as requests and notices name them."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name in some containers
+        return "unknown user"

@@ -283,12 +283,12 @@ def skip_reason(fault_class: str, fault_label: str, wait_seconds: int, faults: I
 
 
 def judge_answer(
-    asked: MoveCheckpoint, newest: Checkpoint | None, now: datetime, searches: int = 1
+    asked: MoveCheckpoint, newest: Checkpoint | None, now: datetime
 ) -> tuple[MoveCheckpoint, Checkpoint | None]:
     """After one search: the request answered (by `newest`), still pending, or timed out at its deadline. Returns
     the request's new state and the checkpoint a move should resume from when it ended (None while pending)."""
     request = asked.request()
-    total = asked.searches + searches
+    total = asked.searches + 1
     waited = (now - request.requested_at).total_seconds()
     if answers(newest, request, asked.stored_at) and newest is not None:
         update = {"answered_step": newest.step, "answered_uri": newest.uri, "waited_seconds": waited}
