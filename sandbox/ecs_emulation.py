@@ -1,17 +1,18 @@
 """What moto's ECS does not model, and the training auto-resume workflow depends on (docs/sandbox.md#ecs).
 
-Installed as patches on moto's ECS backend and response classes, so it works in decorator mode and with the
-in-process moto server alike. While installed:
+Installed as patches on moto's ECS backend and response classes (and two of its Auto Scaling methods), so it works
+in decorator mode and with the in-process moto server alike. While installed:
 
 - Capacity providers can be seeded with a type and, for Managed Instances, an
   `autoRepairConfiguration` (creating one through the API crashes moto and poisons every later
   DescribeCapacityProviders).
 - Container instances can belong to a capacity provider (`capacityProviderName`), and RunTask with a
   capacity provider strategy places only on that provider's instances.
-- RunTask honours `memberOf` constraints of the form `ec2InstanceId in [...]` / `ec2InstanceId !in [...]`
-  (moto ignores every constraint), rejects an `ec2InstanceId` constraint on a Managed Instances provider
-  as ECS would (the attribute is not supported there), replays a `clientToken` like ECS (same request ->
-  the same tasks; a different request -> ConflictException), and reports `failures` when it places nothing.
+- RunTask honours `memberOf` constraints such as `ec2InstanceId in [...]` / `ec2InstanceId !in [...]` and the
+  attribute clauses below (moto ignores every constraint), rejects an `ec2InstanceId` constraint on a Managed
+  Instances provider as ECS would (the attribute is not supported there), replays a `clientToken` like ECS (same
+  request -> the same tasks; a different request -> ConflictException), and reports `failures` when it places
+  nothing.
 - Failures can be injected: the next N RunTask calls answer `failures: [{reason: RESOURCE:GPU}]`, or the next
   N tasks started stop before they run.
 - Container instances have health (docs/sandbox.md#ecs): DescribeContainerInstances with
@@ -25,6 +26,18 @@ in-process moto server alike. While installed:
   in moto. (moto's own lifecycle moves every RUNNING task towards STOPPED each time it is described; that is
   switched off.) StopTask on a task already stopping or stopped changes nothing (moto would release its
   resources a second time).
+- Container instances carry custom attributes (PutAttributes, through moto). ListContainerInstances honours a
+  `filter` of cluster query language clauses joined by `and` (`attribute:NAME exists`, `attribute:NAME not_exists`,
+  `attribute:NAME == VALUE`, `attribute:NAME != VALUE`, `ec2InstanceId in [...]`), applied before the pages are cut,
+  and refuses any other expression; RunTask honours `memberOf` expressions made of the same clauses.
+- A capacity provider can scale with a real (moto) Auto Scaling group (`seed_auto_scaling`): when the group's
+  desired capacity rises, by SetDesiredCapacity or by the emulated managed scaling, a container instance registers
+  `launch_delay_seconds` later (of `time.monotonic`), with the group's EC2 instance and the launch attributes. With
+  managed scaling on, a RunTask that cannot be placed starts its task in PROVISIONING and raises the desired
+  capacity by one (up to the group's maximum); the task is placed once an instance it fits on is there (ListTasks
+  by container instance passes over it, where moto's filter would fail on a task with no instance). Launches
+  and placements are evaluated on each RunTask, DescribeTasks, ListContainerInstances and
+  DescribeContainerInstances (`catch_up`); nothing runs in the background.
 
 Only what the workflow needs is modelled; other constraint expressions are ignored, as moto does.
 """
@@ -35,12 +48,16 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from moto.autoscaling import models as autoscaling_models
+from moto.autoscaling.exceptions import ValidationError as AutoScalingValidationError
 from moto.core.exceptions import JsonRESTError
 from moto.core.responses import ActionResult
 from moto.ecs import models as ecs_models
@@ -55,8 +72,27 @@ MAX_DESCRIBED = 100
 """DescribeContainerInstances: at most 100 container instances a call."""
 MAX_PAGE = 100
 """ListContainerInstances: maxResults between 1 and 100."""
+DEFAULT_LAUNCH_DELAY_SECONDS = 300.0
+"""How long an instance the Auto Scaling group launches takes to register with ECS (a replacement's time)."""
 _NEVER = 10**9
-_INSTANCE_SET = re.compile(r"^\s*ec2InstanceId\s+(?P<op>!in|not_in|in)\s+\[(?P<items>[^\]]*)\]\s*$")
+_AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+_ATTRIBUTE_CLAUSE = re.compile(
+    r"^attribute:(?P<name>[A-Za-z0-9_./\\-]{1,128})\s+"
+    r"(?P<op>==|equals|!=|not_equals|exists|!exists|not_exists)(?:\s+(?P<value>\S.*?))?$"
+)
+_INSTANCE_CLAUSE = re.compile(r"^ec2InstanceId\s+(?P<op>!in|not_in|in)\s+\[(?P<items>[^\]]*)\]$")
+_OPERATORS = {
+    "==": "==",
+    "equals": "==",
+    "!=": "!=",
+    "not_equals": "!=",
+    "exists": "exists",
+    "!exists": "not_exists",
+    "not_exists": "not_exists",
+    "in": "in",
+    "!in": "not_in",
+    "not_in": "not_in",
+}
 
 
 class ConflictException(JsonRESTError):
@@ -73,6 +109,37 @@ class _Countdown:
 
 
 @dataclass
+class _Group:
+    """A capacity provider's Auto Scaling group, and what the emulation launches for it."""
+
+    cluster: str
+    provider: str
+    name: str
+    managed_scaling: bool
+    launch_delay_seconds: float
+    launch_attributes: dict[str, str]
+    gpus: int
+    seeded: int
+    """The group's desired capacity when it was handed to the emulation: instances that exist already."""
+    known: set[str]
+    """EC2 instance ids of the group that are not to be launched again (seeded, or launched already)."""
+    asks: deque[tuple[float, datetime]] = field(default_factory=deque)
+    """(time.monotonic(), wall clock) of each instance asked for and not registered yet, oldest first."""
+    launched: int = 0
+
+
+@dataclass
+class _Waiting:
+    """A PROVISIONING task: placed once an instance it fits on is there."""
+
+    task: Any
+    cluster: str
+    provider: str
+    constraints: list[dict[str, Any]]
+    asked_at: datetime
+
+
+@dataclass
 class EcsEmulation:
     """Use as a context manager (or install()/uninstall()); one installed at a time per process."""
 
@@ -86,8 +153,15 @@ class EcsEmulation:
     """ListContainerInstances' page size when the caller gives no maxResults (ECS: 100)."""
     describe_requests: list[dict[str, Any]] = field(default_factory=list)
     """Every DescribeContainerInstances request (cluster, instances, include), in order."""
+    launches: list[dict[str, Any]] = field(default_factory=list)
+    """Every container instance an Auto Scaling group launched, in order: name (`<provider>-launched-<n>`),
+    provider, cluster, auto_scaling_group, ec2_instance_id, container_instance_arn, instance_type, gpus,
+    attributes, asked_at and registered_at (ISO 8601, UTC)."""
     _health: dict[str, dict[str, Any]] = field(default_factory=dict)
     _provider_types: dict[str, str] = field(default_factory=dict)
+    _groups: dict[str, _Group] = field(default_factory=dict)
+    """Capacity provider name -> its Auto Scaling group."""
+    _waiting: list[_Waiting] = field(default_factory=list)
     _run_failures: deque[str] = field(default_factory=deque)
     _early_stops: deque[tuple[str, str]] = field(default_factory=deque)
     _pinned: deque[str] = field(default_factory=deque)
@@ -100,7 +174,8 @@ class EcsEmulation:
     def seed_capacity_provider(
         self, cluster: str, name: str, *, provider_type: str = "EC2_AUTOSCALING", auto_repair: str | None = None
     ) -> str:
-        """A capacity provider as DescribeCapacityProviders shows it; returns its ARN."""
+        """A capacity provider as DescribeCapacityProviders shows it; returns its ARN. Its Auto Scaling group ARN is
+        a made-up one until `seed_auto_scaling` names a real group."""
         backend = self.backend
         asg = {"autoScalingGroupArn": _asg_arn(self.region, self.account_id, name)}
         # moto's model has no attributes for these; its serializer picks them up by the API's member names.
@@ -117,6 +192,41 @@ class EcsEmulation:
         backend.capacity_providers[name] = provider
         self._provider_types[name] = provider_type
         return str(provider.capacity_provider_arn)
+
+    def seed_auto_scaling(
+        self,
+        cluster: str,
+        provider: str,
+        group: str,
+        *,
+        managed_scaling: bool = False,
+        launch_delay_seconds: float = DEFAULT_LAUNCH_DELAY_SECONDS,
+        launch_attributes: Mapping[str, str] | None = None,
+        gpus: int = 8,
+    ) -> None:
+        """`provider` (seeded, EC2_AUTOSCALING) scales with the Auto Scaling group named `group`, which exists in
+        moto and holds the provider's instances: DescribeCapacityProviders shows the group's ARN and managed
+        scaling's status. From now on, each instance the group's desired capacity rises above what it is now
+        registers in `cluster`, as the provider's, `launch_delay_seconds` after the rise, with `launch_attributes`.
+        With `managed_scaling`, a RunTask for the provider that cannot be placed waits in PROVISIONING."""
+        with self._lock:
+            if self._provider_types.get(provider) != "EC2_AUTOSCALING":
+                raise ValueError(f"{provider} is not a seeded EC2_AUTOSCALING capacity provider")
+            asg = self._auto_scaling_group(group)
+            settings: Any = self.backend.capacity_providers[provider].auto_scaling_group_provider
+            settings["autoScalingGroupArn"] = asg.arn
+            settings["managedScaling"]["status"] = "ENABLED" if managed_scaling else "DISABLED"
+            self._groups[provider] = _Group(
+                cluster=cluster.rsplit("/", 1)[-1],
+                provider=provider,
+                name=group,
+                managed_scaling=managed_scaling,
+                launch_delay_seconds=launch_delay_seconds,
+                launch_attributes=dict(launch_attributes or {}),
+                gpus=gpus,
+                seeded=asg.desired_capacity or 0,
+                known={state.instance.id for state in asg.instance_states},
+            )
 
     def assign_instance(self, cluster: str, container_instance_arn: str, provider: str) -> None:
         """Make a registered container instance part of `provider` (its capacityProviderName)."""
@@ -148,11 +258,45 @@ class EcsEmulation:
         """The next `count` tasks RunTask starts stop instead of reaching RUNNING."""
         self._early_stops.extend([(reason, stop_code)] * count)
 
+    # --- Capacity --------------------------------------------------------------------------------
+
+    def catch_up(self) -> None:
+        """Register the instances whose launch delay has passed, then place the PROVISIONING tasks that now fit,
+        oldest first. Every patched ECS call does this first; a test may call it too."""
+        with self._lock:
+            now = time.monotonic()
+            for group in self._groups.values():
+                self._count_asks(group)
+                while group.asks and now - group.asks[0][0] >= group.launch_delay_seconds:
+                    _, asked_at = group.asks.popleft()
+                    self._launch(group, asked_at)
+            self._place_waiting()
+
+    def provisioning_tasks(self) -> list[dict[str, Any]]:
+        """The tasks waiting in PROVISIONING for an instance, oldest first, as the last ECS call left them:
+        task_arn, cluster, capacity_provider, placement_constraints, asked_at (ISO 8601, UTC)."""
+        with self._lock:
+            return [
+                {
+                    "task_arn": waiting.task.task_arn,
+                    "cluster": waiting.cluster,
+                    "capacity_provider": waiting.provider,
+                    "placement_constraints": list(waiting.constraints),
+                    "asked_at": _iso(waiting.asked_at),
+                }
+                for waiting in self._waiting
+                if _still_provisioning(waiting.task)
+            ]
+
     # --- Installation ----------------------------------------------------------------------------
 
     @property
     def backend(self) -> ecs_models.EC2ContainerServiceBackend:
         return ecs_models.ecs_backends[self.account_id][self.region]
+
+    @property
+    def autoscaling(self) -> autoscaling_models.AutoScalingBackend:
+        return autoscaling_models.autoscaling_backends[self.account_id][self.region]
 
     def install(self) -> EcsEmulation:
         with _install_lock:
@@ -202,6 +346,7 @@ class EcsEmulation:
             )
         }
         with self._lock:
+            self.catch_up()
             self.run_task_requests.append({key: value for key, value in request.items() if value is not None})
             replay = self._replay(request)
             if replay is not None:
@@ -226,6 +371,7 @@ class EcsEmulation:
             raise InvalidParameterException(
                 f"containerInstances can have at most {MAX_DESCRIBED} items; {len(arns)} were given."
             )
+        self.catch_up()
         instances, failures = self.backend.describe_container_instances(cluster, arns)
         shown: list[Any] = list(instances)
         if "CONTAINER_INSTANCE_HEALTH" in include:
@@ -234,10 +380,25 @@ class EcsEmulation:
 
     def list_container_instances(self, response: EC2ContainerServiceResponse) -> ActionResult:
         cluster = response._get_param("cluster") or "default"
-        arns = self.backend.list_container_instances(cluster, status=response._get_param("status"))
+        expression = response._get_param("filter")
+        query = _query(expression) if expression else None
+        if expression and query is None:
+            raise InvalidParameterException(
+                f"The filter expression {expression!r} is not supported by the sandbox's ECS emulation: it takes "
+                "attribute:NAME exists | not_exists | == VALUE | != VALUE and ec2InstanceId in [...] | !in [...], "
+                "joined by `and`."
+            )
         size = int(response._get_param("maxResults") or self.list_page_size)
         if not 1 <= size <= MAX_PAGE:
             raise InvalidParameterException(f"maxResults must be between 1 and {MAX_PAGE}.")
+        self.catch_up()
+        arns = self.backend.list_container_instances(cluster, status=response._get_param("status"))
+        if query is not None:
+            by_arn = {
+                instance.container_instance_arn: instance
+                for instance in self.backend.container_instances.get(cluster.rsplit("/", 1)[-1], {}).values()
+            }
+            arns = [arn for arn in arns if arn in by_arn and query.matches(by_arn[arn])]
         token = response._get_param("nextToken")
         start = int(token) if token and token.isdigit() else 0
         page: dict[str, Any] = {"containerInstanceArns": arns[start : start + size]}
@@ -285,6 +446,27 @@ class EcsEmulation:
                 self._countdowns[task.task_arn] = _Countdown(self.stop_after_describes, "STOPPED")
         return task
 
+    def desired_capacity_changed(self, group_name: str) -> None:
+        """An Auto Scaling group's desired capacity was set: note the instances it now asks for."""
+        with self._lock:
+            for group in self._groups.values():
+                if group.name == group_name:
+                    self._count_asks(group)
+
+    def check_desired_capacity(self, group_name: str, desired: int | None) -> None:
+        """SetDesiredCapacity on a group the emulation scales is refused outside its size, as Auto Scaling does."""
+        if desired is None or not any(group.name == group_name for group in self._groups.values()):
+            return
+        asg = self._auto_scaling_group(group_name)
+        if asg.max_size is not None and desired > asg.max_size:
+            raise AutoScalingValidationError(
+                f"New SetDesiredCapacity value {desired} is above max value {asg.max_size} for the AutoScalingGroup."
+            )
+        if asg.min_size is not None and desired < asg.min_size:
+            raise AutoScalingValidationError(
+                f"New SetDesiredCapacity value {desired} is below min value {asg.min_size} for the AutoScalingGroup."
+            )
+
     # --- Helpers ---------------------------------------------------------------------------------
 
     def _replay(self, request: dict[str, Any]) -> ActionResult | None:
@@ -298,37 +480,65 @@ class EcsEmulation:
         return ActionResult({"tasks": tasks, "failures": []})
 
     def _place(self, request: dict[str, Any]) -> Any | None:
+        """The task RunTask starts: on an instance it fits on, else PROVISIONING with managed scaling, else None."""
         backend = self.backend
         cluster = backend._get_cluster(request.get("cluster") or "default")
         definition = backend.describe_task_definition(request["taskDefinition"])
         needs = backend._calculate_task_resource_requirements(definition)
         provider = _strategy_provider(request)
+        constraints = request.get("placementConstraints") or []
         pinned = self._pinned.popleft() if self._pinned else None
-        for instance in self._candidates(cluster.name, provider, request.get("placementConstraints") or []):
+        instance = self._fit(cluster.name, provider, constraints, needs, pinned)
+        group = self._groups.get(provider or "")
+        if instance is None and (group is None or not group.managed_scaling):
+            return None
+        task = ecs_models.Task(
+            cluster,
+            definition,
+            None,
+            needs,
+            backend=backend,
+            group=request.get("group") or f"family:{definition.family}",
+            launch_type=request.get("launchType") or ("EC2" if not provider else ""),
+            overrides=request.get("overrides") or {},
+            started_by=request.get("startedBy") or "",
+            tags=request.get("tags") or [],
+            networking_configuration=request.get("networkConfiguration"),
+            capacity_provider_name=provider,
+        )
+        backend.tasks.setdefault(cluster.name, {})[task.task_arn] = task
+        if instance is not None:
+            self._put_on(task, instance)
+        elif group is not None and provider is not None:
+            task.last_status = "PROVISIONING"
+            self._waiting.append(_Waiting(task, cluster.name, provider, list(constraints), datetime.now(UTC)))
+            self._scale_out(group)
+        return task
+
+    def _fit(
+        self,
+        cluster: str,
+        provider: str | None,
+        constraints: list[dict[str, Any]],
+        needs: dict[str, Any],
+        pinned: str | None = None,
+    ) -> Any | None:
+        """The first instance the task may go on and has room for, if any."""
+        for instance in self._candidates(cluster, provider, constraints):
             if pinned is not None and instance.ec2_instance_id != pinned:
                 continue
-            if not backend._can_be_placed(instance, needs):
-                continue
-            task = ecs_models.Task(
-                cluster,
-                definition,
-                instance.container_instance_arn,
-                needs,
-                backend=backend,
-                group=request.get("group") or f"family:{definition.family}",
-                launch_type=request.get("launchType") or ("EC2" if not provider else ""),
-                overrides=request.get("overrides") or {},
-                started_by=request.get("startedBy") or "",
-                tags=request.get("tags") or [],
-                networking_configuration=request.get("networkConfiguration"),
-                capacity_provider_name=provider,
-            )
-            backend.update_container_instance_resources(instance, needs)
-            backend.update_cluster_resources(cluster, 1)
-            backend.tasks.setdefault(cluster.name, {})[task.task_arn] = task
-            self._start_lifecycle(task)
-            return task
+            if self.backend._can_be_placed(instance, needs):
+                return instance
         return None
+
+    def _put_on(self, task: Any, instance: Any) -> None:
+        """The task placed on the instance, its lifecycle started."""
+        backend = self.backend
+        task.container_instance_arn = instance.container_instance_arn
+        task.last_status = "RUNNING"
+        backend.update_container_instance_resources(instance, task.resource_requirements)
+        backend.update_cluster_resources(backend._get_cluster(task.cluster_name), 1)
+        self._start_lifecycle(task)
 
     def _start_lifecycle(self, task: Any) -> None:
         if self._early_stops:
@@ -340,20 +550,20 @@ class EcsEmulation:
             self._countdowns[task.task_arn] = _Countdown(self.start_after_describes, "RUNNING")
 
     def _candidates(self, cluster: str, provider: str | None, constraints: list[dict[str, Any]]) -> Iterator[Any]:
-        allowed = _instance_filter(constraints)
-        if allowed is not None and provider and self._provider_types.get(provider) == MANAGED_INSTANCES:
+        queries = _placement_queries(constraints)
+        names_instances = any(query.names_instances for query in queries)
+        if names_instances and provider and self._provider_types.get(provider) == MANAGED_INSTANCES:
             raise InvalidParameterException(
                 "Managed Instances capacity providers do not support the ec2InstanceId attribute in placement "
                 "constraints."
             )
-        for instance in self.backend.container_instances.get(cluster, {}).values():
+        for instance in list(self.backend.container_instances.get(cluster, {}).values()):
             if instance.status != "ACTIVE":
                 continue
             if provider and getattr(instance, "capacity_provider_name", None) not in (None, provider):
                 continue
-            if allowed is not None and not allowed(instance.ec2_instance_id):
-                continue
-            yield instance
+            if all(query.matches(instance) for query in queries):
+                yield instance
 
     def _no_placement_reason(self, request: dict[str, Any]) -> str:
         # ECS names the resource that ran out; moto models CPU and memory only.
@@ -362,6 +572,80 @@ class EcsEmulation:
     def _container_instance(self, cluster: str, arn: str) -> Any:
         instances = self.backend.container_instances.get(cluster.rsplit("/", 1)[-1], {})
         return instances[arn.rsplit("/", 1)[-1]]
+
+    def _auto_scaling_group(self, name: str) -> Any:
+        groups = self.autoscaling.autoscaling_groups
+        if name not in groups:
+            raise ValueError(f"no Auto Scaling group named {name!r} in moto")
+        return groups[name]
+
+    def _count_asks(self, group: _Group) -> None:
+        """One ask per instance the group's desired capacity wants beyond those seeded and launched: new asks are
+        timed now; a lowered capacity withdraws the newest."""
+        if group.name not in self.autoscaling.autoscaling_groups:
+            return
+        desired = self._auto_scaling_group(group.name).desired_capacity or 0
+        owed = max(0, desired - group.seeded - group.launched)
+        while len(group.asks) < owed:
+            group.asks.append((time.monotonic(), datetime.now(UTC)))
+        while len(group.asks) > owed:
+            group.asks.pop()
+
+    def _scale_out(self, group: _Group) -> None:
+        """Managed scaling: one more instance for a PROVISIONING task, unless the group is at its maximum."""
+        asg = self._auto_scaling_group(group.name)
+        desired = asg.desired_capacity or 0
+        if asg.max_size is None or desired < asg.max_size:
+            self.autoscaling.set_desired_capacity(group.name, desired + 1)
+
+    def _launch(self, group: _Group, asked_at: datetime) -> None:
+        """Register one instance of the group with ECS, as the provider's, with the launch attributes."""
+        backend = self.backend
+        asg = self._auto_scaling_group(group.name)
+        ec2_id = next((s.instance.id for s in asg.instance_states if s.instance.id not in group.known), None)
+        if ec2_id is None:  # moto launched none for this ask (the group was changed around it): launch one here
+            reservation = asg.ec2_backend.run_instances(
+                asg.image_id, 1, None, [], instance_type=asg.instance_type, is_instance_type_default=False
+            )
+            ec2_id = reservation.instances[0].id
+        group.known.add(ec2_id)
+        instance: Any = backend.register_container_instance(group.cluster, ec2_id)
+        arn = instance.container_instance_arn
+        instance.capacity_provider_name = group.provider
+        if group.launch_attributes:
+            backend.put_attributes(
+                group.cluster,
+                [{"name": name, "value": value, "targetId": arn} for name, value in group.launch_attributes.items()],
+            )
+        group.launched += 1
+        self.launches.append(
+            {
+                "name": f"{group.provider}-launched-{group.launched}",
+                "provider": group.provider,
+                "cluster": group.cluster,
+                "auto_scaling_group": group.name,
+                "ec2_instance_id": ec2_id,
+                "container_instance_arn": arn,
+                "instance_type": instance.attributes.get("ecs.instance-type"),
+                "gpus": group.gpus,
+                "attributes": dict(group.launch_attributes),
+                "asked_at": _iso(asked_at),
+                "registered_at": _iso(datetime.now(UTC)),
+            }
+        )
+
+    def _place_waiting(self) -> None:
+        """Each PROVISIONING task, oldest first, onto an instance it now fits on (tasks stopped meanwhile leave)."""
+        waiting: list[_Waiting] = []
+        for entry in self._waiting:
+            if not _still_provisioning(entry.task):
+                continue
+            instance = self._fit(entry.cluster, entry.provider, entry.constraints, entry.task.resource_requirements)
+            if instance is None:
+                waiting.append(entry)
+            else:
+                self._put_on(entry.task, instance)
+        self._waiting = waiting
 
 
 class _WithHealth:
@@ -374,6 +658,88 @@ class _WithHealth:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._instance, name)
+
+
+# --- The cluster query language ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Clause:
+    """One `subject operator [argument]` of a cluster query: on an attribute, or on the EC2 instance id."""
+
+    attribute: str | None
+    """The attribute's name; None for ec2InstanceId."""
+    operator: str
+    """==, !=, exists, not_exists (attributes); in, not_in (ec2InstanceId)."""
+    values: frozenset[str] = frozenset()
+
+    def holds(self, instance: Any) -> bool:
+        if self.attribute is None:
+            return (instance.ec2_instance_id in self.values) == (self.operator == "in")
+        attributes: dict[str, Any] = instance.attributes
+        if self.operator in ("exists", "not_exists"):
+            return (self.attribute in attributes) == (self.operator == "exists")
+        equal = self.attribute in attributes and attributes[self.attribute] in self.values
+        return equal == (self.operator == "==")
+
+
+@dataclass(frozen=True)
+class _Query:
+    """A cluster query language expression: clauses that must all hold."""
+
+    clauses: tuple[_Clause, ...]
+
+    @property
+    def names_instances(self) -> bool:
+        return any(clause.attribute is None for clause in self.clauses)
+
+    def matches(self, instance: Any) -> bool:
+        return all(clause.holds(instance) for clause in self.clauses)
+
+
+def _query(expression: str) -> _Query | None:
+    """The expression's clauses, or None when it has one the emulation does not understand."""
+    clauses: list[_Clause] = []
+    for text in _AND.split(expression.strip()):
+        clause = _clause(text.strip())
+        if clause is None:
+            return None
+        clauses.append(clause)
+    return _Query(tuple(clauses))
+
+
+def _clause(text: str) -> _Clause | None:
+    if (match := _ATTRIBUTE_CLAUSE.match(text)) is not None:
+        operator, value = _OPERATORS[match["op"]], match["value"]
+        if (operator in ("exists", "not_exists")) != (value is None):
+            return None
+        return _Clause(match["name"], operator, frozenset() if value is None else frozenset({_unquoted(value)}))
+    if (match := _INSTANCE_CLAUSE.match(text)) is not None:
+        items = frozenset(_unquoted(item) for item in match["items"].split(",") if item.strip())
+        return _Clause(None, _OPERATORS[match["op"]], items)
+    return None
+
+
+def _unquoted(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _placement_queries(constraints: list[dict[str, Any]]) -> list[_Query]:
+    """The `memberOf` constraints the emulation understands; others are ignored, as moto ignores them all."""
+    queries = []
+    for constraint in constraints:
+        if constraint.get("type") != "memberOf":
+            continue
+        query = _query(constraint.get("expression") or "")
+        if query is not None:
+            queries.append(query)
+    return queries
+
+
+# --- Installation ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -406,12 +772,42 @@ def _patched_list_container_instances(self: EC2ContainerServiceResponse) -> Acti
 
 def _patched_describe_tasks(self: Any, cluster_str: str, tasks: list[str]) -> list[Any]:
     described = _originals[(ecs_models.EC2ContainerServiceBackend, "describe_tasks")](self, cluster_str, tasks)
-    _emulation().after_describe(described)
+    emulation = _emulation()
+    emulation.after_describe(described)
+    # After the countdowns: a task placed now shows PENDING in this answer, as a new task does in RunTask's.
+    emulation.catch_up()
     return list(described)
+
+
+def _patched_list_tasks(
+    self: Any,
+    cluster_str: str | None = None,
+    container_instance: str | None = None,
+    family: str | None = None,
+    started_by: str | None = None,
+    service_name: str | None = None,
+    desiredStatus: str | None = None,
+) -> list[Any]:
+    """moto's ListTasks, where a PROVISIONING task (no container instance yet) does not break the instance filter."""
+    original = _originals[(ecs_models.EC2ContainerServiceBackend, "list_tasks")]
+    tasks = original(self, cluster_str, None, family, started_by, service_name, desiredStatus)
+    if container_instance:
+        tasks = [t for t in tasks if t.container_instance_arn and container_instance in t.container_instance_arn]
+    return list(tasks)
 
 
 def _patched_stop_task(self: Any, cluster_str: str, task_str: str, reason: str) -> Any:
     return _emulation().stop_task(self, cluster_str, task_str, reason)
+
+
+def _patched_group_set_desired_capacity(self: Any, new_capacity: int | None) -> None:
+    _originals[(autoscaling_models.FakeAutoScalingGroup, "set_desired_capacity")](self, new_capacity)
+    _emulation().desired_capacity_changed(self.name)
+
+
+def _patched_backend_set_desired_capacity(self: Any, group_name: str, desired_capacity: int | None) -> None:
+    _emulation().check_desired_capacity(group_name, desired_capacity)
+    _originals[(autoscaling_models.AutoScalingBackend, "set_desired_capacity")](self, group_name, desired_capacity)
 
 
 _PATCHES: list[tuple[type, str, Callable[..., Any]]] = [
@@ -419,7 +815,10 @@ _PATCHES: list[tuple[type, str, Callable[..., Any]]] = [
     (EC2ContainerServiceResponse, "describe_container_instances", _patched_describe_container_instances),
     (EC2ContainerServiceResponse, "list_container_instances", _patched_list_container_instances),
     (ecs_models.EC2ContainerServiceBackend, "describe_tasks", _patched_describe_tasks),
+    (ecs_models.EC2ContainerServiceBackend, "list_tasks", _patched_list_tasks),
     (ecs_models.EC2ContainerServiceBackend, "stop_task", _patched_stop_task),
+    (autoscaling_models.FakeAutoScalingGroup, "set_desired_capacity", _patched_group_set_desired_capacity),
+    (autoscaling_models.AutoScalingBackend, "set_desired_capacity", _patched_backend_set_desired_capacity),
 ]
 
 
@@ -429,27 +828,8 @@ def emulated_ecs(**settings: Any) -> Iterator[EcsEmulation]:
         yield emulation
 
 
-def _instance_filter(constraints: list[dict[str, Any]]) -> Callable[[str], bool] | None:
-    """A predicate over EC2 instance ids from the `memberOf ec2InstanceId [!]in [...]` constraints, if any."""
-    checks: list[Callable[[str], bool]] = []
-    for constraint in constraints:
-        if constraint.get("type") != "memberOf":
-            continue
-        match = _INSTANCE_SET.match(constraint.get("expression") or "")
-        if match is None:
-            continue
-        items = frozenset(item.strip().strip("'\"") for item in match["items"].split(",") if item.strip())
-        checks.append(_member_check(items, inside=match["op"] == "in"))
-    if not checks:
-        return None
-    return lambda instance: all(check(instance) for check in checks)
-
-
-def _member_check(items: frozenset[str], *, inside: bool) -> Callable[[str], bool]:
-    def check(instance: str) -> bool:
-        return (instance in items) == inside
-
-    return check
+def _still_provisioning(task: Any) -> bool:
+    return bool(task.desired_status == "RUNNING" and task.last_status == "PROVISIONING")
 
 
 def _strategy_provider(request: dict[str, Any]) -> str | None:
@@ -471,6 +851,10 @@ def _find_task(backend: Any, task_arn: str) -> Any | None:
 
 def _cluster_arn(emulation: EcsEmulation, request: dict[str, Any]) -> str:
     return str(emulation.backend._get_cluster(request.get("cluster") or "default").arn)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _asg_arn(region: str, account: str, name: str) -> str:

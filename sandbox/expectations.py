@@ -53,6 +53,7 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "webhooks": list(report.get("webhooks", [])),
         "alerts": pagerduty_alerts(report.get("pagerduty", [])),
         "training": list(report.get("training", [])),
+        "ledgers": list(report.get("ledgers", [])),
     }
 
 

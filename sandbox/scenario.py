@@ -53,9 +53,41 @@ class HealthCheck(_Model):
     """When it reached `status` (lastStatusChange): `now`, `now-3m`, ... at seeding."""
 
 
+SPARE_ATTRIBUTE = "fault-responder.spare"
+"""The ECS attribute `spare: true` and `launch_spares: true` stand for (value `true`): the stack's default
+SpareAttribute, which marks a warm spare."""
+DEFAULT_INSTANCE_TYPE = "p5.48xlarge"
+_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_./\\-]{1,128}$")
+_ATTRIBUTE_VALUE = re.compile(r"^[A-Za-z0-9_.@/\\: -]{1,128}$")
+
+
+def _ecs_attributes(attributes: dict[str, str]) -> dict[str, str]:
+    """`attributes`, checked against ECS's rules for custom attributes. Raises ValueError naming the first wrong."""
+    for name, value in attributes.items():
+        if not _ATTRIBUTE_NAME.match(name):
+            raise ValueError(
+                f"attribute name {name!r}: 1 to 128 letters, digits, hyphens, underscores, periods or slashes"
+            )
+        if not _ATTRIBUTE_VALUE.match(value) or value != value.strip():
+            raise ValueError(
+                f"attribute {name}: value {value!r}: 1 to 128 letters, digits, hyphens, underscores, periods, @, "
+                "slashes, colons or spaces, not starting or ending with a space"
+            )
+    return attributes
+
+
+def _with_spare(attributes: dict[str, str], spare: bool, flag: str) -> dict[str, str]:
+    """`attributes` with the spare attribute when `spare`; a different value given for it is an error."""
+    if not spare:
+        return dict(attributes)
+    if attributes.get(SPARE_ATTRIBUTE, "true") != "true":
+        raise ValueError(f"{flag}: true means {SPARE_ATTRIBUTE}=true, and the attributes give it another value")
+    return {**attributes, SPARE_ATTRIBUTE: "true"}
+
+
 class Instance(_Model):
     name: Name
-    instance_type: str = "p5.48xlarge"
+    instance_type: str = DEFAULT_INSTANCE_TYPE
     status: Literal["ACTIVE", "DRAINING"] = "ACTIVE"
     gpus: int = Field(default=8, ge=0)
     """Reported; moto registers every instance with 4 vCPU and 7482 MiB, and places by those only."""
@@ -63,6 +95,36 @@ class Instance(_Model):
     """Its health checks as ECS describes them (default: CONTAINER_RUNTIME OK); no event announces them."""
     gone: bool = False
     """Deregistered once seeded, with no event: ECS no longer lists it (its INACTIVE event was lost)."""
+    attributes: dict[str, str] = {}
+    """Custom ECS attributes, name -> value, put on the instance once it registers (PutAttributes)."""
+    spare: bool = False
+    """Short for the attribute fault-responder.spare = true: a warm spare."""
+
+    @field_validator("attributes")
+    @classmethod
+    def _attributes_as_ecs_takes_them(cls, attributes: dict[str, str]) -> dict[str, str]:
+        return _ecs_attributes(attributes)
+
+    @model_validator(mode="after")
+    def _spare_agrees(self) -> Instance:
+        _with_spare(self.attributes, self.spare, "spare")
+        return self
+
+    @property
+    def ecs_attributes(self) -> dict[str, str]:
+        """The custom attributes it registers with: `attributes`, and the spare attribute when `spare`."""
+        return _with_spare(self.attributes, self.spare, "spare")
+
+
+_AUTO_SCALING_SETTINGS = (
+    "managed_scaling",
+    "launch_delay_seconds",
+    "max_size",
+    "launch_attributes",
+    "launch_spares",
+    "launch_instance_type",
+    "launch_gpus",
+)
 
 
 class CapacityProvider(_Model):
@@ -71,12 +133,62 @@ class CapacityProvider(_Model):
     auto_repair: Literal["ENABLED", "DISABLED"] | None = None
     """ECS auto-repair (`managedInstancesProvider.autoRepairConfiguration.actionsStatus`): MANAGED_INSTANCES only."""
     instances: list[Instance] = []
+    managed_scaling: bool = False
+    """ECS managed scaling: a RunTask that finds no room waits in PROVISIONING and the group grows by one."""
+    launch_delay_seconds: float = Field(default=300.0, ge=0, le=3600)
+    """How long after the group's desired capacity rises a launched instance registers with ECS."""
+    max_size: int | None = Field(default=None, ge=0)
+    """The Auto Scaling group's MaxSize (default: its instances at seeding + 10)."""
+    launch_attributes: dict[str, str] = {}
+    """Custom ECS attributes a launched instance registers with (a launch template's ECS_INSTANCE_ATTRIBUTES)."""
+    launch_spares: bool = False
+    """Short for launch_attributes fault-responder.spare = true: launched instances are warm spares."""
+    launch_instance_type: str | None = None
+    """The launch template's instance type (default: the first instance's, else p5.48xlarge)."""
+    launch_gpus: int = Field(default=8, ge=0)
+    """Reported for a launched instance, as `gpus` is for a seeded one."""
+
+    @field_validator("launch_attributes")
+    @classmethod
+    def _launch_attributes_as_ecs_takes_them(cls, attributes: dict[str, str]) -> dict[str, str]:
+        return _ecs_attributes(attributes)
 
     @model_validator(mode="after")
-    def _auto_repair_needs_managed_instances(self) -> CapacityProvider:
+    def _settings_fit_the_type(self) -> CapacityProvider:
         if self.auto_repair is not None and self.type != "MANAGED_INSTANCES":
             raise ValueError("auto_repair is a setting of MANAGED_INSTANCES capacity providers")
+        given = [name for name in _AUTO_SCALING_SETTINGS if name in self.model_fields_set]
+        if given and self.type == "MANAGED_INSTANCES":
+            raise ValueError(
+                f"{', '.join(given)}: settings of an EC2_AUTOSCALING provider's Auto Scaling group; a "
+                "MANAGED_INSTANCES provider has none"
+            )
+        if self.max_size is not None and self.max_size < self.starting_size:
+            raise ValueError(f"max_size {self.max_size} is below the {self.starting_size} instances it starts with")
+        _with_spare(self.launch_attributes, self.launch_spares, "launch_spares")
         return self
+
+    @property
+    def starting_size(self) -> int:
+        """The Auto Scaling group's desired (and minimum) capacity at seeding: its instances that are not gone."""
+        return sum(not instance.gone for instance in self.instances)
+
+    @property
+    def group_max_size(self) -> int:
+        """The Auto Scaling group's MaxSize."""
+        return self.max_size if self.max_size is not None else self.starting_size + 10
+
+    @property
+    def launched_instance_type(self) -> str:
+        """The instance type the Auto Scaling group launches."""
+        if self.launch_instance_type is not None:
+            return self.launch_instance_type
+        return self.instances[0].instance_type if self.instances else DEFAULT_INSTANCE_TYPE
+
+    @property
+    def launched_attributes(self) -> dict[str, str]:
+        """The custom attributes a launched instance registers with."""
+        return _with_spare(self.launch_attributes, self.launch_spares, "launch_spares")
 
 
 class Container(_Model):
@@ -227,6 +339,20 @@ class World(_Model):
     objects: list[S3Object] = []
     ledger: list[LedgerEntry] = []
     trainers: list[Trainer] = []
+
+    @model_validator(mode="after")
+    def _launched_names_are_free(self) -> World:
+        providers = [provider for cluster in self.clusters for provider in cluster.capacity_providers]
+        for provider in providers:
+            launched = re.compile(rf"^{re.escape(provider.name)}-launched-\d+$")
+            for other in providers:
+                for instance in other.instances:
+                    if launched.match(instance.name):
+                        raise ValueError(
+                            f"instance {instance.name}: names of the form {provider.name}-launched-N are those of "
+                            f"the instances {provider.name}'s Auto Scaling group launches"
+                        )
+        return self
 
     @model_validator(mode="after")
     def _trainers_train_seeded_jobs(self) -> World:
@@ -568,6 +694,7 @@ Collection = Literal[
     "webhooks",
     "alerts",
     "training",
+    "ledgers",
 ]
 COLLECTIONS: tuple[str, ...] = get_args(Collection)
 

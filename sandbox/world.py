@@ -1,8 +1,9 @@
 """Seed a scenario's world into the sandbox: ECS clusters, capacity providers, instances, task definitions
 and running tasks; S3 checkpoints; earlier resume attempts in the ledger.
 
-Everything goes through the AWS APIs (moto) where moto models it, and through sandbox/ecs_emulation.py
-where it does not (capacity provider types and auto-repair, instance membership of a provider).
+Everything goes through the AWS APIs (moto) where moto models it (instances' custom attributes, each
+EC2_AUTOSCALING provider's Auto Scaling group), and through sandbox/ecs_emulation.py where it does not
+(capacity provider types and auto-repair, instance membership of a provider, the group's launches).
 Checkpoints are written by the training helper the jobs themselves use, and the ledger by the
 workflow's own store, so the seeded data has exactly the shape production code writes.
 
@@ -12,6 +13,7 @@ moto picked, and fills `{{...}}` placeholders in events and expectations (docs/s
 
 from __future__ import annotations
 
+import base64
 import copy
 import importlib.util
 import json
@@ -34,6 +36,10 @@ from sandbox.template import StackIdentity
 CHECKPOINT_HELPER = model.REPO_ROOT / "training" / "fault_responder_checkpoint.py"
 INCIDENTS_TABLE = "IncidentsTable"
 _AMI = "ami-12345678"
+_ATTRIBUTES_PER_CALL = 10
+"""PutAttributes: at most 10 attributes a call."""
+_ATTACHED_PER_CALL = 20
+"""AttachInstances: at most 20 instances a call."""
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 _NOW = re.compile(r"^now(?:([+-])(\d+(?:\.\d+)?)([smhd]))?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -74,17 +80,43 @@ class World:
     """(id, comment) of each silence the scenario's cli steps added, in order."""
     health: dict[tuple[str, str], datetime] = field(default_factory=dict)
     """(instance name, check type) -> the seeded check's lastStatusChange."""
+    emulation: EcsEmulation | None = field(default=None, repr=False, compare=False)
+    """The ECS emulation the world was seeded into: it knows the instances launched since."""
+
+    def launched(self) -> dict[str, SeededInstance]:
+        """The instances the capacity providers' Auto Scaling groups launched since seeding, by their names
+        (`<provider>-launched-<n>`, n from 1 per provider), in the order they registered."""
+        launches = list(self.emulation.launches) if self.emulation is not None else []
+        return {
+            launch["name"]: SeededInstance(
+                launch["name"],
+                launch["cluster"],
+                self.clusters[launch["cluster"]],
+                launch["container_instance_arn"],
+                launch["ec2_instance_id"],
+                launch["provider"],
+                str(launch["instance_type"]),
+                int(launch["gpus"]),
+            )
+            for launch in launches
+            if launch["cluster"] in self.clusters and launch["name"] not in self.instances
+        }
+
+    def all_instances(self) -> dict[str, SeededInstance]:
+        """The seeded instances, then those launched since."""
+        return {**self.instances, **self.launched()}
 
     def instance(self, name: str) -> SeededInstance:
-        if name not in self.instances:
-            known = ", ".join(sorted(self.instances)) or "none"
+        instances = self.all_instances()
+        if name not in instances:
+            known = ", ".join(sorted(instances)) or "none"
             raise SandboxError(f"no instance named {name!r} in the world (instances: {known})")
-        return self.instances[name]
+        return instances[name]
 
     def names(self) -> dict[str, str]:
-        """ARN or EC2 instance id -> the scenario's name for it."""
+        """ARN or EC2 instance id -> the scenario's name for it (a launched instance's too)."""
         names = {arn: name for name, arn in self.clusters.items()}
-        for instance in self.instances.values():
+        for instance in self.all_instances().values():
             names[instance.container_instance_arn] = instance.name
             names[instance.ec2_instance_id] = instance.name
         names.update({task.arn: task.name for task in self.tasks.values()})
@@ -95,7 +127,7 @@ class World:
         refs = {"account": self.identity.account_id, "region": self.identity.region}
         for name, arn in self.clusters.items():
             refs |= {f"clusters.{name}.arn": arn, f"clusters.{name}.name": name}
-        for instance in self.instances.values():
+        for instance in self.all_instances().values():
             prefix = f"instances.{instance.name}"
             refs |= {
                 f"{prefix}.arn": instance.container_instance_arn,
@@ -195,7 +227,7 @@ def point_at(event: dict[str, Any], instance: SeededInstance, identity: StackIde
 
 
 def seed_world(world_model: model.World, aws: AwsClients, emulation: EcsEmulation, stack: Stack) -> World:
-    world = World(stack.identity)
+    world = World(stack.identity, emulation=emulation)
     for cluster in world_model.clusters:
         _seed_cluster(cluster, world, aws, emulation)
     _seed_s3(world_model, world, aws)
@@ -229,6 +261,7 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
             )["containerInstance"]
             container_instance_arn = registered["containerInstanceArn"]
             emulation.assign_instance(cluster.name, container_instance_arn, provider.name)
+            _put_attributes(ecs, cluster.name, container_instance_arn, instance.ecs_attributes)
             if instance.status == "DRAINING":
                 ecs.update_container_instances_state(
                     cluster=cluster.name, containerInstances=[container_instance_arn], status="DRAINING"
@@ -249,6 +282,8 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
                 instance.instance_type,
                 instance.gpus,
             )
+        if provider.type == "EC2_AUTOSCALING":
+            _seed_auto_scaling_group(provider, cluster.name, world, aws, emulation)
     for definition in cluster.task_definitions:
         ecs.register_task_definition(
             family=definition.family,
@@ -256,6 +291,59 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
         )
     for task in cluster.tasks:
         _seed_task(task, cluster, world, aws, emulation)
+
+
+def _put_attributes(ecs: Any, cluster: str, container_instance_arn: str, attributes: dict[str, str]) -> None:
+    """The instance's custom attributes, through PutAttributes (at most 10 a call, as ECS takes them)."""
+    items = [{"name": k, "value": v, "targetId": container_instance_arn} for k, v in attributes.items()]
+    for start in range(0, len(items), _ATTRIBUTES_PER_CALL):
+        ecs.put_attributes(cluster=cluster, attributes=items[start : start + _ATTRIBUTES_PER_CALL])
+
+
+def _seed_auto_scaling_group(
+    provider: model.CapacityProvider, cluster: str, world: World, aws: AwsClients, emulation: EcsEmulation
+) -> None:
+    """The provider's Auto Scaling group, `<provider>-asg`: a launch template of the provider's launch instance type
+    (its user data registers in the cluster with the launch attributes), the seeded instances that are not gone
+    attached (desired = min = their number; max = max_size), and the emulation told to launch what the group asks
+    for beyond them (docs/sandbox.md#ecs)."""
+    ec2, autoscaling = aws.client("ec2"), aws.client("autoscaling")
+    group = f"{provider.name}-asg"
+    attributes = provider.launched_attributes
+    user_data = f"#!/bin/bash\necho ECS_CLUSTER={cluster} >> /etc/ecs/ecs.config\n"
+    if attributes:
+        user_data += f"echo 'ECS_INSTANCE_ATTRIBUTES={json.dumps(attributes)}' >> /etc/ecs/ecs.config\n"
+    template = ec2.create_launch_template(
+        LaunchTemplateName=f"{provider.name}-launch-template",
+        LaunchTemplateData={
+            "ImageId": _AMI,
+            "InstanceType": provider.launched_instance_type,
+            "UserData": base64.b64encode(user_data.encode()).decode(),
+        },
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=group,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
+        MinSize=0,
+        MaxSize=provider.group_max_size,
+        DesiredCapacity=0,
+        AvailabilityZones=[f"{world.identity.region}a"],
+    )
+    running = [world.instances[instance.name].ec2_instance_id for instance in provider.instances if not instance.gone]
+    for start in range(0, len(running), _ATTACHED_PER_CALL):
+        autoscaling.attach_instances(
+            AutoScalingGroupName=group, InstanceIds=running[start : start + _ATTACHED_PER_CALL]
+        )
+    autoscaling.update_auto_scaling_group(AutoScalingGroupName=group, MinSize=len(running))
+    emulation.seed_auto_scaling(
+        cluster,
+        provider.name,
+        group,
+        managed_scaling=provider.managed_scaling,
+        launch_delay_seconds=provider.launch_delay_seconds,
+        launch_attributes=attributes,
+        gpus=provider.launch_gpus,
+    )
 
 
 def _seed_health(instance: model.Instance, arn: str, emulation: EcsEmulation) -> dict[str, datetime]:
