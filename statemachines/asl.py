@@ -101,6 +101,13 @@ def when_true(variable: str, next_state: str) -> Json:
     return {"And": checks, "Next": next_state}
 
 
+def when_present(variable: str, value: str, next_state: str) -> Json:
+    """A Choice rule that holds only if `variable` is present and equals `value` (absent or null: it does not hold,
+    where a bare StringEquals on a missing path would fail the execution)."""
+    checks = [{"Variable": variable, "IsPresent": True}, {"Variable": variable, "IsString": True}]
+    return {"And": [*checks, {"Variable": variable, "StringEquals": value}], "Next": next_state}
+
+
 def choice(*rules: Json, default: str, comment: str | None = None) -> Json:
     """A Choice state: the first rule that holds picks the next state, else `default`."""
     return _with_comment(comment, {"Type": "Choice", "Choices": list(rules), "Default": default})

@@ -37,6 +37,7 @@ from statemachines.asl import (
     task,
     wait,
     when,
+    when_present,
     when_true,
 )
 
@@ -346,11 +347,20 @@ def one_job() -> dict[str, Json]:
             "RelaunchJob",
             [*PLANNED, {"execution": "$$.Execution.Id"}],
             into="$.launch",
-            next="LaunchOutcome",
+            next="SparesRefilled",
             on_error="JobFailed",
             writes_store=True,
-            comment="Record the attempt in the ledger, then RunTask each task (clientToken: job + attempt + task).",
+            comment=(
+                "Record the attempt in the ledger, then RunTask each task (clientToken: job + attempt + task),"
+                " on warm spares it claims when enough are free."
+            ),
         ),
+        "SparesRefilled": choice(
+            when_present("$.launch.Payload.spare.refill.state", "failed", "PageSpareRefill"),
+            default="LaunchOutcome",
+            comment="The relaunch took warm spares and the provider could not be grown to replace them.",
+        ),
+        "PageSpareRefill": notify("spare_refill_failed", [*PLANNED, "$.launch.Payload"], next="LaunchOutcome"),
         "LaunchOutcome": choice(
             when("$.launch.Payload.state", "started", "WaitForStart"),
             when("$.launch.Payload.state", "superseded", "ReportSuperseded"),

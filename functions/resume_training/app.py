@@ -175,8 +175,15 @@ def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any
 @event_parser(model=RelaunchInput)
 def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
     launch = resume_steps().relaunch(event.fault, event.config, event.job, event.plan, event.execution)
-    logger.info("relaunch", extra={"job": event.job.job_id, "state": launch.state.value, "attempt": launch.attempt})
+    spare = launch.spare.state.value if launch.spare is not None else None
+    logger.info(
+        "relaunch",
+        extra={"job": event.job.job_id, "state": launch.state.value, "attempt": launch.attempt, "spare": spare},
+    )
     count("ResumeLaunches", "State", launch.state.value)
+    if spare is not None and spare != "off":
+        # Whether relaunches find warm spares (used / none_free / ...): a pool too small shows here first.
+        count("SpareUse", "State", spare)
     return _json(launch)
 
 

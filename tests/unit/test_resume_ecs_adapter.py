@@ -31,7 +31,8 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             "containerInstanceArn"
         ]
         emulation.assign_instance(CLUSTER, arn, "p5-training")
-        yield {"ecs": ecs, "ec2": ec2, "instance": instance, "arn": arn, "adapter": EcsAdapter(ecs, ec2)}
+        adapter = EcsAdapter(ecs, ec2)
+        yield {"ecs": ecs, "ec2": ec2, "instance": instance, "arn": arn, "adapter": adapter, "emulation": emulation}
 
 
 def test_an_awsvpc_task_is_read_with_the_network_configuration_runtask_needs(world: dict[str, Any]) -> None:
@@ -99,3 +100,31 @@ def test_runtask_failures_are_reported_not_raised(world: dict[str, Any]) -> None
 
     # Then nothing started and ECS's reason is returned
     assert (result.task_arns, result.failures) == ((), ("ATTRIBUTE",))
+
+
+def test_spares_are_the_instances_carrying_the_attribute_with_their_load(world: dict[str, Any]) -> None:
+    # Given the instance and a second one, only the second marked as a spare
+    ecs, ec2, adapter = world["ecs"], world["ec2"], world["adapter"]
+    other = ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1)["Instances"][0]
+    document = json.dumps({"instanceId": other["InstanceId"], "region": REGION})
+    spare_arn = ecs.register_container_instance(cluster=CLUSTER, instanceIdentityDocument=document)[
+        "containerInstance"
+    ]["containerInstanceArn"]
+    world["emulation"].assign_instance(CLUSTER, spare_arn, "p5-training")
+    ecs.put_attributes(
+        cluster=CLUSTER,
+        attributes=[{"name": "fault-responder.spare", "value": "true", "targetId": spare_arn}],
+    )
+
+    # When the spares are read
+    [spare] = adapter.spare_hosts(CLUSTER, "fault-responder.spare")
+
+    # Then only the marked one, idle, on its provider
+    assert (spare.container_instance_arn, spare.ec2_instance_id) == (spare_arn, other["InstanceId"])
+    assert (spare.capacity_provider, spare.status, spare.idle) == ("p5-training", "ACTIVE", True)
+    assert adapter.spare_hosts(CLUSTER, "another.attribute") == []
+
+
+def test_a_providers_auto_scaling_group_is_named_from_its_arn(world: dict[str, Any]) -> None:
+    [provider] = world["adapter"].describe_capacity_providers(["p5-training"], CLUSTER).values()
+    assert provider.auto_scaling_group == "p5-training"

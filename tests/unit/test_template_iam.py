@@ -35,6 +35,7 @@ TABLES = {"arn:IncidentsTable.Arn": "IncidentsTable"}
 NO_RESOURCE_TYPES = {
     "ecs:DescribeTaskDefinition",
     "ecs:ListClusters",
+    "autoscaling:DescribeAutoScalingGroups",
     "ec2:DescribeNetworkInterfaces",
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
@@ -304,7 +305,7 @@ def test_the_reconciliation_changes_nothing_in_ecs_and_writes_only_its_log_group
         ("PlanJobFunction", {"dynamodb:GetItem"}),
         ("StopJobFunction", {"dynamodb:GetItem"}),
         ("CheckTasksFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
-        ("RelaunchJobFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
+        ("RelaunchJobFunction", {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}),
         ("PlanRetryFunction", {"dynamodb:GetItem", "dynamodb:PutItem"}),
         ("NotifyFunction", {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:Query"}),
     ],
@@ -472,3 +473,35 @@ def test_moves_on_drain_can_be_switched_off_and_then_no_rule_sends_drains_to_the
     # Then a rule sends DRAINING state changes to the workflow only when it is on
     assert drain_rules() == ["PlannedMoveRule"]
     assert drain_rules(MoveJobsOnDrain="false") == []
+
+
+# --- Warm spares -------------------------------------------------------------------------------------------------
+
+
+def test_only_the_relaunch_grows_auto_scaling_groups_and_only_those_tagged_for_it() -> None:
+    resolver = stack(**RELAUNCH)
+
+    growing = [
+        (owner, s) for owner, s in statements(resolver) if "autoscaling:SetDesiredCapacity" in as_list(s["Action"])
+    ]
+    [(owner, statement)] = growing
+    assert owner == "RelaunchJobFunction"
+    assert as_list(statement["Action"]) == ["autoscaling:SetDesiredCapacity"]
+    assert statement["Resource"].endswith(":autoScalingGroup:*:autoScalingGroupName/*")
+    assert statement["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/fault-responder:refill-spares": "true"}}
+    finding = granting(resolver, "ecs:ListContainerInstances", "RelaunchJobFunction")
+    assert len(finding) == 1 and finding[0]["Resource"].endswith(f":{ACCOUNT}:cluster/*")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "finds", "grows"),
+    [({"SpareAttribute": ""}, False, False), ({"RefillSpares": "false"}, True, False)],
+)
+def test_without_spares_or_their_refill_the_relaunch_has_no_rights_for_them(
+    overrides: dict[str, str], finds: bool, grows: bool
+) -> None:
+    resolver = stack(**RELAUNCH, **overrides)
+
+    assert bool(granting(resolver, "ecs:ListContainerInstances", "RelaunchJobFunction")) is finds
+    assert bool(granting(resolver, "autoscaling:SetDesiredCapacity")) is grows
+    assert bool(granting(resolver, "autoscaling:DescribeAutoScalingGroups")) is grows

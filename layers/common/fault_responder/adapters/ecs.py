@@ -15,6 +15,7 @@ from botocore.client import BaseClient
 from fault_responder.resume.fault import ProviderInfo
 from fault_responder.resume.jobs import TaskSpec
 from fault_responder.resume.relaunch import RunTaskResult
+from fault_responder.resume.spares import SpareHost
 from fault_responder.resume.watch import TaskState
 
 DESCRIBE_BATCH = 100
@@ -42,10 +43,12 @@ class EcsAdapter:
         providers: dict[str, ProviderInfo] = {}
         for raw in answer.get("capacityProviders", []):
             managed = raw.get("managedInstancesProvider") or {}
+            group_arn = str((raw.get("autoScalingGroupProvider") or {}).get("autoScalingGroupArn") or "")
             providers[raw["name"]] = ProviderInfo(
                 name=raw["name"],
                 type=raw.get("type"),
                 auto_repair=(managed.get("autoRepairConfiguration") or {}).get("actionsStatus"),
+                auto_scaling_group=_group_name(group_arn),
             )
         missing = [name for name in names if name not in providers]
         if missing:
@@ -66,6 +69,31 @@ class EcsAdapter:
             for instance in self._describe_instances(cluster, list(arns))
             if instance.get("capacityProviderName") == provider and instance.get("status") in _COUNTED_STATUSES
         )
+
+    def spare_hosts(self, cluster: str, attribute: str) -> list[SpareHost]:
+        """The ACTIVE container instances that carry `attribute` (one filtered list: as many as the pool, whatever
+        the size of the cluster), as ECS describes them now."""
+        arns = self._paginate(
+            "list_container_instances",
+            "containerInstanceArns",
+            cluster=cluster,
+            status="ACTIVE",
+            filter=f"attribute:{attribute} exists",
+        )
+        return [
+            SpareHost(
+                container_instance_arn=raw["containerInstanceArn"],
+                ec2_instance_id=raw["ec2InstanceId"],
+                capacity_provider=raw.get("capacityProviderName") or None,
+                status=raw.get("status", ""),
+                agent_connected=bool(raw.get("agentConnected", False)),
+                running_tasks=int(raw.get("runningTasksCount", 0)),
+                pending_tasks=int(raw.get("pendingTasksCount", 0)),
+            )
+            for raw in self._describe_instances(cluster, list(arns))
+            # The filter is ECS's; the attribute is checked again, so a host is never taken for a spare by mistake.
+            if raw.get("ec2InstanceId") and any(item.get("name") == attribute for item in raw.get("attributes", []))
+        ]
 
     def drain(self, cluster: str, container_instance_arns: Sequence[str]) -> dict[str, str]:
         """Set the instances DRAINING; returns each one's status (MISSING when it already left the cluster)."""
@@ -227,6 +255,13 @@ def _task_spec(raw: dict[str, Any], hosts: dict[str, str], networks: dict[str, d
         network_configuration=networks.get(raw["taskArn"]),
         enable_execute_command=bool(raw.get("enableExecuteCommand")),
     )
+
+
+def _group_name(arn: str) -> str | None:
+    """An Auto Scaling group's name from its ARN (…:autoScalingGroupName/<name>); a bare name as it is."""
+    if not arn:
+        return None
+    return arn.split(":autoScalingGroupName/", 1)[1] if ":autoScalingGroupName/" in arn else arn
 
 
 def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:

@@ -13,6 +13,9 @@ Items (pk / sk):
 - JOB#<cluster>/<job id> / ATTEMPT#<number>: the tasks an attempt started.
 - JOB#<cluster>/<job id> / REPLACED#<digest of task ARNs>: which execution replaced that set of tasks. It is
   written in the same transaction as the attempt, so two executions cannot both restart the same tasks.
+- SPARES#<cluster>/<provider> / HOST#<EC2 instance id>: which relaunch (job and attempt) holds that warm spare, and
+  until when. A relaunch claims all its spares in one transaction, each conditional on being free or expired.
+- ONCE#<key> / ONCE: something done at most once (a spare pool's refill per attempt).
 
 Everything expires through TTL (`expires_at`).
 """
@@ -259,10 +262,13 @@ class DynamoDBResumeStore:
         failed_hosts: Sequence[str] = (),
         *,
         running_at: datetime | None = None,
+        spare: bool | None = None,
     ) -> Ledger:
         finished: dict[str, Any] = {"outcome": outcome, "reason": reason}
         if running_at is not None:
             finished["running_at"] = running_at
+        if spare is not None:
+            finished["spare"] = spare
 
         def change(ledger: Ledger) -> Ledger | None:
             attempts = tuple(a.model_copy(update=finished) if a.number == number else a for a in ledger.attempts)
@@ -296,6 +302,65 @@ class DynamoDBResumeStore:
         return tuple(str(arn) for arn in (item or {}).get("task_arns", []))
 
     # --- Helpers ----------------------------------------------------------------------------------
+
+    # --- Warm spares ----------------------------------------------------------------------------
+
+    def spare_claims(self, cluster_name: str, provider: str, now: datetime) -> dict[str, str]:
+        """The spares of the provider held now: EC2 instance id -> owner. One item per spare ever claimed within
+        the TTL, so the read is as large as the pool."""
+        items = self._query(_spares_pk(cluster_name, provider), "begins_with(sk, :host)", {":host": {"S": "HOST#"}})
+        moment = _iso(now)
+        return {str(item["host"]): str(item["owner"]) for item in items if str(item["held_until"]) > moment}
+
+    def claim_spares(
+        self, cluster_name: str, provider: str, hosts: Sequence[str], owner: str, *, now: datetime, until: datetime
+    ) -> bool:
+        """Hold every one of `hosts` for `owner` until `until`, or none: one transaction, each write conditional on
+        the spare being unclaimed, its hold past, or held by `owner` already (a retried step)."""
+        puts = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": _typed(
+                        {
+                            "pk": _spares_pk(cluster_name, provider),
+                            "sk": f"HOST#{host}",
+                            "host": host,
+                            "owner": owner,
+                            "claimed_at": _iso(now),
+                            "held_until": _iso(until),
+                            "expires_at": self._expiry(CLAIM_TTL),
+                        }
+                    ),
+                    "ConditionExpression": "attribute_not_exists(pk) OR held_until < :now OR #owner = :me",
+                    "ExpressionAttributeNames": {"#owner": "owner"},
+                    "ExpressionAttributeValues": {":now": {"S": _iso(now)}, ":me": {"S": owner}},
+                }
+            }
+            for host in dict.fromkeys(hosts)
+        ]
+        if not puts:
+            return False
+        try:
+            self._db.transact_write_items(TransactItems=puts)
+        except ClientError as error:
+            if _cancelled_by_condition(error):
+                return False
+            raise
+        return True
+
+    def mark_once(self, key: str, ttl: timedelta) -> bool:
+        try:
+            self._db.put_item(
+                TableName=self.table_name,
+                Item=_typed({"pk": f"ONCE#{key}", "sk": "ONCE", "expires_at": self._expiry(ttl)}),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def _load_ledger(self, job_key: str) -> _Versioned:
         item = self._get(_job_pk(job_key), "LEDGER")
@@ -374,6 +439,14 @@ def _job_pk(job_key: str) -> str:
 
 def _attempt_sk(number: int) -> str:
     return f"ATTEMPT#{number:06d}"
+
+
+def _spares_pk(cluster_name: str, provider: str) -> str:
+    return f"SPARES#{cluster_name}/{provider}"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _provider_pk(cluster_name: str, provider: str) -> str:

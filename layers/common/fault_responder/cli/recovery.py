@@ -84,9 +84,14 @@ def render(jobs: Iterable[JobRecovery], since: datetime, until: datetime, *, as_
         for fault in job.faults:
             back = f"training again after {_seconds(fault.down_seconds)}" if fault.running_at else "not training again"
             asked = f", checkpoint now {fault.checkpoint_now}" if fault.checkpoint_now else ""
+            spare = (
+                ""
+                if fault.spare is None or not fault.running_at
+                else (", on a warm spare" if fault.spare else ", no spare")
+            )
             lines.append(
-                f"  {iso_utc(fault.fault_at)} {fault.cause}: {back}, {_seconds(fault.work_lost_seconds)} of work "
-                f"lost, {fault.attempts} attempt(s){asked}"
+                f"  {iso_utc(fault.fault_at)} {fault.cause}: {back}{spare}, {_seconds(fault.work_lost_seconds)} of "
+                f"work lost, {fault.attempts} attempt(s){asked}"
             )
         if job.fault_count > len(job.faults):
             lines.append(f"  ... and {job.fault_count - len(job.faults)} earlier fault(s), counted above")
@@ -114,6 +119,7 @@ def _as_json(job: JobRecovery) -> dict[str, Any]:
                 "work_lost_seconds": round(fault.work_lost_seconds, 1),
                 "attempts": fault.attempts,
                 "checkpoint_now": fault.checkpoint_now,
+                "spare_used": fault.spare,
             }
             for fault in job.faults
         ],

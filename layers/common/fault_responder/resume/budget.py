@@ -55,6 +55,8 @@ class LedgerAttempt(_Payload):
     """How the move's checkpoint-now request ended (MoveAsk), when one was made."""
     running_at: datetime | None = None
     """When every task of the attempt was seen RUNNING: the job trains again."""
+    spare: bool | None = None
+    """Whether the attempt ran on warm spares it claimed (resume.spares); None before it ran."""
 
 
 class Ledger(_Payload):

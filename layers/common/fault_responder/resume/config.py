@@ -64,6 +64,15 @@ class ResumeConfig(_Payload):
     """The fault classes after which the job may still save: a move asks first. RESTART_APP XIDs (NVIDIA: restart
     the application, the host is sound), planned drains and operators' moves (nothing failed). After the others
     (XID 79: the GPU fell off the bus) the job cannot save, so nobody waits."""
+    spare_attribute: Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9_./-]*$")] = "fault-responder.spare"
+    """The ECS attribute that marks a host as a warm spare (resume.spares); empty: no spares."""
+    refill_spares: bool = True
+    """After a relaunch takes spares, ask the provider's Auto Scaling group for as many instances again."""
+
+    @property
+    def spare_hold_seconds(self) -> int:
+        """How long a claimed spare is held for its relaunch: until the attempt's start timeout has passed."""
+        return self.start_timeout_seconds + 2 * self.poll_seconds + 60
 
 
 def _clip(text: str, limit: int) -> str:

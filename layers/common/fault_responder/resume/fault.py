@@ -284,6 +284,8 @@ class ProviderInfo(_Payload):
     """EC2_AUTOSCALING, MANAGED_INSTANCES, ... (None when ECS did not say)."""
     auto_repair: str | None
     """managedInstancesProvider.autoRepairConfiguration.actionsStatus; None for providers without auto-repair."""
+    auto_scaling_group: str | None = None
+    """The name of an EC2 provider's Auto Scaling group (autoScalingGroupProvider): where spares are refilled."""
 
     @property
     def ecs_owns_recovery(self) -> bool:

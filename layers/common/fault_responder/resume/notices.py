@@ -16,11 +16,12 @@ from fault_responder.notification.buttons import approval_id
 from fault_responder.resume.budget import GiveUpReason, Plan
 from fault_responder.resume.checkpoint_now import MoveAsk, MoveCheckpoint
 from fault_responder.resume.checkpoints import Checkpoint
-from fault_responder.resume.config import Mode, ResumeConfig, _clip, _Payload
+from fault_responder.resume.config import EVIDENCE_ITEMS, Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import PLANNED_MOVE, Fault, Guards, Quarantine
 from fault_responder.resume.jobs import FoundJobs, Job
 from fault_responder.resume.recovery import TRAINS_ON, work_lost
 from fault_responder.resume.relaunch import Launch
+from fault_responder.resume.spares import SpareUse, describe_use
 from fault_responder.resume.watch import TaskWatch
 
 
@@ -38,6 +39,7 @@ class NoticeKind(StrEnum):
     GIVE_UP = "give_up"
     STOP_TIMEOUT = "stop_timeout"
     FAILED = "failed"
+    SPARE_REFILL_FAILED = "spare_refill_failed"
 
 
 class PagerDutyAction(StrEnum):
@@ -71,6 +73,8 @@ class Notice(_Payload):
     @property
     def subject(self) -> str:
         """What the notice is about, for its PagerDuty dedup key: the job, else the mass event or the run."""
+        if self.kind == NoticeKind.SPARE_REFILL_FAILED:
+            return "spare-pool"
         if self.job_id:
             return self.job_id
         return "mass-fault" if self.kind == NoticeKind.MASS_FAULT else "workflow"
@@ -285,7 +289,26 @@ def _resumed(r: NoticeRequest, now: datetime) -> _Built:
         newer = tuple(folder for folder in r.plan.skipped if folder.step > used)
         text += _skipped_text(r.plan.model_copy(update={"skipped": newer, "skipped_count": len(newer)}))
         text += _checkpoint_now_text(r.plan.checkpoint_now)
+    if launch.spare is not None and (spare := describe_use(launch.spare)):
+        text += f"\n{spare}"
     return title, text, PagerDutyAction.CHANGE, Severity.INFO
+
+
+def _spare_refill_failed(r: NoticeRequest, now: datetime) -> _Built:
+    """A relaunch took warm spares and the provider could not be grown to replace them: the next fault waits."""
+    job = _job(r)
+    spare = r.launch.spare if r.launch is not None else None
+    if spare is None or spare.refill is None:
+        raise ValueError(f"a {r.kind.value} notice needs the launch's spare refill")
+    provider = r.fault.capacity_provider
+    title = f"Warm spares of {provider} not refilled: {_clip(spare.refill.detail or 'no reason given', 200)}"
+    left = max(spare.free - len(spare.hosts), 0)
+    text = (
+        f"Job {job.job_id} moved onto {len(spare.hosts)} warm spare(s) of {provider} after {r.fault.label} on "
+        f"{r.fault.host}, and the pool could not be refilled: {spare.refill.detail}. {left} free spare(s) left: "
+        "the next fault may wait for a new instance. Grow the Auto Scaling group, or mark more hosts as spares."
+    )
+    return title, text, PagerDutyAction.TRIGGER, Severity.WARNING
 
 
 def _checkpoint_now_text(asked: MoveCheckpoint | None) -> str:
@@ -371,6 +394,7 @@ _BUILDERS = {
     NoticeKind.GIVE_UP: _give_up,
     NoticeKind.STOP_TIMEOUT: _stop_timeout,
     NoticeKind.FAILED: _failed,
+    NoticeKind.SPARE_REFILL_FAILED: _spare_refill_failed,
 }
 
 
@@ -453,6 +477,20 @@ def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
         "work_lost_seconds": round(lost.total_seconds(), 1) if lost is not None else None,
         "checkpoint_now_request": checkpoint.answers if checkpoint else None,
         "checkpoint_now": _checkpoint_now_figures(r.plan.checkpoint_now if r.plan else None),
+        "spare": _spare_figures(r.launch.spare),
+    }
+
+
+def _spare_figures(spare: SpareUse | None) -> dict[str, Any] | None:
+    if spare is None:
+        return None
+    return {
+        "used": spare.used,
+        "state": spare.state.value,
+        "hosts": list(spare.hosts[:EVIDENCE_ITEMS]),
+        "declared": spare.declared,
+        "free": spare.free,
+        "refill": spare.refill.model_dump(mode="json") if spare.refill else None,
     }
 
 

@@ -69,6 +69,8 @@ class FaultCost:
     work_lost_seconds: float
     attempts: int
     checkpoint_now: str | None
+    spare: bool | None = None
+    """Whether the attempt that ran was placed on warm spares (None: not known, or it did not run)."""
 
     @property
     def lost_seconds(self) -> float:
@@ -88,6 +90,11 @@ class JobRecovery:
     """Seconds lost (down and work) per cause, largest first."""
     unmeasured_attempts: int
     """Attempts in the period recorded without the figures (before the report existed): not counted."""
+
+    @property
+    def on_spares(self) -> int:
+        """Of the faults shown, those after which the job ran again on warm spares."""
+        return sum(1 for fault in self.faults if fault.spare)
 
     @property
     def training_ratio(self) -> float:
@@ -147,4 +154,5 @@ def _cost(fault_key: str, attempts: list[LedgerAttempt], until: datetime) -> Fau
         work_lost_seconds=last.work_lost_seconds or 0.0,
         attempts=len(attempts),
         checkpoint_now=last.checkpoint_now,
+        spare=last.spare if ran else None,
     )

@@ -15,6 +15,7 @@ from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import _clip, _Payload
 from fault_responder.resume.fault import Fault, ProviderInfo
 from fault_responder.resume.jobs import ATTEMPT_TAG, MAX_TAGS, RESUMED_FROM_TAG, TaskSpec
+from fault_responder.resume.spares import SpareUse
 
 RESUME_FROM_ENV = "RESUME_FROM"
 RESUME_ATTEMPT_ENV = "RESUME_ATTEMPT"
@@ -254,6 +255,8 @@ class Launch(_Payload):
     excluded_hosts: tuple[str, ...] = ()
     """Those a placement constraint excluded; the rest (Managed Instances, past the expression limit) are
     checked after placement."""
+    spare: SpareUse | None = None
+    """Whether the attempt went to warm spares, and the pool's refill (None: launched before spares existed)."""
 
 
 def _tail(text: str, limit: int) -> str:

@@ -92,6 +92,20 @@ from fault_responder.resume.relaunch import (
     placement_exclusion,
     stop_reason,
 )
+from fault_responder.resume.spares import (
+    Refill,
+    RefillState,
+    ScalingError,
+    SpareHost,
+    SpareState,
+    SpareUse,
+    free_spares,
+    refill,
+    spare_constraint,
+    spare_owner,
+    spread,
+    unsupported_reason,
+)
 from fault_responder.resume.watch import (
     StoppedTask,
     StopRequest,
@@ -111,6 +125,8 @@ if TYPE_CHECKING:
     from fault_responder.events.ecs import InstanceStateEvent
 
 MAX_STATE_CONFLICTS = 5
+SPARE_CLAIM_ROUNDS = 5
+"""Claims of spares tried per relaunch: a claim lost to a concurrent relaunch reads the claims again and retries."""
 MAX_OPEN_MEMBERS_READ = 1000
 """Open members of a group read for the hosts to avoid (the oldest first); placement expressions fit far fewer."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -134,6 +150,16 @@ class EcsPort(Protocol):
     def run_task(self, request: dict[str, Any]) -> RunTaskResult: ...
 
     def container_names(self, task_definition: str) -> list[str]: ...
+
+    def spare_hosts(self, cluster: str, attribute: str) -> list[SpareHost]: ...
+
+
+class ScalingPort(Protocol):
+    def group_size(self, name: str) -> tuple[int, int] | None:
+        """(desired capacity, maximum size); None when the group does not exist. Raises ScalingError."""
+        ...
+
+    def set_desired_capacity(self, name: str, desired: int) -> None: ...
 
 
 class ResumeStore(Protocol):
@@ -166,11 +192,26 @@ class ResumeStore(Protocol):
         failed_hosts: Sequence[str] = (),
         *,
         running_at: datetime | None = None,
+        spare: bool | None = None,
     ) -> Ledger: ...
 
     def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None: ...
 
     def load_attempt_tasks(self, job_key: str, number: int) -> tuple[str, ...]: ...
+
+    def spare_claims(self, cluster_name: str, provider: str, now: datetime) -> dict[str, str]:
+        """The spares held now: EC2 instance id -> owner (resume.spares.spare_owner)."""
+        ...
+
+    def claim_spares(
+        self, cluster_name: str, provider: str, hosts: Sequence[str], owner: str, *, now: datetime, until: datetime
+    ) -> bool:
+        """Hold every one of `hosts` for `owner` until `until`, or none (False: another owner holds one)."""
+        ...
+
+    def mark_once(self, key: str, ttl: timedelta) -> bool:
+        """True the first time `key` is marked (within `ttl`), False after."""
+        ...
 
 
 class CheckpointRequests(Protocol):
@@ -207,6 +248,8 @@ class ResumeSteps:
     """Where an approval request's task token is kept (never in a message); needed in approve mode only."""
     requests: Callable[[], CheckpointRequests] | None = None
     """Where a move asks the job for a checkpoint now (its `_CHECKPOINT_NOW`); None: moves never ask."""
+    scaling: Callable[[], ScalingPort] | None = None
+    """The providers' Auto Scaling groups, where taken spares are replaced; None: never refilled."""
 
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
@@ -468,7 +511,7 @@ class ResumeSteps:
         budget = next_attempt(prior, checkpoint.step if checkpoint else None, plan.max_attempts)
         providers = tuple(sorted({spec.capacity_provider_name for spec in specs if spec.capacity_provider_name}))
         avoid = self._hosts_to_avoid(fault, config, ledger.failed_hosts, providers)
-        arns, failures, excluded = self._run_tasks(job, specs, attempt, checkpoint, avoid)
+        arns, failures, excluded, spare = self._run_tasks(job, specs, attempt, checkpoint, avoid, config=config)
         self.store.save_attempt_tasks(job.key, attempt, arns)
         return Launch(
             state=LaunchState.NO_CAPACITY if failures else LaunchState.STARTED,
@@ -483,6 +526,7 @@ class ResumeSteps:
             capacity_providers=providers,
             avoided=len(avoid.in_priority),
             excluded_hosts=excluded,
+            spare=spare,
         )
 
     def watch_start(self, fault: Fault, job: Job, launch: Launch, config: ResumeConfig) -> TaskWatch:
@@ -500,7 +544,10 @@ class ResumeSteps:
         waited = self.clock() - launch.launched_at
         state = judge_start(states, waited, timedelta(seconds=config.start_timeout_seconds), misplaced)
         if state == WatchState.DONE:
-            self.store.finish_attempt(job.key, launch.attempt, AttemptOutcome.RUNNING, running_at=self.clock())
+            used = launch.spare.used if launch.spare is not None else None
+            self.store.finish_attempt(
+                job.key, launch.attempt, AttemptOutcome.RUNNING, running_at=self.clock(), spare=used
+            )
         return watch_result(state, states, want_running=True, misplaced=misplaced)
 
     def retry(
@@ -581,10 +628,15 @@ class ResumeSteps:
         attempt: int,
         checkpoint: Checkpoint | None,
         avoid: HostsToAvoid,
-    ) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
-        """RunTask each task; returns the tasks started, ECS's failures, and the hosts the constraints excluded."""
+        *,
+        config: ResumeConfig,
+    ) -> tuple[list[str], tuple[str, ...], tuple[str, ...], SpareUse]:
+        """RunTask each task, on claimed spares when there are enough free (resume.spares), else kept off the hosts
+        to avoid and the spares others hold; returns the tasks started, ECS's failures, the hosts the constraints
+        excluded, and what was done with the spares."""
         names = {spec.capacity_provider_name for spec in specs if spec.capacity_provider_name}
         providers = self.ecs.describe_capacity_providers(sorted(names), job.cluster_arn)
+        spare, held = self.take_spares(job, specs, attempt, avoid, providers=providers, config=config)
         containers: dict[str, list[str]] = {}
         arns: list[str] = []
         excluded: dict[str, None] = {}
@@ -592,7 +644,13 @@ class ResumeSteps:
             if spec.task_definition_arn not in containers:
                 containers[spec.task_definition_arn] = self.ecs.container_names(spec.task_definition_arn)
             provider = providers.get(spec.capacity_provider_name or "")
-            excluded.update(dict.fromkeys(excludable_hosts(provider, avoid.in_priority)))
+            if spare.used:
+                constraints = [spare_constraint(spare.hosts[index])]
+            else:
+                # Spares other relaunches hold come after the hosts to avoid: those matter more if the list is cut.
+                keep_off = (*avoid.in_priority, *held)
+                excluded.update(dict.fromkeys(excludable_hosts(provider, keep_off)))
+                constraints = placement_exclusion(provider, keep_off)
             request = build_run_task_request(
                 spec,
                 cluster_arn=job.cluster_arn,
@@ -600,15 +658,89 @@ class ResumeSteps:
                 attempt=attempt,
                 checkpoint_uri=checkpoint.uri if checkpoint else None,
                 token=client_token(job.key, attempt, index),
-                constraints=placement_exclusion(provider, avoid.in_priority),
+                constraints=constraints,
             )
             result = self.ecs.run_task(request)
             arns.extend(result.task_arns)
             if result.failures or not result.task_arns:
                 # A gang needs every task: starting the rest would only hold GPUs the retry then releases.
                 failures = result.failures or ("RunTask started no task and reported no failure",)
-                return arns, failures, tuple(excluded)
-        return arns, (), tuple(excluded)
+                return arns, failures, tuple(excluded), spare
+        if spare.used:
+            spare = spare.model_copy(update={"refill": self._refill(job, attempt, providers, spare, config)})
+        return arns, (), tuple(excluded), spare
+
+    def take_spares(
+        self,
+        job: Job,
+        specs: Sequence[TaskSpec],
+        attempt: int,
+        avoid: HostsToAvoid,
+        *,
+        providers: dict[str, ProviderInfo],
+        config: ResumeConfig,
+    ) -> tuple[SpareUse, tuple[str, ...]]:
+        """Claim one free spare per task, all or none; returns what was done and the spares others hold."""
+        if not config.spare_attribute:
+            return SpareUse(state=SpareState.OFF), ()
+        needed = len(specs)
+        why_not = unsupported_reason(providers, [spec.capacity_provider_name for spec in specs], needed)
+        if why_not is not None:
+            return SpareUse(state=SpareState.NOT_SUPPORTED, needed=needed, detail=why_not), ()
+        provider = str(specs[0].capacity_provider_name)
+        hosts = self.ecs.spare_hosts(job.cluster_arn, config.spare_attribute)
+        declared = sum(1 for host in hosts if host.capacity_provider == provider)
+        if not declared:
+            return SpareUse(state=SpareState.NONE_DECLARED, needed=needed), ()
+        owner = spare_owner(job.key, attempt)
+        cluster_name = job.cluster_arn.rsplit("/", 1)[-1]
+        free: list[SpareHost] = []
+        held: dict[str, str] = {}
+        for _ in range(SPARE_CLAIM_ROUNDS):
+            now = self.clock()
+            held = self.store.spare_claims(cluster_name, provider, now)
+            mine = sorted(host for host, holder in held.items() if holder == owner)
+            others = {host for host, holder in held.items() if holder != owner}
+            free = free_spares(hosts, provider, avoid, others)
+            if len(mine) >= needed:
+                # A retried step: the first try claimed them (and its RunTasks carry the same clientTokens).
+                return _used(mine[:needed], declared, len(free), needed), tuple(others)
+            chosen = [*mine, *(host for host in spread(free, owner) if host not in mine)][:needed]
+            if len(chosen) < needed:
+                break
+            until = now + timedelta(seconds=config.spare_hold_seconds)
+            if self.store.claim_spares(cluster_name, provider, chosen, owner, now=now, until=until):
+                return _used(chosen, declared, len(free), needed), tuple(others)
+        held_by_others = tuple(sorted(host for host, holder in held.items() if holder != owner))
+        return SpareUse(state=SpareState.NONE_FREE, declared=declared, free=len(free), needed=needed), held_by_others
+
+    def _refill(
+        self, job: Job, attempt: int, providers: dict[str, ProviderInfo], spare: SpareUse, config: ResumeConfig
+    ) -> Refill | None:
+        """Ask the provider's Auto Scaling group for as many instances as the spares taken, once per attempt."""
+        if not config.refill_spares or self.scaling is None:
+            return None
+        provider = next(iter(providers.values()), None)
+        group = provider.auto_scaling_group if provider is not None else None
+        if not self.store.mark_once(f"REFILL#{spare_owner(job.key, attempt)}", timedelta(days=1)):
+            return Refill(state=RefillState.ASKED_BEFORE, group=group)
+        if group is None:
+            return refill(None, None, None, len(spare.hosts))
+        scaling = self.scaling()
+        try:
+            size = scaling.group_size(group)
+            if size is None:
+                return Refill(state=RefillState.FAILED, group=group, detail=f"Auto Scaling group {group} not found")
+            asked = refill(group, size[0], size[1], len(spare.hosts))
+            if asked.desired_after is not None and asked.desired_after > (asked.desired_before or 0):
+                scaling.set_desired_capacity(group, asked.desired_after)
+        except ScalingError as error:
+            return Refill(state=RefillState.FAILED, group=group, detail=f"{group} could not be grown: {error}")
+        return asked
+
+
+def _used(hosts: Sequence[str], declared: int, free: int, needed: int) -> SpareUse:
+    return SpareUse(state=SpareState.USED, hosts=tuple(hosts), declared=declared, free=free, needed=needed)
 
 
 def _with_ask(plan: Plan, ask: MoveCheckpoint) -> Plan:

@@ -31,6 +31,7 @@ from fault_responder.resume.steps import ResumeSteps
 from fault_responder.wiring.envtypes import Names
 
 if TYPE_CHECKING:
+    from fault_responder.adapters.autoscaling import AutoScalingAdapter
     from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
     from fault_responder.resume.notify import ResumeNotifier
 
@@ -76,6 +77,8 @@ class ResumeSettings(BaseModel):
     checkpoint_now_faults: Names = Field(
         alias="CHECKPOINT_NOW_FAULTS", default=("xid_restart_app", "planned_drain", "planned_move")
     )
+    spare_attribute: str = Field(alias="SPARE_ATTRIBUTE", default="fault-responder.spare")
+    refill_spares: bool = Field(alias="REFILL_SPARES", default=True)
 
     @property
     def change_events_url(self) -> str:
@@ -202,7 +205,16 @@ def resume_steps() -> ResumeSteps:
         incident_wait_retries=current.incident_wait_retries,
         approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
         requests=_checkpoint_requests,
+        scaling=_scaling,
     )
+
+
+@cache
+def _scaling() -> AutoScalingAdapter:
+    """Only a relaunch that took warm spares grows a group: the other steps never build this client."""
+    from fault_responder.adapters.autoscaling import AutoScalingAdapter  # noqa: PLC0415
+
+    return AutoScalingAdapter(boto3.client("autoscaling", config=AWS_CLIENT_CONFIG))
 
 
 def _fetch_json_secret(name: str, force: bool) -> Any:

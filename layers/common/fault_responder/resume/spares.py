@@ -1,0 +1,201 @@
+"""Training auto-resume: warm spares, the idle hosts a relaunch takes at once (docs/auto-resume.md#warm-spares).
+
+A spare is a container instance of the job's capacity provider that carries the ECS attribute the stack names
+(SpareAttribute, `fault-responder.spare` by default): ACTIVE, its agent connected, no task running or pending, not a
+host to avoid, and not claimed by another relaunch. A relaunch claims one spare per task of the job, all or none, by
+one conditional write (so two relaunches never take the same spare, and two gangs never hold half a pool each), and
+pins each task to its spare by a placement constraint. Once a job runs on them the spares are busy hosts; the
+workflow asks the provider's Auto Scaling group for as many instances again, and pages when it cannot.
+
+Without a free spare a relaunch is placed as before, kept off the spares other relaunches hold. Managed Instances
+accepts no ec2InstanceId in a placement constraint, so its providers have no spares. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from enum import StrEnum
+
+from fault_responder.resume.config import _Payload
+from fault_responder.resume.fault import ProviderInfo
+
+MAX_SPARES_PER_JOB = 99
+"""A claim is one DynamoDB transaction (at most 100 items): a gang of more tasks is placed as before."""
+
+
+class ScalingError(Exception):
+    """An Auto Scaling group could not be read or grown (the message says why)."""
+
+
+class SpareHost(_Payload):
+    """A container instance that carries the spare attribute, as ECS describes it now."""
+
+    container_instance_arn: str
+    ec2_instance_id: str
+    capacity_provider: str | None = None
+    status: str = "ACTIVE"
+    agent_connected: bool = True
+    running_tasks: int = 0
+    pending_tasks: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.status == "ACTIVE" and self.agent_connected and self.running_tasks == 0 and self.pending_tasks == 0
+
+
+class SpareState(StrEnum):
+    USED = "used"
+    """Every task of the job was pinned to a spare it claimed."""
+    NONE_FREE = "none_free"
+    """Spares exist, and too few are free for the job."""
+    NONE_DECLARED = "none_declared"
+    """No host of the provider carries the attribute."""
+    NOT_SUPPORTED = "not_supported"
+    """Managed Instances, several providers, a launch type, or a gang larger than a claim."""
+    OFF = "off"
+    """The stack declares no spare attribute."""
+
+
+class RefillState(StrEnum):
+    ASKED = "asked"
+    FAILED = "failed"
+    """The provider cannot be grown (no Auto Scaling group, at its maximum, or the call failed): paged."""
+    ASKED_BEFORE = "asked_before"
+    """A retried step: the first try asked already."""
+
+
+class Refill(_Payload):
+    state: RefillState
+    group: str | None = None
+    desired_before: int | None = None
+    desired_after: int | None = None
+    max_size: int | None = None
+    detail: str | None = None
+
+
+class SpareUse(_Payload):
+    """What a relaunch did with the spares of its provider."""
+
+    state: SpareState
+    hosts: tuple[str, ...] = ()
+    """The EC2 instance ids claimed, one per task in the job's task order."""
+    declared: int = 0
+    """Hosts of the provider carrying the attribute, busy or free."""
+    free: int = 0
+    """Of those, free when the relaunch looked (before its own claim)."""
+    needed: int = 0
+    """One per task of the job."""
+    detail: str | None = None
+    refill: Refill | None = None
+
+    @property
+    def used(self) -> bool:
+        return self.state is SpareState.USED
+
+
+def unsupported_reason(
+    providers: Mapping[str, ProviderInfo], provider_names: Sequence[str | None], tasks: int
+) -> str | None:
+    """Why a job cannot be moved onto spares (None: it can): spares are claimed per provider and pinned by instance."""
+    names = set(provider_names)
+    if None in names:
+        return "its tasks run by launch type, not on a capacity provider"
+    if len(names) != 1:
+        return "its tasks run on several capacity providers"
+    provider = providers.get(str(next(iter(names))))
+    if provider is None or not provider.supports_instance_exclusion:
+        return "Managed Instances cannot pin a task to a host"
+    if tasks > MAX_SPARES_PER_JOB:
+        return f"a gang of {tasks} tasks is more than one claim holds ({MAX_SPARES_PER_JOB})"
+    return None
+
+
+def free_spares(
+    hosts: Iterable[SpareHost], provider: str, avoid: Container[str], held: Collection[str]
+) -> list[SpareHost]:
+    """The spares a relaunch may claim: the provider's idle hosts, not to avoid, not held by another relaunch.
+    In EC2 instance id order (spread turns it per relaunch)."""
+    return sorted(
+        (
+            host
+            for host in hosts
+            if host.capacity_provider == provider
+            and host.idle
+            and host.ec2_instance_id not in avoid
+            and host.ec2_instance_id not in held
+        ),
+        key=lambda host: host.ec2_instance_id,
+    )
+
+
+def spread(free: Sequence[SpareHost], owner: str) -> list[str]:
+    """The free spares' ids in the order `owner` reaches for them: the id order, turned by a digest of the owner, so
+    relaunches racing for a large pool mostly reach for different spares (and a retried step for the same ones)."""
+    ids = [host.ec2_instance_id for host in free]
+    if not ids:
+        return []
+    turn = int(hashlib.sha256(owner.encode()).hexdigest()[:8], 16) % len(ids)
+    return ids[turn:] + ids[:turn]
+
+
+def spare_constraint(ec2_instance_id: str) -> dict[str, str]:
+    """Pins one task to its claimed spare."""
+    return {"type": "memberOf", "expression": f"ec2InstanceId in ['{ec2_instance_id}']"}
+
+
+def spare_owner(job_key: str, attempt: int) -> str:
+    """Who holds a spare claim: one attempt of one job (a retried step finds its own claims again)."""
+    return f"{job_key}#attempt-{attempt}"
+
+
+def refill(group: str | None, desired: int | None, max_size: int | None, taken: int) -> Refill:
+    """How much to ask the provider's Auto Scaling group for: as many instances as the spares taken, within its
+    maximum; FAILED (paged) when it has none or is full."""
+    if group is None or desired is None or max_size is None:
+        return Refill(state=RefillState.FAILED, group=group, detail="the capacity provider has no Auto Scaling group")
+    wanted = desired + taken
+    if desired >= max_size:
+        return Refill(
+            state=RefillState.FAILED,
+            group=group,
+            desired_before=desired,
+            max_size=max_size,
+            detail=f"{group} is at its maximum size ({max_size}): {taken} spare(s) not replaced",
+        )
+    after = min(wanted, max_size)
+    short = wanted - after
+    return Refill(
+        state=RefillState.ASKED if short == 0 else RefillState.FAILED,
+        group=group,
+        desired_before=desired,
+        desired_after=after,
+        max_size=max_size,
+        detail=f"{group} reaches its maximum size ({max_size}): {short} spare(s) not replaced" if short else None,
+    )
+
+
+def describe_use(use: SpareUse) -> str:
+    """One sentence for the thread: whether the job went to spares, and the pool's refill."""
+    if use.state is SpareState.USED:
+        hosts = ", ".join(use.hosts[:5]) + (f" and {len(use.hosts) - 5} more" if len(use.hosts) > 5 else "")
+        text = f"Spare: placed on warm spare {hosts} ({use.free} of {use.declared} free), no wait for a new instance."
+        return text + _refill_text(use.refill)
+    if use.state is SpareState.NONE_FREE:
+        return (
+            f"Spare: none used ({use.free} of {use.declared} free, {use.needed} needed): "
+            "placed on the provider's other capacity, or waits for a new instance."
+        )
+    if use.state is SpareState.NOT_SUPPORTED:
+        return f"Spare: none used: {use.detail}."
+    return ""
+
+
+def _refill_text(refill_: Refill | None) -> str:
+    if refill_ is None:
+        return ""
+    if refill_.state is RefillState.ASKED:
+        return f" Pool refill: {refill_.group} asked for {refill_.desired_before} → {refill_.desired_after} instances."
+    if refill_.state is RefillState.ASKED_BEFORE:
+        return " Pool refill: asked by an earlier try of this step."
+    return f" Pool refill FAILED: {refill_.detail}."

@@ -1,0 +1,245 @@
+"""Warm spares: which hosts are free, the all-or-none claim on DynamoDB (moto), the refill of the provider's Auto
+Scaling group (moto), and what the thread says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from fault_responder.adapters.autoscaling import AutoScalingAdapter
+from fault_responder.adapters.resume_store import DynamoDBResumeStore
+from fault_responder.resume.fault import ProviderInfo
+from fault_responder.resume.relaunch import hosts_to_avoid
+from fault_responder.resume.spares import (
+    MAX_SPARES_PER_JOB,
+    Refill,
+    RefillState,
+    ScalingError,
+    SpareHost,
+    SpareState,
+    SpareUse,
+    describe_use,
+    free_spares,
+    refill,
+    spare_constraint,
+    unsupported_reason,
+)
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+PROVIDER = "p5-training"
+EC2 = ProviderInfo(name=PROVIDER, type="EC2_AUTOSCALING", auto_repair=None, auto_scaling_group="asg-p5")
+MANAGED = ProviderInfo(name="mi", type="MANAGED_INSTANCES", auto_repair="DISABLED")
+
+
+def spare(ec2_id: str, **changes: object) -> SpareHost:
+    values: dict[str, object] = {
+        "container_instance_arn": f"arn:aws:ecs:us-east-1:123456789012:container-instance/c/{ec2_id}",
+        "ec2_instance_id": ec2_id,
+        "capacity_provider": PROVIDER,
+    }
+    return SpareHost.model_validate(values | changes)
+
+
+# --- Which spares are free --------------------------------------------------------------------------------------------
+
+
+def test_a_spare_is_free_only_when_idle_on_the_provider_not_to_avoid_and_not_held() -> None:
+    hosts = [
+        spare("i-6"),
+        spare("i-1"),
+        spare("i-2", running_tasks=1),
+        spare("i-3", pending_tasks=1),
+        spare("i-4", status="DRAINING"),
+        spare("i-5", agent_connected=False),
+        spare("i-7", capacity_provider="other"),
+        spare("i-8"),
+        spare("i-9"),
+    ]
+    avoid = hosts_to_avoid(["i-8"], [])
+
+    free = free_spares(hosts, PROVIDER, avoid, held={"i-9"})
+
+    assert [host.ec2_instance_id for host in free] == ["i-1", "i-6"]
+
+
+@pytest.mark.parametrize(
+    ("providers", "names", "tasks", "reason"),
+    [
+        ({PROVIDER: EC2}, [PROVIDER, PROVIDER], 2, None),
+        ({PROVIDER: EC2}, [None], 1, "launch type"),
+        ({PROVIDER: EC2, "mi": MANAGED}, [PROVIDER, "mi"], 2, "several capacity providers"),
+        ({"mi": MANAGED}, ["mi"], 1, "Managed Instances"),
+        ({PROVIDER: EC2}, [PROVIDER] * (MAX_SPARES_PER_JOB + 1), MAX_SPARES_PER_JOB + 1, "more than one claim"),
+    ],
+)
+def test_spares_serve_jobs_on_one_ec2_provider_only(
+    providers: dict[str, ProviderInfo], names: list[str | None], tasks: int, reason: str | None
+) -> None:
+    found = unsupported_reason(providers, names, tasks)
+    assert found is None if reason is None else reason in (found or "")
+
+
+def test_a_task_is_pinned_to_its_spare_by_instance_id() -> None:
+    assert spare_constraint("i-0abc") == {"type": "memberOf", "expression": "ec2InstanceId in ['i-0abc']"}
+
+
+# --- Refill --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("desired", "max_size", "taken", "state", "after"),
+    [
+        (4, 10, 1, RefillState.ASKED, 5),
+        (4, 10, 3, RefillState.ASKED, 7),
+        (9, 10, 2, RefillState.FAILED, 10),
+        (10, 10, 1, RefillState.FAILED, None),
+    ],
+)
+def test_the_group_is_asked_for_as_many_instances_as_spares_taken_within_its_maximum(
+    desired: int, max_size: int, taken: int, state: RefillState, after: int | None
+) -> None:
+    asked = refill("asg-p5", desired, max_size, taken)
+    assert (asked.state, asked.desired_after) == (state, after)
+    if state is RefillState.FAILED:
+        assert "maximum size (10)" in (asked.detail or "")
+
+
+def test_a_provider_without_a_group_cannot_be_refilled() -> None:
+    asked = refill(None, None, None, 1)
+    assert asked.state is RefillState.FAILED
+    assert "no Auto Scaling group" in (asked.detail or "")
+
+
+# --- What the thread says ----------------------------------------------------------------------------------------
+
+
+def test_the_thread_says_which_spare_and_how_the_pool_was_refilled() -> None:
+    asked = Refill(state=RefillState.ASKED, group="asg-p5", desired_before=4, desired_after=5, max_size=10)
+    use = SpareUse(state=SpareState.USED, hosts=("i-1",), declared=3, free=2, needed=1, refill=asked)
+    text = describe_use(use)
+    assert "warm spare i-1 (2 of 3 free)" in text
+    assert "asg-p5 asked for 4 → 5 instances" in text
+
+
+def test_the_thread_says_when_no_spare_was_free_and_a_failed_refill_loudly() -> None:
+    none = describe_use(SpareUse(state=SpareState.NONE_FREE, declared=1, free=0, needed=2))
+    failed = Refill(state=RefillState.FAILED, group="asg-p5", detail="asg-p5 is at its maximum size (4)")
+    used = describe_use(SpareUse(state=SpareState.USED, hosts=("i-1",), declared=1, free=1, needed=1, refill=failed))
+    assert "none used (0 of 1 free, 2 needed)" in none
+    assert "Pool refill FAILED: asg-p5 is at its maximum size (4)" in used
+    assert describe_use(SpareUse(state=SpareState.OFF)) == ""
+    assert describe_use(SpareUse(state=SpareState.NONE_DECLARED)) == ""
+
+
+def test_many_spares_are_named_up_to_five() -> None:
+    hosts = tuple(f"i-{n}" for n in range(8))
+    text = describe_use(SpareUse(state=SpareState.USED, hosts=hosts, declared=8, free=8, needed=8))
+    assert "i-4 and 3 more" in text and "i-5" not in text
+
+
+# --- The claim, on DynamoDB ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDBResumeStore]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="incidents",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield DynamoDBResumeStore("incidents", client)
+
+
+def claim(store: DynamoDBResumeStore, hosts: list[str], owner: str, at: datetime = NOW) -> bool:
+    return store.claim_spares("c", PROVIDER, hosts, owner, now=at, until=at + timedelta(minutes=10))
+
+
+def test_spares_are_claimed_all_or_none(store: DynamoDBResumeStore) -> None:
+    assert claim(store, ["i-1"], "job-a#attempt-1")
+    assert not claim(store, ["i-2", "i-1"], "job-b#attempt-1")  # i-1 is held: i-2 is not taken either
+
+    assert store.spare_claims("c", PROVIDER, NOW) == {"i-1": "job-a#attempt-1"}
+    assert claim(store, ["i-2", "i-3"], "job-b#attempt-1")
+    assert store.spare_claims("c", PROVIDER, NOW) == {
+        "i-1": "job-a#attempt-1",
+        "i-2": "job-b#attempt-1",
+        "i-3": "job-b#attempt-1",
+    }
+
+
+def test_a_retried_claim_by_its_owner_holds_and_a_hold_that_passed_frees_the_spare(
+    store: DynamoDBResumeStore,
+) -> None:
+    assert claim(store, ["i-1"], "job-a#attempt-1")
+    assert claim(store, ["i-1"], "job-a#attempt-1")
+
+    later = NOW + timedelta(minutes=11)
+    assert store.spare_claims("c", PROVIDER, later) == {}
+    assert claim(store, ["i-1"], "job-b#attempt-1", at=later)
+    assert store.spare_claims("c", PROVIDER, later) == {"i-1": "job-b#attempt-1"}
+
+
+def test_claims_are_per_provider_and_an_empty_claim_takes_nothing(store: DynamoDBResumeStore) -> None:
+    assert claim(store, ["i-1"], "job-a#attempt-1")
+    assert store.spare_claims("c", "other", NOW) == {}
+    assert store.spare_claims("other-cluster", PROVIDER, NOW) == {}
+    assert not claim(store, [], "job-b#attempt-1")
+
+
+def test_something_is_marked_once(store: DynamoDBResumeStore) -> None:
+    assert store.mark_once("REFILL#job-a#attempt-1", timedelta(days=1))
+    assert not store.mark_once("REFILL#job-a#attempt-1", timedelta(days=1))
+    assert store.mark_once("REFILL#job-a#attempt-2", timedelta(days=1))
+
+
+# --- The Auto Scaling group, on moto ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def autoscaling(monkeypatch: pytest.MonkeyPatch) -> Iterator[AutoScalingAdapter]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        client = boto3.client("autoscaling", region_name="us-east-1")
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        ec2.create_launch_template(
+            LaunchTemplateName="gpu", LaunchTemplateData={"ImageId": "ami-12345678", "InstanceType": "p5.48xlarge"}
+        )
+        client.create_auto_scaling_group(
+            AutoScalingGroupName="asg-p5",
+            LaunchTemplate={"LaunchTemplateName": "gpu", "Version": "$Latest"},
+            MinSize=0,
+            MaxSize=3,
+            DesiredCapacity=1,
+            AvailabilityZones=["us-east-1a"],
+        )
+        yield AutoScalingAdapter(client)
+
+
+def test_the_group_size_is_read_and_grown(autoscaling: AutoScalingAdapter) -> None:
+    assert autoscaling.group_size("asg-p5") == (1, 3)
+    autoscaling.set_desired_capacity("asg-p5", 2)
+    assert autoscaling.group_size("asg-p5") == (2, 3)
+    assert autoscaling.group_size("no-such-group") is None
+
+
+def test_a_refused_growth_is_a_scaling_error_saying_why() -> None:
+    # moto grows a group past its MaxSize without a word; Auto Scaling answers this (botocore's Stubber checks the
+    # request against the API model and gives the error as the service shapes it).
+    client = boto3.client("autoscaling", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    message = "New SetDesiredCapacity value 10 is above max value 3 for the AutoScalingGroup."
+    with Stubber(client) as stubbed:
+        stubbed.add_client_error("set_desired_capacity", service_error_code="ValidationError", service_message=message)
+        with pytest.raises(ScalingError, match="ValidationError: New SetDesiredCapacity value 10 is above max"):
+            AutoScalingAdapter(client).set_desired_capacity("asg-p5", 10)
