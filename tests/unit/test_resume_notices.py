@@ -89,6 +89,7 @@ def test_the_resumed_notice_says_from_where_how_much_work_was_lost_where_which_a
         "work_lost_seconds": 1380.0,
         "checkpoint_now_request": None,
         "checkpoint_now": None,
+        "spare": None,
     }
     assert "Skipped newer incomplete checkpoints: step 300: no_marker (no _COMPLETE)." in notice.text
     assert (notice.pagerduty, notice.pages, notice.severity) == (PagerDutyAction.CHANGE, False, Severity.INFO)
