@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.parallel import free_port, moto_client, serve_moto, wait_for
+from tests.integration.parallel import moto_client
 from tests.integration.tables import create_incidents_table
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/training"
@@ -19,17 +18,10 @@ PROVIDER = "p5-training"
 WORKERS = 10
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    port = free_port()
-    server = multiprocessing.get_context("spawn").Process(target=serve_moto, args=(port,), daemon=True)
-    server.start()
-    try:
-        wait_for(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.join(timeout=10)
+@pytest.fixture
+def endpoint(moto_server: str) -> str:
+    """The integration tests' moto server (tests/integration/conftest.py): each race uses a table of its own."""
+    return moto_server
 
 
 def _relaunch_claims(

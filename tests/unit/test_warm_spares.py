@@ -29,6 +29,7 @@ from fault_responder.resume.spares import (
     spare_constraint,
     unsupported_reason,
 )
+from tests.integration.tables import create_incidents_table
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 PROVIDER = "p5-training"
@@ -150,15 +151,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoDBResumeStore]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="incidents",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_incidents_table(client, "incidents")  # as template.yaml defines it
         yield DynamoDBResumeStore("incidents", client)
 
 
