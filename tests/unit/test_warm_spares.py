@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -13,8 +14,10 @@ from moto import mock_aws
 
 from fault_responder.adapters.autoscaling import AutoScalingAdapter
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
+from fault_responder.resume.config import ResumeConfig
 from fault_responder.resume.fault import ProviderInfo
-from fault_responder.resume.relaunch import hosts_to_avoid
+from fault_responder.resume.jobs import Job, TaskSpec
+from fault_responder.resume.relaunch import HostsToAvoid, hosts_to_avoid
 from fault_responder.resume.spares import (
     MAX_SPARES_PER_JOB,
     Refill,
@@ -29,6 +32,7 @@ from fault_responder.resume.spares import (
     spare_constraint,
     unsupported_reason,
 )
+from fault_responder.resume.steps import ResumeSteps
 from tests.integration.tables import create_incidents_table
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -236,3 +240,53 @@ def test_a_refused_growth_is_a_scaling_error_saying_why() -> None:
         stubbed.add_client_error("set_desired_capacity", service_error_code="ValidationError", service_message=message)
         with pytest.raises(ScalingError, match="ValidationError: New SetDesiredCapacity value 10 is above max"):
             AutoScalingAdapter(client).set_desired_capacity("asg-p5", 10)
+
+
+# --- The claim, as a relaunch takes it -----------------------------------------------------------------------------
+
+
+class _Spares:
+    def __init__(self, hosts: list[SpareHost]) -> None:
+        self.hosts = hosts
+
+    def spare_hosts(self, cluster: str, attribute: str) -> list[SpareHost]:
+        return list(self.hosts)
+
+
+def _take(store: DynamoDBResumeStore, spares: list[str], job: str, tasks: int) -> SpareUse:
+    unused: Any = None
+    steps = ResumeSteps(
+        ecs=cast(Any, _Spares([spare(host) for host in spares])),
+        store=store,
+        incidents=unused,
+        checkpoints=unused,
+        notifier=unused,
+        config=ResumeConfig(),
+        clock=lambda: NOW,
+    )
+    specs = [
+        TaskSpec(task_arn=f"{job}-{n}", task_definition_arn="t:1", capacity_provider_name=PROVIDER)
+        for n in range(tasks)
+    ]
+    the_job = Job(
+        job_id=job,
+        cluster_arn="arn:aws:ecs:us-east-1:1:cluster/c",
+        checkpoint_uri="s3://b/",
+        mode="auto",
+        task_count=tasks,
+        hosts=(),
+    )
+    use, _ = steps.take_spares(the_job, specs, 1, HostsToAvoid(), providers={PROVIDER: EC2}, config=ResumeConfig())
+    return use
+
+
+def test_a_retried_relaunch_gets_the_same_spares_in_the_same_task_order(store: DynamoDBResumeStore) -> None:
+    pool = [f"i-{n}" for n in range(6)]
+    first = _take(store, pool, "llm", tasks=3)
+    again = _take(store, pool, "llm", tasks=3)
+
+    assert first.used and again.used
+    assert again.hosts == first.hosts == tuple(sorted(first.hosts))
+    other = _take(store, pool, "other", tasks=3)
+    assert other.used and not set(other.hosts) & set(first.hosts)
+    assert _take(store, pool, "third", tasks=1).state is SpareState.NONE_FREE

@@ -705,7 +705,9 @@ class ResumeSteps:
             if len(mine) >= needed:
                 # A retried step: the first try claimed them (and its RunTasks carry the same clientTokens).
                 return _used(mine[:needed], declared, len(free), needed), tuple(others)
-            chosen = [*mine, *(host for host in spread(free, owner) if host not in mine)][:needed]
+            # Sorted: task i goes to the i-th spare, so a retried step (which reads its claim back, sorted) sends
+            # the same RunTask requests, and their clientTokens replay instead of conflicting.
+            chosen = sorted([*mine, *(host for host in spread(free, owner) if host not in mine)][:needed])
             if len(chosen) < needed:
                 break
             until = now + timedelta(seconds=config.spare_hold_seconds)
