@@ -695,7 +695,7 @@ class ResumeSteps:
         owner = spare_owner(job.key, attempt)
         cluster_name = job.cluster_arn.rsplit("/", 1)[-1]
         free: list[SpareHost] = []
-        held: dict[str, str] = {}
+        others: set[str] = set()
         for _ in range(SPARE_CLAIM_ROUNDS):
             now = self.clock()
             held = self.store.spare_claims(cluster_name, provider, now)
@@ -713,8 +713,8 @@ class ResumeSteps:
             until = now + timedelta(seconds=config.spare_hold_seconds)
             if self.store.claim_spares(cluster_name, provider, chosen, owner, now=now, until=until):
                 return _used(chosen, declared, len(free), needed), tuple(others)
-        held_by_others = tuple(sorted(host for host, holder in held.items() if holder != owner))
-        return SpareUse(state=SpareState.NONE_FREE, declared=declared, free=len(free), needed=needed), held_by_others
+        none_free = SpareUse(state=SpareState.NONE_FREE, declared=declared, free=len(free), needed=needed)
+        return none_free, tuple(sorted(others))
 
     def _refill(
         self, job: Job, attempt: int, providers: dict[str, ProviderInfo], spare: SpareUse, config: ResumeConfig
