@@ -8,12 +8,13 @@ names, and env.json only overrides what the template declares, pointing Slack an
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
 import uuid
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,12 +25,18 @@ import yaml
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from pydantic import ValidationError
 
+from fault_responder.actions.interactive import (
+    Unauthorized,
+    parse_click,
+    verify_pagerduty_request,
+    verify_slack_request,
+)
 from fault_responder.events.cloudwatch import AlarmStateChangeEvent
 from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent, TaskStateEvent
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents.incident_actions import is_action, parse_action
 from sandbox import serve_standins
-from sandbox.standins import StandIns
+from sandbox.standins import PAGERDUTY_WEBHOOK_SECRET, SLACK_SIGNING_SECRET, StandIns
 from tests.conftest import load_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +80,11 @@ def _json_files() -> list[Path]:
 
 
 def _envelope_files() -> list[Path]:
-    return [p for p in _json_files() if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise", "actions"}]
+    return [
+        p
+        for p in _json_files()
+        if _rel(p).split("/")[0] not in {"malformed", "sqs", "lambda", "noise", "actions", "schedule", "function-url"}
+    ]
 
 
 def _burst_files() -> list[Path]:
@@ -558,6 +569,22 @@ def _first_state_payload(execution_input: Any) -> dict[str, Any]:
     return {"event": execution_input, "execution": "arn:aws:states:us-west-2:123456789012:execution:rt:e1"}
 
 
+_TASK_INPUTS = {
+    "CheckGuardsFunction": "FaultInput",
+    "QuarantineInstanceFunction": "QuarantineInput",
+    "FindJobsFunction": "FaultInput",
+    "PlanJobFunction": "JobInput",
+    "RequestCheckpointFunction": "RelaunchInput",
+    "CheckCheckpointFunction": "PlannedJobInput",
+    "StopJobFunction": "PlannedJobInput",
+    "CheckTasksFunction": "CheckTasksInput",
+    "RelaunchJobFunction": "RelaunchInput",
+    "PlanRetryFunction": "RetryInput",
+    "NotifyFunction": "NotifyInput",
+}
+"""The input model (in functions/resume_training/app.py) of each task function of the workflow."""
+
+
 def _check_input(function: str, rejected: bool, document: Any) -> None:
     """Validate a document as the named function (or state machine) receives it."""
     if function == "AlertRouterFunction" and isinstance(document, dict) and "Records" in document:
@@ -579,6 +606,18 @@ def _check_input(function: str, rejected: bool, document: Any) -> None:
     elif function == "ClaimFaultFunction":
         claim = _resume_app().ClaimInput.model_validate(document)
         assert isinstance(parse_ecs_event(claim.event), HealthChangeEvent)
+    elif function in _TASK_INPUTS:
+        _resume_app().__dict__[_TASK_INPUTS[function]].model_validate(document)
+    elif function in ("SweepFunction", "ReconcileFunction"):
+        assert (document["source"], document["detail-type"], document["detail"]) == (
+            "aws.events",
+            "Scheduled Event",
+            {},
+        )
+        assert re.fullmatch(r"arn:aws:events:[a-z0-9-]+:\d{12}:rule/.+", document["resources"][0])
+    elif function in ("SlackActionsFunction", "PagerDutyWebhookFunction"):
+        assert (document["version"], document["requestContext"]["http"]["method"]) == ("2.0", "POST")
+        assert isinstance(document["body"], str) and isinstance(document["isBase64Encoded"], bool)
     else:
         raise AssertionError(f"events/README.md names {function}, which this test cannot check")
 
@@ -607,3 +646,33 @@ def test_the_training_fault_envelope_alone_is_not_the_claim_functions_input() ->
     # When it is passed to ClaimFaultFunction as it is, Then its input model refuses it
     with pytest.raises(ValidationError):
         _resume_app().ClaimInput.model_validate(trigger)
+
+
+# --- the signed function URL samples -------------------------------------------------------------
+
+
+def _url_request(name: str) -> tuple[dict[str, str], bytes]:
+    request = _load(EVENTS / "function-url" / name)
+    body = request["body"].encode()
+    return request["headers"], base64.b64decode(body) if request["isBase64Encoded"] else body
+
+
+def test_the_slack_sample_is_signed_with_the_sandbox_secret_at_its_own_timestamp() -> None:
+    # Given the Slack sample, and the endpoint's own check
+    headers, body = _url_request("slack-acknowledge.json")
+    signed_at = datetime.fromtimestamp(int(headers["x-slack-request-timestamp"]), UTC)
+
+    # When it is checked at its timestamp, Then it verifies; a day later it is refused as stale
+    assert verify_slack_request(SLACK_SIGNING_SECRET, headers, body, signed_at) == headers["x-slack-signature"]
+    with pytest.raises(Unauthorized, match="stale timestamp"):
+        verify_slack_request(SLACK_SIGNING_SECRET, headers, body, signed_at + timedelta(days=1))
+    # And it is an Acknowledge press on the XID 46 sample's incident, which `invoke` signs again
+    assert parse_click(body).action.value == "incident_acknowledge"
+    assert _load(EVENTS / "function-url/slack-acknowledge.json")["_sandbox"] == {"resign": "slack"}
+
+
+def test_the_pagerduty_sample_is_signed_with_the_sandbox_webhook_secret() -> None:
+    # Given the PagerDuty sample, When the endpoint's check reads it, Then it verifies
+    headers, body = _url_request("pagerduty-incident-acknowledged.json")
+    assert verify_pagerduty_request([PAGERDUTY_WEBHOOK_SECRET], headers, body) == headers["x-pagerduty-signature"]
+    assert json.loads(body)["event"]["event_type"] == "incident.acknowledged"
