@@ -13,6 +13,7 @@ from typing import Any
 from sandbox import invoke as invoke_command
 from sandbox import serve_standins
 from sandbox.errors import SandboxError
+from sandbox.event_fit import check_fit
 from sandbox.fuzz import run_fuzz
 from sandbox.replay import load_event_file, read_json_file, replay
 from sandbox.report import Timeline, write_report
@@ -35,9 +36,10 @@ environment:
                    ("ok_false" is Slack's HTTP 200 ok:false; docs/scenarios.md, faults)
 
 exit status: 0 when the run completed (even if deliveries failed: the report says so),
-             1 when `invoke`'s function raised or an expectation of `run`'s scenario failed,
-             2 for bad input (missing file, invalid JSON or scenario, unknown parameter, a
-             template the sandbox cannot emulate)
+             1 when `invoke`'s function raised or its function URL answered 4xx or 5xx
+               (`smoke`: any of them), or an expectation of `run`'s scenario failed,
+             2 for bad input (missing file, invalid JSON or scenario, unknown parameter, an
+               event that does not fit `invoke`'s function, a template the sandbox cannot emulate)
 """
 
 
@@ -118,6 +120,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_common_options(invoke_parser)
     invoke_parser.set_defaults(run=_run_invoke)
+
+    smoke_parser = commands.add_parser(
+        "smoke",
+        help="invoke several built functions, each with its sample event, in one sandbox; any failure fails it",
+        description=(
+            "As `invoke`, for each FUNCTION=EVENT_FILE in turn, in one sandbox (one moto account and stand-ins for "
+            "all): prints a line per invocation, and exits 1 if any event does not fit its function, a function "
+            "raises, or a function URL answers 4xx or 5xx."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    smoke_parser.add_argument(
+        "invocations", nargs="+", metavar="FUNCTION=EVENT_FILE", help="e.g. SweepFunction=events/schedule/sweep.json"
+    )
+    smoke_parser.add_argument(
+        "--build-dir", type=Path, default=invoke_command.DEFAULT_BUILD_DIR, help="default: %(default)s"
+    )
+    smoke_parser.add_argument("--python", type=Path, help="the runtime's interpreter (default: from the Runtime)")
+    smoke_parser.add_argument(
+        "--boto3-dir", type=Path, default=invoke_command.DEFAULT_BOTO3_DIR, help="default: %(default)s"
+    )
+    smoke_parser.add_argument(
+        "--parameter-overrides", nargs="+", default=[], metavar="KEY=VALUE", help="template parameters"
+    )
+    smoke_parser.set_defaults(run=_run_smoke, stack_name=DEFAULT_STACK_NAME, region=DEFAULT_REGION)
 
     run_parser = commands.add_parser(
         "run",
@@ -209,9 +237,10 @@ def _run_invoke(args: argparse.Namespace) -> int:
     document = read_json_file(args.event_file)
     template = invoke_command.load_built_template(args.build_dir)
     invoke_command.require_function(template, args.function)
+    check_fit(template, args.function, document, args.event_file)
     timeline = Timeline(None if args.quiet else sys.stdout)
     with _sandbox(args, template) as sandbox:
-        report, raised = invoke_command.invoke(
+        report, failure = invoke_command.invoke(
             sandbox,
             args.function,
             args.event_file,
@@ -221,7 +250,38 @@ def _run_invoke(args: argparse.Namespace) -> int:
             timeline=timeline,
         )
     _write(report, args.report, timeline)
-    return 1 if raised else 0
+    if failure is not None:
+        print(f"python -m sandbox invoke: {failure}", file=sys.stderr)
+    return 1 if failure else 0
+
+
+def _run_smoke(args: argparse.Namespace) -> int:
+    template = invoke_command.load_built_template(args.build_dir)
+    planned: list[tuple[str, Path, Any]] = []
+    for item in args.invocations:
+        function, separator, name = str(item).partition("=")
+        if not separator or not function or not name:
+            raise SandboxError(f"{item!r} is not FUNCTION=EVENT_FILE")
+        invoke_command.require_function(template, function)
+        document = read_json_file(Path(name))
+        check_fit(template, function, document, Path(name))
+        planned.append((function, Path(name), document))
+    started = time.monotonic()
+    failed = 0
+    with _sandbox(args, template) as sandbox:
+        for function, path, document in planned:
+            report, failure = invoke_command.invoke(
+                sandbox, function, path, document, python=args.python, boto3_dir=args.boto3_dir, timeline=Timeline(None)
+            )
+            milliseconds = report["invocations"][0]["duration_ms"]
+            if failure is None:
+                print(f"ok    {function:<28} {path}  ({milliseconds:.0f} ms)", flush=True)
+            else:
+                failed += 1
+                print(f"FAIL  {function:<28} {path}: {failure}", flush=True)
+    seconds = time.monotonic() - started
+    print(f"{len(planned) - failed} of {len(planned)} invocations ok ({seconds:.0f} s)")
+    return 1 if failed else 0
 
 
 def _run_scenario(args: argparse.Namespace) -> int:

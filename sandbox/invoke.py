@@ -7,13 +7,20 @@ created from the built template and the secrets seeded, and the Slack/PagerDuty 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
 import json
 import platform
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from sandbox.errors import SandboxError
+from sandbox.event_fit import Trigger, check_fit
 from sandbox.eventbridge import RuleMatcher
 from sandbox.lambda_runtime import (
     Invocation,
@@ -26,6 +33,7 @@ from sandbox.report import ReportBuilder, Timeline
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import batch_failures, wrap_in_sqs_event
 from sandbox.stack import FunctionSpec
+from sandbox.standins import SLACK_SIGNING_SECRET, StandIns
 from sandbox.template import Template, load_template
 
 DEFAULT_BUILD_DIR = Path(".aws-sam/build-host")
@@ -124,14 +132,19 @@ def invoke(
     python: Path | None,
     boto3_dir: Path,
     timeline: Timeline,
-) -> tuple[dict[str, Any], bool]:
-    """Invoke the function once; returns the report and whether the function raised."""
+) -> tuple[dict[str, Any], str | None]:
+    """Invoke the function once; returns the report and why the invocation failed (None when it did not): the
+    function raised, or its function URL answered an error status."""
     spec = sandbox.stack.functions[function_id]
     check_build_runtime(sandbox.template, spec)
+    trigger = check_fit(sandbox.template, function_id, document, event_path)
     interpreter = python or find_runtime_interpreter(spec.runtime)
     runtime_version = spec.runtime.removeprefix("python")
     boto3_path = ensure_runtime_boto3(boto3_dir, pinned_boto3(PINNED_REQUIREMENTS), interpreter, runtime_version)
-    prepared = prepare_event(document, spec, sandbox.identity.region)
+    if trigger is Trigger.URL:
+        prepared = prepare_request(document, sandbox.standins)
+    else:
+        prepared = prepare_event(document, spec, sandbox.identity.region)
 
     report = ReportBuilder()
     # Matching only: invoke hands the event to the function directly, so no target type matters here.
@@ -151,7 +164,94 @@ def invoke(
     timeline.invocation_result(entry)
     result = report.finish(sandbox)
     timeline.on_call_view(result)
-    return result, invocation.error is not None
+    return result, failure(spec.logical_id, trigger, invocation)
+
+
+def failure(logical_id: str, trigger: Trigger, invocation: Invocation) -> str | None:
+    """Why the invocation counts as failed: the handler raised, or (behind a function URL) answered 4xx or 5xx."""
+    if invocation.error is not None:
+        return f"{logical_id} raised {invocation.error.get('errorType')}: {invocation.error.get('errorMessage')}"
+    result = invocation.result
+    status = result.get("statusCode") if isinstance(result, dict) else None
+    if trigger is Trigger.URL and (not isinstance(status, int) or status >= 400):
+        body = str(result.get("body", ""))[:200] if isinstance(result, dict) else ""
+        return f"{logical_id} answered its function URL request with status {status}" + (f" ({body})" if body else "")
+    return None
+
+
+# --- Function URL requests -------------------------------------------------------------------------
+
+SANDBOX_KEY = "_sandbox"
+"""A sample request's instructions to `invoke` (events/README.md), removed before the function sees the request:
+`{"resign": "slack"}` asks for a fresh Slack timestamp and signature."""
+_SLACK_TIMESTAMP = "x-slack-request-timestamp"
+_SLACK_SIGNATURE = "x-slack-signature"
+
+
+def prepare_request(document: Any, standins: StandIns) -> PreparedEvent:
+    """A function URL request as the function receives it. A Slack request older than Slack's five minutes cannot
+    be checked as it was signed; a sample marked `"_sandbox": {"resign": "slack"}` whose signature verifies with the
+    sandbox's signing secret at its own timestamp is signed again now, its reply URL pointed at the Slack stand-in."""
+    request = {key: value for key, value in document.items() if key != SANDBOX_KEY}
+    marks = document.get(SANDBOX_KEY)
+    if not (isinstance(marks, dict) and marks.get("resign") == "slack"):
+        return PreparedEvent(request, "a function URL request: passed verbatim", [])
+    headers = {str(name).lower(): str(value) for name, value in (request.get("headers") or {}).items()}
+    body = _request_body(request)
+    timestamp = headers.get(_SLACK_TIMESTAMP, "")
+    signed = headers.get(_SLACK_SIGNATURE, "")
+    if body is None or not timestamp.isdigit() or not hmac.compare_digest(signed, slack_signature(timestamp, body)):
+        return PreparedEvent(
+            request,
+            "a function URL request, passed verbatim: its Slack signature does not verify, so not re-signed",
+            [],
+        )
+    now = int(time.time())
+    fields = [
+        (name, _reply_url_to_standins(value, standins) if name == "payload" else value)
+        for name, value in parse_qsl(body.decode(), keep_blank_values=True)
+    ]
+    fresh = urlencode(fields).encode()
+    headers[_SLACK_TIMESTAMP] = str(now)
+    headers[_SLACK_SIGNATURE] = slack_signature(str(now), fresh)
+    context = dict(request.get("requestContext") or {})
+    context["time"] = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now))
+    context["timeEpoch"] = now * 1000
+    request.update(headers=headers, requestContext=context, body=base64.b64encode(fresh).decode(), isBase64Encoded=True)
+    note = (
+        f"a function URL request, signed by Slack at {timestamp}: signed again now ({now}) with the sandbox's "
+        "signing secret, its response_url the Slack stand-in's, as the sample asks"
+    )
+    return PreparedEvent(request, note, [])
+
+
+def slack_signature(timestamp: str, body: bytes, secret: str = SLACK_SIGNING_SECRET) -> str:
+    """Slack's v0 request signature: hex HMAC-SHA256 of `v0:<timestamp>:<body>`."""
+    return "v0=" + hmac.new(secret.encode(), f"v0:{timestamp}:".encode() + body, hashlib.sha256).hexdigest()
+
+
+def _request_body(request: dict[str, Any]) -> bytes | None:
+    body = request.get("body")
+    if not isinstance(body, str):
+        return None
+    if not request.get("isBase64Encoded"):
+        return body.encode()
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _reply_url_to_standins(payload: str, standins: StandIns) -> str:
+    """The interactive payload with its response_url the stand-in's, so a reply stays on this machine."""
+    try:
+        parsed = json.loads(payload)
+    except json.JSONDecodeError:
+        return payload
+    if not isinstance(parsed, dict) or "response_url" not in parsed:
+        return payload
+    parsed["response_url"] = standins.response_url("invoke")
+    return json.dumps(parsed)
 
 
 def _invocation_entry(spec: FunctionSpec, payload: Any, invocation: Invocation) -> dict[str, Any]:
