@@ -55,6 +55,13 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", default=DEFAULT_REGION, help="the sandbox account's Region (default: %(default)s)")
     parser.add_argument("--report", type=Path, metavar="REPORT.json", help="write the JSON report here")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    _add_verbose(parser)
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose", action="store_true", help="list each function and each resource the sandbox does not emulate"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--report", type=Path, metavar="REPORT.json", help="write the JSON report here (one scenario only)"
     )
     run_parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    _add_verbose(run_parser)
     run_parser.set_defaults(run=_run_scenario)
 
     fuzz_parser = commands.add_parser(
@@ -226,7 +234,7 @@ def _sandbox(args: argparse.Namespace, template: Template) -> Sandbox:
 
 def _run_replay(args: argparse.Namespace) -> int:
     files = [load_event_file(path) for path in args.event_files]
-    timeline = Timeline(None if args.quiet else sys.stdout, show_logs=args.show_logs)
+    timeline = Timeline(None if args.quiet else sys.stdout, show_logs=args.show_logs, verbose=args.verbose)
     with _sandbox(args, load_template(args.template)) as sandbox:
         report = replay(sandbox, files, timeline)
     _write(report, args.report, timeline)
@@ -238,7 +246,7 @@ def _run_invoke(args: argparse.Namespace) -> int:
     template = invoke_command.load_built_template(args.build_dir)
     invoke_command.require_function(template, args.function)
     check_fit(template, args.function, document, args.event_file)
-    timeline = Timeline(None if args.quiet else sys.stdout)
+    timeline = Timeline(None if args.quiet else sys.stdout, verbose=args.verbose)
     with _sandbox(args, template) as sandbox:
         report, failure = invoke_command.invoke(
             sandbox,
@@ -290,7 +298,7 @@ def _run_scenario(args: argparse.Namespace) -> int:
     loaded = [load_scenario(path) for path in args.scenarios]  # every file checked before any runs
     failed = 0
     for path, scenario in zip(args.scenarios, loaded, strict=True):
-        timeline = Timeline(None if args.quiet else sys.stdout)
+        timeline = Timeline(None if args.quiet else sys.stdout, verbose=args.verbose)
         result = run_scenario(scenario, timeline)
         _write(result.report, args.report, timeline)
         if not result.passed:

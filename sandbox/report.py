@@ -12,6 +12,7 @@ import base64
 import dataclasses
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -33,6 +34,8 @@ INCIDENTS_TABLE = "IncidentsTable"
 _MAX_DEAD_LETTER_RECEIVES = 100
 # The report derives what routing decided; it reads no secret, so the settings name none.
 _NOT_READ = "none"
+SCHEDULED = "its schedule"
+"""The `queue` of an invocation its schedule made (the sweep, the reconciliation): no queue, no batch."""
 
 
 # --- The end state ---------------------------------------------------------------------------------
@@ -434,9 +437,10 @@ def detail_summary(event: Mapping[str, Any]) -> list[str]:
 class Timeline:
     """Plain-text progress for a terminal; `stream=None` prints nothing (--quiet)."""
 
-    def __init__(self, stream: TextIO | None, show_logs: bool = False) -> None:
+    def __init__(self, stream: TextIO | None, show_logs: bool = False, verbose: bool = False) -> None:
         self._stream = stream
         self._show_logs = show_logs
+        self._verbose = verbose
 
     def _print(self, text: object = "", indent: int = 0) -> None:
         if self._stream is None:
@@ -464,10 +468,18 @@ class Timeline:
             faults = "; ".join(f"{service}: {json.dumps(f)}" for service, f in sandbox.faults.items())
             self._print(f"faults     {faults}", 2)
         self._print(f"created    {', '.join(created)}", 2)
-        for function in stack.functions.values():
-            self._print(f"function   {function.logical_id} ({function.handler}, {function.runtime})", 2)
-        for skipped in stack.skipped:
-            self._print(f"skipped    {skipped.logical_id} ({skipped.resource_type}): {skipped.reason}", 2)
+        if self._verbose:
+            for function in stack.functions.values():
+                self._print(f"function   {function.logical_id} ({function.handler}, {function.runtime})", 2)
+        elif stack.functions:
+            runtimes = ", ".join(sorted({function.runtime for function in stack.functions.values()}))
+            names = ", ".join(f"{f.logical_id} ({f.handler})" for f in stack.functions.values())
+            self._print(f"functions  {runtimes}: {names}", 2)
+        if self._verbose:
+            for skipped in stack.skipped:
+                self._print(f"skipped    {skipped.logical_id} ({skipped.resource_type}): {skipped.reason}", 2)
+        elif stack.skipped:
+            self._print(f"skipped    {skipped_summary([entry.resource_type for entry in stack.skipped])}", 2)
 
     def event_source(self, source: SqsEventSource, function: str, init_logs: Sequence[str]) -> None:
         details = [f"batches of up to {source.batch_size}"]
@@ -503,7 +515,11 @@ class Timeline:
                 self._print(f"rule {rule}: matched, has no targets", 4)
 
     def batch(self, entry: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]) -> None:
-        head = f"{entry['function']} <- {entry['queue']}: batch of {entry['batch_size']}, {entry['duration_ms']:.0f} ms"
+        if entry["queue"] == SCHEDULED:
+            head = f"scheduled run of {entry['function']}, {entry['duration_ms']:.0f} ms"
+        else:
+            head = f"{entry['function']} <- {entry['queue']}: batch of {entry['batch_size']}"
+            head += f", {entry['duration_ms']:.0f} ms"
         if entry["error"]:
             self._print(f"{head}: whole batch failed: {entry['error']}", 4)
         elif entry["failures"]:
@@ -730,6 +746,16 @@ class Timeline:
         self._print(f"Report: {path}")
 
 
+def skipped_summary(types: Sequence[str]) -> str:
+    """The resources the sandbox does not emulate, counted by type, most first (--verbose lists each)."""
+    counts = Counter(types)
+    by_type = ", ".join(
+        f"{count} {kind}" for kind, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    )
+    noun = "resource" if len(types) == 1 else "resources"
+    return f"{len(types)} {noun} the sandbox does not emulate: {by_type} (--verbose lists them)"
+
+
 def _event_line(event: Mapping[str, Any]) -> str:
     fields = (event.get("id") or "(no id)", event.get("detail-type") or "(no detail-type)", event.get("time"))
     return "event " + "  ".join(str(field) for field in fields if field)
@@ -769,10 +795,21 @@ def _blocks_text(message: Mapping[str, Any]) -> list[str]:
         if fields:
             pairs = [_readable(str(f.get("text", ""))).replace("\n", ": ", 1) for f in fields]
             lines.extend("   ".join(pairs[i : i + 3]) for i in range(0, len(pairs), 3))
-        for element in block.get("elements") or []:
-            if isinstance(element, dict) and element.get("text"):
+        elements = [element for element in block.get("elements") or [] if isinstance(element, dict)]
+        buttons = [_button_label(element) for element in elements if element.get("type") == "button"]
+        if buttons:
+            lines.append(" ".join(f"[{label}]" for label in buttons))
+        for element in elements:
+            if element.get("type") != "button" and element.get("text"):
                 lines.append(_readable(str(element["text"])))
     return lines
+
+
+def _button_label(button: Mapping[str, Any]) -> str:
+    """A button's label (its text object's text), as a person reads it."""
+    text = button.get("text")
+    label = text.get("text") if isinstance(text, dict) else text
+    return _readable(str(label or button.get("action_id") or "?"))
 
 
 def _slack_not_ok(request: Mapping[str, Any]) -> bool:

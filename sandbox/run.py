@@ -59,7 +59,7 @@ from sandbox.eventbridge import BusDelivery, EventBus, SqsTargetDeliverer, State
 from sandbox.function_url import FunctionUrl, request_event
 from sandbox.lambda_runtime import patched_environ
 from sandbox.replay import load_event_file
-from sandbox.report import ReportBuilder, Timeline, collect_ecs
+from sandbox.report import SCHEDULED, ReportBuilder, Timeline, collect_ecs
 from sandbox.scenario import LoadedScenario
 from sandbox.session import Sandbox
 from sandbox.sqs_mapping import BatchOutcome, SqsEventSourceMapping
@@ -400,7 +400,7 @@ class _Run:
         invocation = function.invoke(event)
         entry = {
             "function": logical_id,
-            "queue": "its schedule",
+            "queue": SCHEDULED,
             "request_id": invocation.request_id,
             "batch_size": 0,
             "message_ids": [],
