@@ -172,7 +172,7 @@ scenarios: $(VENV)/.installed ## Run every scenario in scenarios/ in the sandbox
 
 demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair drain -> instance gone) in the sandbox
 	@mkdir -p reports
-	$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
+	@$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
 
 route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] [AT=<ISO 8601>] EVENT="<file>..."
 	$(VENV)/bin/fault-responder route --routing-file $(ROUTING_FILE) $(if $(AT),--at $(AT)) $(EVENT)

@@ -282,6 +282,9 @@ def test_make_demo_replays_the_incident_as_the_readme_says() -> None:
     # Slack thread and the PagerDuty trigger and resolve; and it writes reports/demo.json
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert "What on-call saw" in completed.stdout
+    # The incident comes first: its first event within the output's first 10 lines (the set-up is summed up above it)
+    first_event = next(n for n, line in enumerate(completed.stdout.splitlines(), 1) if line.startswith("== 1. "))
+    assert first_event <= 10, "\n".join(completed.stdout.splitlines()[:first_event])
     assert report is not None
     files = sorted((REPO_ROOT / "events" / "incident-xid79").glob("*.json"))
     assert [Path(event["file"]).resolve() for event in report["events"]] == files
