@@ -3,6 +3,7 @@ samconfig environments deploying sensible values. Also: the incidents outlive th
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
 
@@ -21,6 +22,7 @@ from tests.conftest import ROOT
 TEMPLATE = load_template(ROOT / "template.yaml")
 INTERFACE = TEMPLATE.body["Metadata"]["AWS::CloudFormation::Interface"]
 SAMCONFIG = tomllib.loads((ROOT / "samconfig.toml").read_text(encoding="utf-8"))
+ENVIRONMENTS = sorted(name for name, value in SAMCONFIG.items() if isinstance(value, dict))
 
 
 def _overrides(environment: str) -> dict[str, str]:
@@ -118,14 +120,25 @@ def test_the_default_environment_deploys_at_info_level_once_it_names_who_hears_t
     _deployable({**default, "OwnHealthEmail": "gpu-oncall@example.com"})
 
 
-def test_prod_names_a_region_and_an_alarm_topic_that_must_be_replaced() -> None:
+def test_every_environment_names_its_region() -> None:
+    # A deploy without one goes wherever the deployer's AWS configuration points, or fails where it names none;
+    # the EventBridge rules must be in the Region of the clusters they watch.
+    regions = {name: SAMCONFIG[name].get("global", {}).get("parameters", {}).get("region") for name in ENVIRONMENTS}
+
+    assert {"default", "prod"} <= set(regions)
+    unnamed = sorted(
+        name for name, region in regions.items() if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region or "")
+    )
+    assert not unnamed, f"samconfig.toml environments without a Region: {unnamed}"
+
+
+def test_prod_names_an_alarm_topic_that_must_be_replaced() -> None:
     # Given the prod environment
     prod = _overrides("prod")
 
-    # Then it deploys to a named Region at INFO level, and its alarm topic placeholder cannot be deployed as it
-    # is (CloudFormation rejects it by the same pattern), while everything else it sets is valid; the topic, once
-    # replaced, is what hears the own-health alarms, so the Rules accept it
-    assert SAMCONFIG["prod"]["global"]["parameters"]["region"]
+    # Then it deploys at INFO level, and its alarm topic placeholder cannot be deployed as it is (CloudFormation
+    # rejects it by the same pattern), while everything else it sets is valid; the topic, once replaced, is what
+    # hears the own-health alarms, so the Rules accept it
     assert prod["LogLevel"] == "INFO"
     assert "REPLACE" in prod["AlarmTopicArn"]
     with pytest.raises(TemplateError, match="AlarmTopicArn"):
