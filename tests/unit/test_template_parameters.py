@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from sandbox.template import (
+    Resolver,
     StackIdentity,
     TemplateError,
     check_rules,
@@ -150,3 +151,36 @@ def test_the_incidents_table_outlives_the_stack() -> None:
     table: dict[str, Any] = TEMPLATE.resources["IncidentsTable"]
 
     assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+class _NoResources:
+    def ref(self, logical_id: str) -> Any:
+        raise AssertionError(f"a layer's architectures refer to resource {logical_id}")
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        raise AssertionError(f"a layer's architectures refer to {logical_id}.{attribute}")
+
+
+LAYERS = sorted(
+    logical_id
+    for logical_id, resource in TEMPLATE.resources.items()
+    if resource["Type"] in {"AWS::Serverless::LayerVersion", "AWS::Lambda::LayerVersion"}
+)
+
+
+@pytest.mark.parametrize("architecture", TEMPLATE.parameters["Architecture"]["AllowedValues"])
+def test_every_layer_is_built_for_an_architecture_it_declares_and_the_functions_run_on(architecture: str) -> None:
+    # Given the template resolved for each architecture it allows (sam build reads the layers as resolved)
+    resolver = Resolver(
+        TEMPLATE, StackIdentity("test"), resolve_parameters(TEMPLATE, {"Architecture": architecture}), _NoResources()
+    )
+
+    # When each layer's build architecture and compatible architectures are read, with SAM's defaults (x86_64)
+    for logical_id in LAYERS:
+        metadata = TEMPLATE.resources[logical_id].get("Metadata", {})
+        built = resolver.resolve(metadata.get("BuildArchitecture", "x86_64"))
+        compatible = resolver.properties(logical_id).get("CompatibleArchitectures", ["x86_64"])
+
+        # Then it declares what it is built for (else sam build warns), and what the functions run on
+        assert built in compatible, f"{logical_id}: BuildArchitecture {built} is not in {compatible}"
+        assert architecture in compatible, f"{logical_id}: {architecture} functions cannot use it ({compatible})"
