@@ -240,3 +240,14 @@ def test_a_runnable_block_runs_as_written(block: Block) -> None:
         f"{block.id} exited {completed.returncode}:\n{block.body}\n{completed.stdout[-3000:]}{completed.stderr[-3000:]}"
     )
     assert after == before, f"{block.id} changed the checkout"
+
+
+_FIXED_FUTURE_TIME = re.compile(r"--(?:starts|ends)[= ]+['\"]?\d{4}-\d{2}-\d{2}")
+
+
+def test_no_command_gives_a_silence_a_fixed_date() -> None:
+    # A silence's start and end must lie ahead when the command runs: a fixed date in an example stops working once
+    # it has passed. (A fixed `--at`, a moment to evaluate routing at, does not expire.)
+    fixed = [block.id for block in BASH for command in block.commands if _FIXED_FUTURE_TIME.search(command)]
+
+    assert not fixed, f"--starts/--ends with a fixed date (compute it from now, with date): {fixed}"

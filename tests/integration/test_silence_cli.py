@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -221,13 +221,57 @@ def test_a_malformed_id_exits_2(aws: Any, capsys: pytest.CaptureFixture[str]) ->
     assert status == 2 and "is not a silence id" in err
 
 
-def test_the_author_defaults_to_user_and_is_required(
-    aws: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def _no_account() -> str:
+    raise OSError("No username set in the environment")  # what getpass.getuser() raises from 3.13 on
+
+
+def _no_passwd_entry() -> str:
+    raise KeyError("getpwuid(): uid not found: 1234")  # what it raised before 3.13
+
+
+@pytest.mark.parametrize(
+    ("user", "logname", "getuser", "author"),
+    [
+        ("alice", "bob", lambda: "carol", "alice"),
+        (None, "bob", lambda: "carol", "bob"),
+        ("", "bob", lambda: "carol", "bob"),
+        (None, None, lambda: "carol", "carol"),
+    ],
+    ids=["user", "logname-without-user", "logname-with-empty-user", "os-account-without-either"],
+)
+def test_the_author_defaults_to_user_then_logname_then_the_os_account(
+    aws: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    user: str | None,
+    logname: str | None,
+    getuser: Callable[[], str],
+    author: str,
 ) -> None:
-    monkeypatch.delenv("USER")
+    for name, value in (("USER", user), ("LOGNAME", logname)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setattr("getpass.getuser", getuser)
+
+    add(capsys)
+
+    assert [shown["created_by"] for shown in listed(capsys)] == [author]
+
+
+@pytest.mark.parametrize("getuser", [_no_account, _no_passwd_entry, lambda: ""], ids=["oserror", "keyerror", "empty"])
+def test_without_user_logname_or_an_os_account_the_author_is_required(
+    aws: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, getuser: Callable[[], str]
+) -> None:
+    monkeypatch.delenv("USER", raising=False)
+    monkeypatch.delenv("LOGNAME", raising=False)
+    monkeypatch.setattr("getpass.getuser", getuser)
+
     status, _, err = cli(capsys, "silence", "add", "--match", "xid=79", "--duration", "1h", "--comment", "c", *TARGET)
 
     assert status == 2 and "give --author NAME" in err
+    assert listed(capsys) == []
 
 
 def test_without_a_region_it_exits_2_saying_how_to_give_one(

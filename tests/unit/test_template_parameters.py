@@ -3,12 +3,14 @@ samconfig environments deploying sensible values. Also: the incidents outlive th
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
 
 import pytest
 
 from sandbox.template import (
+    Resolver,
     StackIdentity,
     TemplateError,
     check_rules,
@@ -21,6 +23,7 @@ from tests.conftest import ROOT
 TEMPLATE = load_template(ROOT / "template.yaml")
 INTERFACE = TEMPLATE.body["Metadata"]["AWS::CloudFormation::Interface"]
 SAMCONFIG = tomllib.loads((ROOT / "samconfig.toml").read_text(encoding="utf-8"))
+ENVIRONMENTS = sorted(name for name, value in SAMCONFIG.items() if isinstance(value, dict))
 
 
 def _overrides(environment: str) -> dict[str, str]:
@@ -118,14 +121,25 @@ def test_the_default_environment_deploys_at_info_level_once_it_names_who_hears_t
     _deployable({**default, "OwnHealthEmail": "gpu-oncall@example.com"})
 
 
-def test_prod_names_a_region_and_an_alarm_topic_that_must_be_replaced() -> None:
+def test_every_environment_names_its_region() -> None:
+    # A deploy without one goes wherever the deployer's AWS configuration points, or fails where it names none;
+    # the EventBridge rules must be in the Region of the clusters they watch.
+    regions = {name: SAMCONFIG[name].get("global", {}).get("parameters", {}).get("region") for name in ENVIRONMENTS}
+
+    assert {"default", "prod"} <= set(regions)
+    unnamed = sorted(
+        name for name, region in regions.items() if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region or "")
+    )
+    assert not unnamed, f"samconfig.toml environments without a Region: {unnamed}"
+
+
+def test_prod_names_an_alarm_topic_that_must_be_replaced() -> None:
     # Given the prod environment
     prod = _overrides("prod")
 
-    # Then it deploys to a named Region at INFO level, and its alarm topic placeholder cannot be deployed as it
-    # is (CloudFormation rejects it by the same pattern), while everything else it sets is valid; the topic, once
-    # replaced, is what hears the own-health alarms, so the Rules accept it
-    assert SAMCONFIG["prod"]["global"]["parameters"]["region"]
+    # Then it deploys at INFO level, and its alarm topic placeholder cannot be deployed as it is (CloudFormation
+    # rejects it by the same pattern), while everything else it sets is valid; the topic, once replaced, is what
+    # hears the own-health alarms, so the Rules accept it
     assert prod["LogLevel"] == "INFO"
     assert "REPLACE" in prod["AlarmTopicArn"]
     with pytest.raises(TemplateError, match="AlarmTopicArn"):
@@ -137,3 +151,36 @@ def test_the_incidents_table_outlives_the_stack() -> None:
     table: dict[str, Any] = TEMPLATE.resources["IncidentsTable"]
 
     assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+class _NoResources:
+    def ref(self, logical_id: str) -> Any:
+        raise AssertionError(f"a layer's architectures refer to resource {logical_id}")
+
+    def get_att(self, logical_id: str, attribute: str) -> Any:
+        raise AssertionError(f"a layer's architectures refer to {logical_id}.{attribute}")
+
+
+LAYERS = sorted(
+    logical_id
+    for logical_id, resource in TEMPLATE.resources.items()
+    if resource["Type"] in {"AWS::Serverless::LayerVersion", "AWS::Lambda::LayerVersion"}
+)
+
+
+@pytest.mark.parametrize("architecture", TEMPLATE.parameters["Architecture"]["AllowedValues"])
+def test_every_layer_is_built_for_an_architecture_it_declares_and_the_functions_run_on(architecture: str) -> None:
+    # Given the template resolved for each architecture it allows (sam build reads the layers as resolved)
+    resolver = Resolver(
+        TEMPLATE, StackIdentity("test"), resolve_parameters(TEMPLATE, {"Architecture": architecture}), _NoResources()
+    )
+
+    # When each layer's build architecture and compatible architectures are read, with SAM's defaults (x86_64)
+    for logical_id in LAYERS:
+        metadata = TEMPLATE.resources[logical_id].get("Metadata", {})
+        built = resolver.resolve(metadata.get("BuildArchitecture", "x86_64"))
+        compatible = resolver.properties(logical_id).get("CompatibleArchitectures", ["x86_64"])
+
+        # Then it declares what it is built for (else sam build warns), and what the functions run on
+        assert built in compatible, f"{logical_id}: BuildArchitecture {built} is not in {compatible}"
+        assert architecture in compatible, f"{logical_id}: {architecture} functions cannot use it ({compatible})"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -46,7 +45,7 @@ from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
 from fault_responder.cli import checkpoint_now, move, recovery
-from fault_responder.cli.targets import add_records_target
+from fault_responder.cli.targets import add_records_target, login_name
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
@@ -186,7 +185,7 @@ def _add_silence_commands(commands: Any, target: argparse.ArgumentParser) -> Non
     until.add_argument("--ends", type=_moment, metavar="ISO8601", help="when it ends (with Z or an offset)")
     add.add_argument("--starts", type=_moment, metavar="ISO8601", help="when it starts (default: now)")
     add.add_argument("--comment", required=True, help="why (one line)")
-    add.add_argument("--author", help="who (default: $USER)")
+    add.add_argument("--author", help="who (default: $USER, else $LOGNAME, else the OS account's name)")
     add.set_defaults(run=_silence_add)
 
     listing = actions.add_parser(
@@ -403,9 +402,9 @@ def _decimal(value: Any) -> Any:
 
 
 def _silence_add(args: argparse.Namespace) -> int:
-    author = args.author or os.environ.get("USER")
+    author = args.author or login_name()
     if not author:
-        raise UsageError("give --author NAME ($USER is not set)")
+        raise UsageError("give --author NAME (neither $USER nor $LOGNAME is set, and the OS names no account)")
     now = _now()
     ends = args.ends if args.ends is not None else (args.starts or now) + args.duration
     silence = new_silence(

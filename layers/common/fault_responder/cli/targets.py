@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 
 
 def add_records_target(parser: argparse.ArgumentParser, *, stack_help: str) -> None:
@@ -18,9 +19,18 @@ def add_records_target(parser: argparse.ArgumentParser, *, stack_help: str) -> N
     target.add_argument("--endpoint-url", metavar="URL", help="another endpoint for AWS (a moto server, say)")
 
 
+def login_name() -> str | None:
+    """Who runs the command: $USER, else $LOGNAME, else the name of the OS account it runs as; None if none is
+    known (a container may set neither variable and run as a user ID that has no account)."""
+    for variable in ("USER", "LOGNAME"):
+        if name := os.environ.get(variable):
+            return name
+    try:
+        return getpass.getuser() or None
+    except (KeyError, OSError, ImportError):  # no account for the user ID (KeyError before 3.13), or no pwd module
+        return None
+
+
 def operator_name() -> str:
     """Who runs the command, as requests and notices name them."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name in some containers
-        return "unknown user"
+    return login_name() or "unknown user"
