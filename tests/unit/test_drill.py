@@ -5,6 +5,7 @@ tests/integration/test_drill_cli.py and the drill-* scenarios."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,9 +14,10 @@ import pytest
 from pydantic import ValidationError
 
 from fault_responder.adapters.drill_aws import INJECTOR_FAMILY, inject_command, injector_task_definition
+from fault_responder.adapters.serialization import check_from_dict, check_to_dict
 from fault_responder.alerting.service import AlertService
 from fault_responder.alerting.store import MemoryInstanceStore
-from fault_responder.core.domain import DRILL_MARK, DRILL_SOURCE
+from fault_responder.core.domain import DRILL_MARK, DRILL_SOURCE, MAX_DRILL_AUTHOR
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import Delivery, InstanceRecord, KnownIncident
@@ -121,6 +123,49 @@ def test_the_resume_workflow_refuses_a_drill() -> None:
     event = parse_ecs_event(drill_event("IMPAIRED", START))
     with pytest.raises(NotResumableError, match="drill"):
         fault_from_event(event, frozenset({"ACCELERATED_COMPUTE"}))  # type: ignore[arg-type]
+
+
+def test_the_drill_event_names_who_started_it_and_the_incident_says_so() -> None:
+    # Given a drill run by alice, When its event becomes facts and the facts an incident
+    target = dataclasses.replace(TARGET, author="alice")
+    entry = health_entry(target, "IMPAIRED", START)
+    assert json.loads(entry["Detail"])["drill"] == {"startedBy": "alice"}
+    facts = lifecycle.facts_from_event(parse_ecs_event(envelope(entry)))
+    assert facts is not None and [fact.by for fact in facts.health] == ["alice"]
+    record = InstanceRecord(facts.instance.container_instance_arn, facts.instance)
+    record.add(facts)
+    [incident] = lifecycle.derive(record, lifecycle.Settings(), Router(load_routing("default.yaml")).route).incidents
+
+    # Then it says who started it, and it started when it reported its fault
+    assert (incident.started_by, incident.opened_at) == ("alice", START)
+
+
+def test_who_started_a_drill_is_one_bounded_line_and_is_kept_with_its_facts() -> None:
+    event = envelope(health_entry(dataclasses.replace(TARGET, author="eve\n" + "x" * 500), "IMPAIRED", START))
+    facts = lifecycle.facts_from_event(parse_ecs_event(event))
+    assert facts is not None
+    [by] = [fact.by for fact in facts.health]
+    assert by is not None and len(by) == MAX_DRILL_AUTHOR and by.startswith("eve x") and "\n" not in by
+    record = InstanceRecord(facts.instance.container_instance_arn, facts.instance)
+    record.add(facts)
+    _, stored, _ = check_from_dict(check_to_dict(record, "ACCELERATED_COMPUTE"))
+    assert [fact.by for fact in stored] == [by]
+
+
+def test_only_a_drill_event_can_name_an_author() -> None:
+    event = envelope(health_entry(dataclasses.replace(TARGET, author="alice"), "IMPAIRED", START), source="aws.ecs")
+    facts = lifecycle.facts_from_event(parse_ecs_event(event))
+    assert facts is not None and [fact.by for fact in facts.health] == [None]
+    record = InstanceRecord(facts.instance.container_instance_arn, facts.instance)
+    record.add(facts)
+    assert "by" not in check_to_dict(record, "ACCELERATED_COMPUTE")["facts"][0]
+
+
+def test_a_drill_event_whose_author_cannot_be_read_still_pages_naming_nobody() -> None:
+    event = drill_event("IMPAIRED", START)
+    event["detail"]["drill"] = {"startedBy": ["not", "text"]}
+    facts = lifecycle.facts_from_event(parse_ecs_event(event))
+    assert facts is not None and [fact.by for fact in facts.health] == [None]
 
 
 # --- The pipeline with a drill -------------------------------------------------------------------------

@@ -4,6 +4,7 @@ list is lost in silence: what a message lists plus what its note says it left ou
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import timedelta
@@ -38,7 +39,7 @@ from fault_responder.notification.render.slack import (
 )
 from fault_responder.routing.runbooks import runbook_for
 from sandbox.standins import block_errors, event_errors
-from tests.builders import OPENED, ROUTING_KEY
+from tests.builders import OPENED, RECOVERED, ROUTING_KEY
 
 SHORTENED = "… (shortened)"
 MAX_EVENT_BYTES = 512 * 1024
@@ -291,3 +292,43 @@ def test_every_message_of_a_notice_keeps_every_limit_and_counts_what_it_leaves_o
     details = trigger["payload"]["custom_details"]
     listed = len(details.get("details", {}))
     assert listed + stated(r"^(\d+) more details?", details.get("details_not_listed", "")) == len(alert.details)
+
+
+@settings(max_examples=60, deadline=None)
+@given(incident=incidents(), author=st.none() | st.text(_CHARACTERS, max_size=100), dashboard=st.booleans())
+def test_every_message_of_a_drill_keeps_every_limit_and_begins_with_drill(
+    incident: Incident, author: str | None, dashboard: bool
+) -> None:
+    # Given any incident reported by a drill, its author any one line a drill event may carry
+    drill = dataclasses.replace(
+        incident,
+        instance=dataclasses.replace(incident.instance, drill=True),
+        classification=dataclasses.replace(incident.classification, title=f"DRILL: {incident.classification.title}"),
+        started_by=author,
+    )
+    entry = drill.timeline[-1] if drill.timeline else RECOVERED
+
+    # When each message about it is rendered
+    url = DASHBOARD if dashboard else None
+    root = render_incident_root(drill, dashboard_url=url)
+    reply = render_timeline_reply(drill, entry)
+    webhook = render_webhook_step(drill, entry, dashboard_url=url)
+    trigger = render_trigger(drill, ROUTING_KEY)
+
+    # Then each keeps Slack's and PagerDuty's limits
+    for message in (root, reply, webhook):
+        assert_slack_limits(message)
+    assert_pagerduty_limits(trigger)
+
+    # And each begins with DRILL: the fallback texts, the headers, the reply, the page's summary and its details
+    for message in (root, reply, webhook):
+        assert message.text.startswith("DRILL")
+    for message in (root, webhook):
+        assert message.blocks[0]["text"]["text"].startswith("DRILL · ")
+        # right under the header (and the whole title, when the header had to cut it)
+        under = message.blocks[2 if message.blocks[1]["text"]["text"].startswith("*Title:* ") else 1]
+        assert under["text"]["text"].startswith("*DRILL — no action needed:*")
+    assert reply.blocks[0]["text"]["text"].startswith("*DRILL — no action needed* · ")
+    assert trigger["payload"]["summary"].startswith("DRILL")
+    assert next(iter(trigger["payload"]["custom_details"])) == "drill"
+    assert "*What to do:*" not in json.dumps(root.blocks)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fault_responder.core.domain import Alert, EntryKind, FaultClass, Incident, Severity
+from fault_responder.core.domain import DRILL_MARK, Alert, EntryKind, FaultClass, Incident, Severity
 from fault_responder.events.cloudwatch import AlarmStateChangeEvent
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
@@ -33,7 +33,18 @@ from fault_responder.notification.render.slack import (
 )
 from fault_responder.routing.router import Router, RouteRunbook, load_routing
 from fault_responder.routing.runbooks import runbook_for
-from tests.builders import OPENED, RESOLVED_AT, ROUTING_KEY, an_alert, an_incident, draining, resolved, step
+from tests.builders import (
+    OPENED,
+    RECOVERED,
+    RESOLVED_AT,
+    ROUTING_KEY,
+    XID_79_TITLE,
+    an_alert,
+    an_incident,
+    draining,
+    resolved,
+    step,
+)
 from tests.conftest import load_event
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "render"
@@ -110,6 +121,30 @@ def xid79_found_by_the_sweep() -> Incident:
     return dataclasses.replace(incident, found=FOUND_BY_SWEEP, timeline=timeline)
 
 
+def xid79_drill() -> Incident:
+    """A synthetic drill (docs/drills.md) run by alice: its title says DRILL, its facts are kept under `#drill`, its
+    dedup key begins with `drill/`, as the router derives them."""
+    incident = an_incident()
+    instance = dataclasses.replace(
+        incident.instance, container_instance_arn=incident.instance.container_instance_arn + DRILL_MARK, drill=True
+    )
+    fingerprint = f"drill/{incident.fingerprint}"
+    return dataclasses.replace(
+        incident,
+        id=incident.id.replace(incident.fingerprint, fingerprint),
+        fingerprint=fingerprint,
+        instance=instance,
+        classification=dataclasses.replace(incident.classification, title=f"DRILL: {XID_79_TITLE}"),
+        route="drills",
+        started_by="alice",
+    )
+
+
+def xid79_drill_resolved() -> Incident:
+    ok = dataclasses.replace(RECOVERED, at=OPENED + timedelta(seconds=3))
+    return resolved(xid79_drill(), by=ok)
+
+
 def slack(message: SlackMessage) -> dict[str, Any]:
     return {"text": message.text, "blocks": message.blocks}
 
@@ -145,6 +180,9 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "xid79_found_by_the_sweep": lambda: incident_payloads(xid79_found_by_the_sweep()),
     "xid79_long_history": lambda: incident_payloads(xid79_with_a_long_history()),
     "xid79_long_untrusted_text": lambda: incident_payloads(xid79_with_long_untrusted_text()),
+    "xid79_drill": lambda: incident_payloads(xid79_drill()),
+    "xid79_drill_resolved": lambda: incident_payloads(xid79_drill_resolved()),
+    "xid79_drill_naming_nobody": lambda: incident_payloads(dataclasses.replace(xid79_drill(), started_by=None)),
     "manual_drain_alert": lambda: alert_payloads(
         an_alert(event_id="evt-manual-drain", details={"status": "DRAINING", "running tasks": "3"})
     ),
@@ -201,6 +239,46 @@ def test_rendering_matches_the_reviewed_snapshot(case: str) -> None:
     if not path.exists():
         pytest.fail(f"no snapshot {path.name}: run with UPDATE_SNAPSHOTS=1 and review the new file")
     assert rendered == json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", ["xid79_drill", "xid79_drill_resolved"])
+def test_a_drill_snapshot_says_drill_first_that_no_action_is_needed_and_who_started_it_when(case: str) -> None:
+    # Given the reviewed snapshot of a drill's messages
+    snapshot = json.loads((SNAPSHOTS / f"{case}.json").read_text(encoding="utf-8"))
+    root, reply = snapshot["slack_root"], snapshot["slack_thread_reply"]
+    started = "alice, <!date^1775868533^{date_short_pretty} {time_secs}|2026-04-11 00:48:53 UTC>"
+
+    # Then the root's fallback, its header and each thread reply begin with DRILL, and the root says nobody is to act,
+    # who started it and when, and (while open) what ends it; a real fault's action is framed as such
+    for message in (root, reply):
+        assert message["text"].startswith("DRILL")
+        assert "no action needed" in message["text"]
+    assert root["blocks"][0]["text"]["text"].startswith("DRILL · ")
+    drill_section = root["blocks"][1]["text"]["text"]
+    assert drill_section.startswith("*DRILL — no action needed:* this is an exercise, not a real fault.")
+    assert f"*Started by:* {started}" in drill_section
+    assert reply["blocks"][0]["text"]["text"].startswith("*DRILL — no action needed* · ")
+    assert f"Drill started by {started}" in reply["blocks"][1]["elements"][0]["text"]
+    assert "What to do" not in json.dumps(root)
+    if case == "xid79_drill":
+        assert "*How it ends:* By itself: the `fault-responder drill` that started it sends" in drill_section
+        assert "*In a real fault, not this drill:* The GPU fell off the bus" in root["blocks"][2]["text"]["text"]
+
+        # And its page's summary begins with DRILL and says the same, and so do its details, first
+        payload = snapshot["pagerduty"]["payload"]
+        assert payload["summary"].startswith("DRILL: XID 79")
+        assert (
+            "no action needed: this is an exercise, not a real fault, started by alice at 2026-04-11T00:48:53"
+            in (payload["summary"])
+        )
+        details = payload["custom_details"]
+        assert next(iter(details.items())) == (
+            "drill",
+            "DRILL — no action needed: this is an exercise, not a real fault",
+        )
+        assert (details["drill_started_by"], details["drill_started_at"]) == ("alice", "2026-04-11T00:48:53+00:00")
+        assert details["drill_how_it_ends"].startswith("By itself: the `fault-responder drill` that started it")
+        assert "what_to_do" not in details and details["in_a_real_fault"].startswith("The GPU fell off the bus")
 
 
 def test_every_snapshot_file_belongs_to_a_case() -> None:

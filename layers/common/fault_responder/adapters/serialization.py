@@ -76,6 +76,8 @@ def check_to_dict(record: InstanceRecord, check: str) -> dict[str, Any]:
                 "event_id": f.event_id,
                 "reason": f.reason,
                 "updated": _ts(f.updated),
+                # Only a drill's reports name who made them: real faults' facts stay as small as they were.
+                **({"by": f.by} if f.by else {}),
             }
             for f in record.health.get(check, [])
         ],
@@ -93,6 +95,7 @@ def check_from_dict(data: dict[str, Any]) -> tuple[str, list[HealthFact], list[K
             event_id=f["event_id"],
             reason=f.get("reason"),
             updated=_dt(f.get("updated")),
+            by=f.get("by"),
         )
         for f in data.get("facts") or []
     ]

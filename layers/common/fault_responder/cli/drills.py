@@ -76,6 +76,7 @@ def synthetic_drill(context: DrillContext, args: argparse.Namespace) -> int:
         instance=args.instance or f"drill-{context.now():%Y%m%dT%H%M%SZ}",
         xid=args.xid,
         capacity_provider=args.capacity_provider,
+        author=args.author,
     )
     # Whole seconds: the incident id the router derives from the event's lastStatusChange is then known exactly.
     impaired_at = context.now().replace(microsecond=0)

@@ -7,7 +7,7 @@ docs/checkpoint-contract.md).
     fault-responder silence list [--all] [--json] TARGET
     fault-responder silence expire ID TARGET
     fault-responder status [--json] (TARGET | --report REPORT.json)
-    fault-responder drill [--cluster C] [--instance I] [--xid 79] [--TIMEOUTS] TARGET
+    fault-responder drill [--cluster C] [--instance I] [--xid 79] [--author NAME] [--TIMEOUTS] TARGET
     fault-responder drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
     fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
     fault-responder checkpoint-now [--wait S] [--hold S] [--reason TEXT] [--json]
@@ -239,6 +239,7 @@ def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
     drill.add_argument("--capacity-provider", help="the capacity provider named in the event (or, --dcgm, used)")
     drill.add_argument("--xid", type=_xid, default=79, help="the XID reported (default 79, GPU fell off the bus)")
     drill.add_argument("--routing-file", help="the stack's routing file (default: its RoutingFile parameter)")
+    drill.add_argument("--author", help="who runs it, said on every message of the drill (default: $USER)")
     timeouts = drill.add_argument_group("timeouts, in seconds, each counted from the end of the hop before")
     for hop, default in (("incident", 60.0), ("slack", 60.0), ("pagerduty", 60.0), ("resolve", 60.0)):
         timeouts.add_argument(
@@ -281,6 +282,8 @@ def _drill(args: argparse.Namespace) -> int:
         if not args.cluster:
             raise UsageError("the DCGM drill needs --cluster: a test cluster tagged as a drill target")
         return drill_run.dcgm_drill(context, args)
+    # No author is no refusal (unlike a silence's): the drill still proves the path; its messages say nobody was named.
+    args.author = args.author or os.environ.get("USER") or None
     return drill_run.synthetic_drill(context, args)
 
 

@@ -36,6 +36,10 @@ reserves `aws.*` for its services, so only ECS can send `aws.ecs` and a drill ca
 DRILL_MARK = "#drill"
 """Appended to a drill's container instance ARN where the responder keeps its facts: a drill naming a real
 instance never shares that instance's record, incidents or PagerDuty alert."""
+DRILL_TITLE = "DRILL: "
+"""Begins a drill's title: its Slack root, its fallback text and its PagerDuty summary say it first."""
+MAX_DRILL_AUTHOR = 100
+"""The characters of a drill's author kept (its event's `detail.drill.startedBy`), as long as a silence's author."""
 
 
 class EventKind(StrEnum):
@@ -331,6 +335,9 @@ class Incident:
     """PagerDuty's last reassignment (`note` names the assignees)."""
     resolved_by: PersonAction | None = None
     """Closed by a person (Slack's Resolve, or PagerDuty's) while the fault was still open."""
+    started_by: str | None = None
+    """A drill's author, as its event named them (untrusted text, escaped by the renderers); None when the event
+    named nobody, and for every real fault. A drill starts when it reports its fault: `opened_at`."""
 
     @property
     def flapping(self) -> bool:

@@ -228,6 +228,13 @@ class HealthCheck(Tolerant):
     status_reason: str | None = Field(default=None, alias="statusReason")
 
 
+class DrillDetail(Tolerant):
+    """What a drill says of itself (docs/drills.md): who started it. Read only from a drill's event (its source)."""
+
+    drift_path = "detail.drill"
+    started_by: str | None = Field(default=None, alias="startedBy")
+
+
 class HealthChangeDetail(Tolerant):
     expected_keys = ("overallStatus", "healthChecks")
     items_required = frozenset({"health_checks"})
@@ -240,6 +247,8 @@ class HealthChangeDetail(Tolerant):
     health_checks: Annotated[list[HealthCheck], BeforeValidator(_none_to_empty_list)] = Field(
         default_factory=list, alias="healthChecks"
     )
+    drill: DrillDetail | None = None
+    """Only a drill's event carries it (ECS never sends it); an event of ECS's source is never read for it."""
 
 
 class InstanceStateDetail(Tolerant):

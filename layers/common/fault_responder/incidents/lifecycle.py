@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from fault_responder.core.domain import (
     DRILL_MARK,
+    DRILL_TITLE,
+    MAX_DRILL_AUTHOR,
     Alert,
     Classification,
     DrainAttribution,
@@ -184,6 +186,7 @@ def _health_facts(event: HealthChangeEvent, event_id: str) -> EventFacts | None:
             event_id=event_id,
             reason=clip(check.status_reason or None),
             updated=check.last_updated,
+            by=drill_author(event),
         )
         for check in checks
         if check.status != "INITIALIZING"
@@ -191,6 +194,15 @@ def _health_facts(event: HealthChangeEvent, event_id: str) -> EventFacts | None:
     if not facts:
         return None
     return EventFacts(event_id, health_instance(event), health=facts)
+
+
+def drill_author(event: HealthChangeEvent) -> str | None:
+    """Who started a drill, as its event names them: one line, bounded. Read from a drill's event alone (by its
+    source), so nothing ECS sends can name an author."""
+    drill = event.detail.drill
+    if not event.is_drill or drill is None or drill.started_by is None:
+        return None
+    return clip(" ".join(drill.started_by.split()), MAX_DRILL_AUTHOR) or None
 
 
 def _task_facts(event: TaskStateEvent, event_id: str) -> EventFacts | None:
@@ -429,7 +441,7 @@ def _incident(
 ) -> Incident:
     classification = classify_episode(episode)
     if record.instance.drill:
-        classification = replace(classification, title=f"DRILL: {classification.title}")
+        classification = replace(classification, title=f"{DRILL_TITLE}{classification.title}")
     within = [fact for fact in record.statuses if episode.contains(fact.at)]
     drain_facts = [fact for fact in within if _is_drain(fact) and episode.open_at(fact.at)]
     last_report = episode.close or episode.reports[-1]
@@ -453,6 +465,7 @@ def _incident(
         fleet_id=identity.fleet,
         known_at=identity.known_at,
         found=identity.found,
+        started_by=next((fact.by for fact in episode.reports if fact.by), None) if record.instance.drill else None,
     )
     incident.timeline = _timeline(record, episode, within)
     apply_actions(incident, record.actions)

@@ -74,6 +74,8 @@ class HealthFact:
     reason: str | None = None
     updated: datetime | None = None
     """The check's lastUpdated: of two reports of one transition, the later one's reason wins."""
+    by: str | None = None
+    """Who reported it: a drill's author (its event's `detail.drill.startedBy`); None for what ECS reported."""
 
     @property
     def identity(self) -> tuple[str, datetime]:

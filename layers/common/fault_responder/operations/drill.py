@@ -61,6 +61,8 @@ class DrillTarget:
     xid: int = DEFAULT_XID
     capacity_provider: str | None = None
     ec2_instance_id: str | None = None
+    author: str | None = None
+    """Who runs the drill: every message about it says so (the event's `detail.drill.startedBy`)."""
 
     @property
     def cluster_arn(self) -> str:
@@ -117,6 +119,8 @@ def health_entry(target: DrillTarget, status: str, at: datetime) -> dict[str, An
         detail["capacityProviderName"] = target.capacity_provider
     if target.ec2_instance_id:
         detail["ec2InstanceId"] = target.ec2_instance_id
+    if target.author:
+        detail["drill"] = {"startedBy": target.author}
     return {
         "Source": DRILL_SOURCE,
         "DetailType": HEALTH_CHANGE,

@@ -18,6 +18,7 @@ from typing import Any
 
 from fault_responder.core.domain import Alert, DrainAttribution, Incident, InstanceRef, Runbook, TimelineEntry
 from fault_responder.core.timefmt import iso_utc
+from fault_responder.notification.render import drill
 
 CLIENT_NAME = "GPU Fault Responder"
 MAX_SUMMARY = 1024
@@ -116,9 +117,12 @@ def _incident_summary(incident: Incident) -> str:
     if instance.is_alarm:
         cluster = f" in cluster {instance.cluster_name}" if instance.cluster_name else ""
         return _summary(incident.classification.title, f": alarm {instance.container_instance_id}{cluster} ({phase})")
-    return _summary(
-        incident.classification.title, f" on {_source(instance)} in cluster {instance.cluster_name} ({phase})"
-    )
+    where = f" on {_source(instance)} in cluster {instance.cluster_name} ({phase})"
+    if drill.is_drill(incident):
+        # Its title begins with DRILL; what follows says nobody is to act, and who started it when.
+        started = f"started by {drill.author(incident)} at {iso_utc(incident.opened_at)}"
+        where += f" — {drill.NO_ACTION_SHORT}, {started}"
+    return _summary(incident.classification.title, where)
 
 
 def _summary(title: str, rest: str) -> str:
@@ -137,7 +141,7 @@ def _incident_details(incident: Incident, limit: int) -> dict[str, Any]:
     timeline = incident.timeline[-TIMELINE_ENTRIES_IN_DETAILS:]
     earlier = len(incident.timeline) - len(timeline)
     details: dict[str, Any] = {
-        "what_to_do": incident.runbook.action if incident.runbook else None,
+        **_drill_details(incident),
         "incident": incident.id,
         "fingerprint": incident.fingerprint,
         "title": classification.title,
@@ -157,6 +161,21 @@ def _incident_details(incident: Incident, limit: int) -> dict[str, Any]:
         "timeline_not_listed": f"{_count(earlier, 'earlier step')}: the Slack thread has each one" if earlier else None,
     }
     return _without_none(_clipped(details, limit))
+
+
+def _drill_details(incident: Incident) -> dict[str, Any]:
+    """What to do, first: a drill's details begin with DRILL and no action needed, who started it, when and what
+    ends it, and frame its runbook's action as a real fault's."""
+    action = incident.runbook.action if incident.runbook else None
+    if not drill.is_drill(incident):
+        return {"what_to_do": action}
+    return {
+        "drill": drill.NO_ACTION,
+        "drill_started_by": drill.author(incident),
+        "drill_started_at": iso_utc(incident.opened_at),
+        "drill_how_it_ends": drill.HOW_IT_ENDS,
+        "in_a_real_fault": action,
+    }
 
 
 def _alert_details(alert: Alert, limit: int) -> dict[str, Any]:

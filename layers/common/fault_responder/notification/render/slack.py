@@ -30,6 +30,7 @@ from fault_responder.core.domain import (
 from fault_responder.core.timefmt import as_utc, format_duration
 from fault_responder.incidents.record import is_reconciled
 from fault_responder.notification.buttons import ActionId, IncidentButton
+from fault_responder.notification.render import drill
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
@@ -246,7 +247,8 @@ def render_incident_root(incident: Incident, *, dashboard_url: str | None = None
     `dashboard_url` (the stack's CloudWatch dashboard), its context links to it."""
     blocks = [
         *_incident_header(incident),
-        *_runbook_sections(incident.runbook, with_action=incident.is_open),
+        *_drill_sections(incident),
+        *_runbook_sections(incident.runbook, with_action=incident.is_open, for_drill=drill.is_drill(incident)),
         *_field_sections(_incident_fields(incident)),
     ]
     if not incident.is_open:
@@ -272,9 +274,13 @@ def _latest_steps(incident: Incident) -> list[dict[str, Any]]:
 
 
 def render_timeline_reply(incident: Incident, entry: TimelineEntry) -> SlackMessage:
-    """One thread reply for one lifecycle step of the incident."""
-    blocks = [_section(_step_text(incident, entry)), _step_context(incident, entry)]
+    """One thread reply for one lifecycle step of the incident; a drill's begins by saying it is one."""
+    lead = f"*{drill.NO_ACTION_HEAD}* · " if drill.is_drill(incident) else ""
+    blocks = [_section(lead + _step_text(incident, entry, room=MAX_SECTION_TEXT - len(lead)))]
+    blocks.append(_step_context(incident, entry))
     fallback = f"{escape_mrkdwn(entry.phase)}: {escape_mrkdwn(entry.text)}"
+    if lead:
+        fallback = f"{drill.NO_ACTION_HEAD} · {fallback}"
     return SlackMessage(text=_fallback(fallback), blocks=_fit(blocks))
 
 
@@ -321,8 +327,9 @@ def render_webhook_step(incident: Incident, entry: TimelineEntry, *, dashboard_u
     """
     blocks = [
         *_incident_header(incident),
+        *_drill_sections(incident),
         _section(_step_text(incident, entry)),
-        *_runbook_sections(incident.runbook, with_action=incident.is_open),
+        *_runbook_sections(incident.runbook, with_action=incident.is_open, for_drill=drill.is_drill(incident)),
     ]
     step = f"{escape_mrkdwn(entry.phase)}: {escape_mrkdwn(entry.text)}"
     fallback = f"{_incident_subject(incident)} · {step}"
@@ -333,13 +340,13 @@ def render_webhook_step(incident: Incident, entry: TimelineEntry, *, dashboard_u
     return SlackMessage(text=_fallback(fallback), blocks=_fit(blocks))
 
 
-def _runbook_sections(runbook: Runbook | None, *, with_action: bool) -> list[dict[str, Any]]:
-    """What to do and where to read more; once a fault is over, only the link (the action is history)."""
+def _runbook_sections(runbook: Runbook | None, *, with_action: bool, for_drill: bool = False) -> list[dict[str, Any]]:
+    """What to do and where to read more; once a fault is over, only the link (the action is history). A drill's
+    action is what a real fault would call for, and says so: nobody is to act on a drill."""
     if runbook is None:
         return []
-    lines = (
-        [f"*What to do:* {_clip(escape_mrkdwn(runbook.action), _STEP_TEXT_BUDGET, SHORTENED)}"] if with_action else []
-    )
+    label = drill.IN_A_REAL_FAULT if for_drill else "What to do"
+    lines = [f"*{label}:* {_clip(escape_mrkdwn(runbook.action), _STEP_TEXT_BUDGET, SHORTENED)}"] if with_action else []
     lines.append(f"*Runbook:* {_link(runbook.url, runbook.link_text)}")
     return [_section("\n".join(lines))]
 
@@ -350,10 +357,29 @@ def _thread_pointer(incident: Incident) -> str:
 
 
 def _incident_header(incident: Incident) -> list[dict[str, Any]]:
+    severity = incident.classification.severity
+    if drill.is_drill(incident):
+        # No alarm emoji: the header begins with DRILL, then the state a real fault would show.
+        label = severity.value.upper() if incident.is_open else "RESOLVED"
+        return _headed("", f"DRILL · {label}", drill.fault_title(incident))
     if incident.is_open:
-        severity = incident.classification.severity
         return _headed(SEVERITY_EMOJI[severity], severity.value.upper(), incident.classification.title)
     return _headed(RESOLVED_EMOJI, "RESOLVED", incident.classification.title)
+
+
+def _drill_sections(incident: Incident) -> list[dict[str, Any]]:
+    """A drill's first words after its header: nobody needs to act, who started it and when, and (while it is
+    open) what ends it."""
+    if not drill.is_drill(incident):
+        return []
+    who = _clip(escape_mrkdwn(drill.author(incident)), _LABEL_BUDGET)
+    lines = [
+        f"*{drill.NO_ACTION_HEAD}:* {drill.NO_ACTION_WHY}.",
+        f"*Started by:* {who}, {_slack_time(incident.opened_at)}",
+    ]
+    if incident.is_open:
+        lines.append(f"*How it ends:* {escape_mrkdwn(drill.HOW_IT_ENDS)}")
+    return [_section("\n".join(lines))]
 
 
 def _incident_fields(incident: Incident) -> list[tuple[str, str]]:
@@ -504,8 +530,8 @@ def _resolution_line(incident: Incident) -> str:
     return line
 
 
-def _step_text(incident: Incident, entry: TimelineEntry) -> str:
-    """One step in full: its phase and time, its text with all the room the section leaves, the drain's words."""
+def _step_text(incident: Incident, entry: TimelineEntry, *, room: int = MAX_SECTION_TEXT) -> str:
+    """One step in full: its phase and time, its text with all the room `room` leaves, the drain's words."""
     head = f"*{_clip(escape_mrkdwn(entry.phase), _LABEL_BUDGET, SHORTENED)}* · {_slack_time(entry.at)}"
     drain: list[str] = []
     if entry.phase == "DRAINING" and incident.drain is not None:
@@ -513,7 +539,7 @@ def _step_text(incident: Incident, entry: TimelineEntry) -> str:
         if incident.drain.reason:
             reason = _clip(escape_mrkdwn(incident.drain.reason), _STEP_TEXT_BUDGET, SHORTENED)
             drain.append(f"*Drain reason:* {reason}")
-    room = MAX_SECTION_TEXT - sum(len(line) + 1 for line in [head, *drain])
+    room -= sum(len(line) + 1 for line in [head, *drain])
     return "\n".join([head, _clip(escape_mrkdwn(entry.text), room, SHORTENED), *drain])
 
 
@@ -524,13 +550,28 @@ def _step_line(entry: TimelineEntry, *, budget: int = _STEP_LINE_BUDGET, marker:
 
 
 def _step_context(incident: Incident, entry: TimelineEntry) -> dict[str, Any]:
+    return _context([*_drill_context(incident), _step_source(incident, entry)])
+
+
+def _step_source(incident: Incident, entry: TimelineEntry) -> str:
     if is_reconciled(entry.event_id):
-        return _context(["Found by the reconciliation sweep in ECS's answer: no event reported it"])
+        return "Found by the reconciliation sweep in ECS's answer: no event reported it"
     if entry.kind == EntryKind.ACTION:
         source = "a PagerDuty webhook" if entry.event_id.startswith("action:pagerduty:") else "a Slack button"
-        return _context([f"Done by a person, through {source}"])
+        return f"Done by a person, through {source}"
+    if drill.is_drill(incident):
+        return f"Drill event `{escape_mrkdwn(entry.event_id)}`"
     source = "CloudWatch event" if incident.instance.is_alarm else "ECS event"
-    return _context([f"{source} `{escape_mrkdwn(entry.event_id)}`"])
+    return f"{source} `{escape_mrkdwn(entry.event_id)}`"
+
+
+def _drill_context(incident: Incident) -> list[str]:
+    """A drill's thread reply says who started it and when, and where to read what ends it (its root says)."""
+    if not drill.is_drill(incident):
+        return []
+    who = _clip(escape_mrkdwn(drill.author(incident)), _LABEL_BUDGET)
+    ends = "it ends by itself (its root says how)" if incident.is_open else "it has ended"
+    return [f"Drill started by {who}, {_slack_time(incident.opened_at)}: {drill.NO_ACTION_WHY}; {ends}"]
 
 
 def _incident_context(incident: Incident, dashboard_url: str | None) -> dict[str, Any]:
@@ -550,10 +591,11 @@ def _incident_context(incident: Incident, dashboard_url: str | None) -> dict[str
 
 
 def _incident_fallback(incident: Incident) -> str:
+    no_action = f" · {drill.NO_ACTION_SHORT}" if drill.is_drill(incident) else ""
     if incident.is_open:
-        return f"{_incident_subject(incident)} · {_status_text(incident)}"
+        return f"{_incident_subject(incident)} · {_status_text(incident)}{no_action}"
     reason = f" · {escape_mrkdwn(incident.close_reason)}" if incident.close_reason else ""
-    return _incident_subject(incident) + reason
+    return _incident_subject(incident) + reason + no_action
 
 
 def _incident_subject(incident: Incident) -> str:
@@ -561,6 +603,9 @@ def _incident_subject(incident: Incident) -> str:
     state = incident.classification.severity.value.upper() if incident.is_open else _status_text(incident)
     cluster = incident.instance.cluster_name
     where = _instance_name(incident.instance) + (f" ({escape_mrkdwn(cluster)})" if cluster else "")
+    if drill.is_drill(incident):
+        # Its title, which begins with DRILL, comes first: a push notification leads with it.
+        return f"{escape_mrkdwn(incident.classification.title)} · {state} · {where}"
     return f"{state} · {escape_mrkdwn(incident.classification.title)} · {where}"
 
 
@@ -589,16 +634,21 @@ def _link(url: str, label: str) -> str:
 
 def _header(emoji: str, label: str, title: str) -> dict[str, Any]:
     """The header block; a title too long for it ends with an ellipsis (`_headed` then shows it whole below)."""
-    text = _clip(f"{emoji} {label} · {escape_mrkdwn(title)}", MAX_HEADER_TEXT)
+    text = _clip(f"{_lead(emoji, label)} · {escape_mrkdwn(title)}", MAX_HEADER_TEXT)
     return {"type": "header", "text": {"type": "plain_text", "text": text, "emoji": True}}
 
 
 def _headed(emoji: str, label: str, title: str) -> list[dict[str, Any]]:
     """The header, and the whole title right under it when the header had to cut it."""
     header = _header(emoji, label, title)
-    if header["text"]["text"] != f"{emoji} {label} · {escape_mrkdwn(title)}":
+    if header["text"]["text"] != f"{_lead(emoji, label)} · {escape_mrkdwn(title)}":
         return [header, _section(f"*Title:* {escape_mrkdwn(title)}")]
     return [header]
+
+
+def _lead(emoji: str, label: str) -> str:
+    """What a header begins with: its emoji, if any, and its label."""
+    return f"{emoji} {label}" if emoji else label
 
 
 def _section(text: str) -> dict[str, Any]:
