@@ -31,7 +31,7 @@ from fault_responder.actions.interactive import (
     verify_pagerduty_request,
     verify_slack_request,
 )
-from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+from fault_responder.events.cloudwatch import AlarmContributorStateChangeEvent, AlarmStateChangeEvent
 from fault_responder.events.ecs import HealthChangeEvent, InstanceStateEvent, TaskStateEvent
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents.incident_actions import is_action, parse_action
@@ -52,18 +52,19 @@ VERBATIM_COPIES = {
 }
 DUPLICATES = {"duplicates/xid46-duplicate.json": "aws-docs/health-change-accelerated-compute-xid46.json"}
 
-MODEL_BY_FOLDER: dict[str, type] = {
+MODEL_BY_FOLDER: dict[str, type | tuple[type, ...]] = {
     "health": HealthChangeEvent,
     "state": InstanceStateEvent,
     "task": TaskStateEvent,
     "duplicates": HealthChangeEvent,
-    "alarm": AlarmStateChangeEvent,
+    "alarm": (AlarmStateChangeEvent, AlarmContributorStateChangeEvent),
 }
 MODEL_BY_DETAIL_TYPE: dict[str, type] = {
     "ECS Container Instance Health Change": HealthChangeEvent,
     "ECS Container Instance State Change": InstanceStateEvent,
     "ECS Task State Change": TaskStateEvent,
     "CloudWatch Alarm State Change": AlarmStateChangeEvent,
+    "CloudWatch Alarm Contributor State Change": AlarmContributorStateChangeEvent,
 }
 
 
@@ -173,7 +174,15 @@ def test_alarm_envelopes_are_the_stacks_alarms_in_the_fleets_account(path: Path)
     assert uuid.UUID(raw["id"]).version == 4
     assert raw["resources"] == [f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{detail['alarmName']}"]
     assert detail["alarmName"].startswith("gpu-fault-responder.")
-    assert {detail["state"]["value"], detail["previousState"]["value"]} <= {"ALARM", "OK", "INSUFFICIENT_DATA"}
+    states = {detail["state"]["value"]}
+    if raw["detail-type"] == "CloudWatch Alarm Contributor State Change":
+        # ... and a contributor's names its time series by the cluster, as the GPU alarms group them (it has no
+        # previous state)
+        assert "previousState" not in detail
+        assert set(detail["alarmContributor"]["attributes"]) == {"ClusterName"}
+    else:
+        states.add(detail["previousState"]["value"])
+    assert states <= {"ALARM", "OK", "INSUFFICIENT_DATA"}
 
 
 @pytest.mark.parametrize("path", _own_ecs_envelope_files(), ids=_ids(_own_ecs_envelope_files()))
@@ -429,6 +438,7 @@ AWS_DOCS_SHA256 = {
     "health-change-daemon-impaired.json": "7e5d76c22094fdbe3efb0eeb681b251caefadeb0e7da8abd4d49586f39be197c",
     "instance-state-change-active.json": "12ecc486cfe9b13a3b561b34b9e80136b45c10c4053d7f1421bdf91f962c7dba",
     "task-state-change-ec2-running.json": "e9889115b56f99f82be7c2b3547cc5617fcb31ff33706cde24d11889e588e406",
+    "alarm-contributor-state-change.json": "6e3a3a27f96eaf2a38ab851d3b6b9ae2981d8995d9812492e6998306b38d71b6",
 }
 
 
@@ -441,13 +451,14 @@ def test_aws_docs_samples_are_unchanged() -> None:
     assert local == AWS_DOCS_SHA256
 
 
-def test_aws_docs_folder_holds_the_six_samples() -> None:
+def test_aws_docs_folder_holds_the_seven_samples() -> None:
     # Given events/aws-docs/
     # When it is listed
     names = sorted(p.name for p in (EVENTS / "aws-docs").glob("*.json"))
 
-    # Then it holds the six AWS samples
+    # Then it holds the seven AWS samples
     assert names == [
+        "alarm-contributor-state-change.json",
         "health-change-accelerated-compute-xid46.json",
         "health-change-agent-connectivity-impaired.json",
         "health-change-container-runtime-ok.json",

@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fault_responder.core.domain import (
+    CONTRIBUTOR_MARK,
     Alert,
     Classification,
+    ContributorReading,
     DrainAttribution,
     DrainCause,
     EntryKind,
@@ -27,6 +29,7 @@ from fault_responder.core.domain import (
     Severity,
     TimelineEntry,
 )
+from fault_responder.incidents.alarms import MAX_ATTRIBUTES
 from fault_responder.notification.render.pagerduty import render_alert_trigger, render_trigger
 from fault_responder.notification.render.slack import (
     SlackMessage,
@@ -83,6 +86,37 @@ def instances(draw: st.DrawFn) -> InstanceRef:
 
 
 @st.composite
+def contributor_instances(draw: st.DrawFn) -> InstanceRef:
+    """One contributor of an alarm, with as many attributes, as long, as its record keeps (incidents.alarms)."""
+    alarm = f"arn:aws:cloudwatch:us-west-2:123456789012:alarm:{draw(NAME)}"
+    contributor = draw(st.from_regex(r"\A[A-Za-z0-9_.:-]{1,16}\Z"))
+    attribute = st.tuples(st.text(_CHARACTERS, min_size=1, max_size=64), st.text(_CHARACTERS, max_size=256))
+    return InstanceRef(
+        region="us-west-2",
+        account="123456789012",
+        cluster_arn=f"arn:aws:ecs:us-west-2:123456789012:cluster/{draw(NAME)}",
+        container_instance_arn=f"{alarm}{CONTRIBUTOR_MARK}{contributor}",
+        ec2_instance_id=None,
+        capacity_provider=None,
+        attributes=tuple(draw(_many(attribute, MAX_ATTRIBUTES))),
+    )
+
+
+def _reading(instance: InstanceRef) -> st.SearchStrategy[ContributorReading | None]:
+    if instance.alarm_contributor is None:
+        return st.none()
+    number = st.none() | st.floats(allow_nan=False, allow_infinity=False)
+    return st.builds(
+        ContributorReading,
+        st.just(instance.alarm_contributor),
+        st.just(instance.cluster_name),
+        number,
+        number,
+        st.sampled_from(["", " °C"]),
+    )
+
+
+@st.composite
 def steps(draw: st.DrawFn) -> TimelineEntry:
     return TimelineEntry(
         key=draw(NAME),
@@ -106,10 +140,12 @@ def incidents(draw: st.DrawFn) -> Incident:
     fault_class = draw(st.sampled_from(FaultClass))
     fingerprint = draw(st.text(_CHARACTERS, min_size=1, max_size=255))
     closed = draw(st.booleans())
+    instance = draw(instances() | contributor_instances())
     return Incident(
         id=f"{fingerprint}@{OPENED.isoformat()}",
         fingerprint=fingerprint,
-        instance=draw(instances()),
+        instance=instance,
+        reading=draw(_reading(instance)),
         check_type=draw(NAME),
         status="CLOSED" if closed else "OPEN",
         classification=Classification(

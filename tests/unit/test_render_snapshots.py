@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from fault_responder.core.domain import DRILL_MARK, Alert, EntryKind, FaultClass, Incident, Severity
-from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+from fault_responder.events.cloudwatch import AlarmContributorStateChangeEvent, AlarmStateChangeEvent
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
-from fault_responder.incidents.alarms import alarm_facts
 from fault_responder.incidents.record import FOUND_BY_SWEEP, InstanceRecord
 from fault_responder.notification.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.notification.render.slack import (
@@ -104,8 +103,8 @@ def alarm_incident(*samples: str) -> Incident:
     record: InstanceRecord | None = None
     for sample in samples:
         event = parse_ecs_event(load_event(sample))
-        assert isinstance(event, AlarmStateChangeEvent)
-        facts = alarm_facts(event, event.id)
+        assert isinstance(event, AlarmStateChangeEvent | AlarmContributorStateChangeEvent)
+        facts = lifecycle.facts_from_event(event)
         assert facts is not None
         record = record or InstanceRecord(facts.instance.container_instance_arn, facts.instance)
         record.add(facts)
@@ -207,6 +206,12 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "gpu_temperature_alarm": lambda: incident_payloads(alarm_incident("alarm/gpu-temperature-alarm.json")),
     "gpu_temperature_alarm_ok": lambda: incident_payloads(
         alarm_incident("alarm/gpu-temperature-alarm.json", "alarm/gpu-temperature-ok.json")
+    ),
+    "gpu_temperature_contributor": lambda: incident_payloads(
+        alarm_incident("alarm/gpu-temperature-contributor-alarm.json")
+    ),
+    "gpu_temperature_contributor_ok": lambda: incident_payloads(
+        alarm_incident("alarm/gpu-temperature-contributor-alarm.json", "alarm/gpu-temperature-contributor-ok.json")
     ),
     "daemon_unhealthy": lambda: incident_payloads(
         an_incident(

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from fault_responder.core import observability
-from fault_responder.incidents.alarms import GPU_RESTART_APP_XIDS, GPU_TEMPERATURE, RESPONDER_HEALTH, alarm_check_type
+from fault_responder.incidents.alarms import (
+    GPU_RESTART_APP_XIDS,
+    GPU_TEMPERATURE,
+    PER_CONTRIBUTOR,
+    RESPONDER_HEALTH,
+    alarm_check_type,
+)
 from sandbox.template import load_template
 from tests.conftest import ROOT
 
@@ -79,10 +85,13 @@ def test_the_alarm_rule_delivers_to_the_alert_queue_as_the_ecs_rules_do() -> Non
     alarm_rule = _props("AlarmStateChangeRule")
     health_rule = _props("HealthChangeRule")
 
-    # Then it matches CloudWatch's alarm state changes, and its one target is the same as the health rule's:
-    # the alert queue, with the rule target DLQ and the same retry policy
+    # Then it matches CloudWatch's alarm state changes and its alarms' contributor state changes, and its one target
+    # is the same as the health rule's: the alert queue, with the rule target DLQ and the same retry policy
     assert alarm_rule["EventPattern"]["source"] == ["aws.cloudwatch"]
-    assert alarm_rule["EventPattern"]["detail-type"] == ["CloudWatch Alarm State Change"]
+    assert alarm_rule["EventPattern"]["detail-type"] == [
+        "CloudWatch Alarm State Change",
+        "CloudWatch Alarm Contributor State Change",
+    ]
     assert alarm_rule["Targets"] == health_rule["Targets"]
     # ... and the queue lets it deliver
     [statement] = _props("AlertQueuePolicy")["PolicyDocument"]["Statement"]
@@ -187,3 +196,18 @@ def test_the_pagerduty_subscription_reads_its_url_from_the_secret_at_deploy_time
     assert subscription["Properties"]["Protocol"] == "https"
     assert endpoint == "{{resolve:secretsmanager:${PagerDutySecretName}:SecretString:cloudwatch_integration_url}}"
     assert "events.pagerduty.com/integration" not in (ROOT / "template.yaml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ALARMS)
+def test_the_alarms_told_per_contributor_are_exactly_the_group_by_queries(name: str) -> None:
+    # Given an alarm of the stack and what kind the router reads from its name
+    props = _props(name)
+    kind = alarm_check_type(props["AlarmName"]["Fn::Sub"].replace(PREFIX, "prod."))
+
+    # When its metrics are read
+    expressions = [metric.get("Expression", "") for metric in props.get("Metrics", [])]
+    grouped = any("GROUP BY" in expression for expression in expressions)
+
+    # Then the router tells its contributors instead of the alarm's own ALARM exactly when it is a Metrics Insights
+    # GROUP BY query (one series per cluster): a single-series alarm keeps its own incident
+    assert (kind in PER_CONTRIBUTOR) == grouped

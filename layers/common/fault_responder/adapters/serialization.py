@@ -56,11 +56,18 @@ def _req(value: Any) -> datetime:
 
 
 def instance_to_dict(instance: InstanceRef) -> dict[str, Any]:
-    return asdict(instance)
+    data = asdict(instance)
+    if instance.attributes:
+        data["attributes"] = [[key, value] for key, value in instance.attributes]
+    else:
+        del data["attributes"]  # only an alarm contributor's record has attributes: every other item is as before
+    return data
 
 
 def instance_from_dict(data: dict[str, Any]) -> InstanceRef:
-    return InstanceRef(**data)
+    attributes = data.get("attributes") or ()
+    fields = {key: value for key, value in data.items() if key != "attributes"}
+    return InstanceRef(**fields, attributes=tuple((str(key), str(value)) for key, value in attributes))
 
 
 # --- Check parts ---------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ from fault_responder.notification.delivery import (
 from fault_responder.routing.router import Grouping, Receiver, Router
 
 if TYPE_CHECKING:
-    from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+    from fault_responder.events.cloudwatch import AlarmEvent
 
 log = logging.getLogger(__name__)
 
@@ -1062,11 +1062,11 @@ def _forgotten(record: InstanceRecord, view: InstanceView) -> list[tuple[str, st
     return [key for key in record.deliveries if key[1] not in subjects]
 
 
-def _kind(event: EcsEvent | AlarmStateChangeEvent) -> str:
+def _kind(event: EcsEvent | AlarmEvent) -> str:
     if isinstance(event, HealthChangeEvent):
         return "health_change"
     if isinstance(event, InstanceStateEvent):
         return "instance_state"
     if isinstance(event, TaskStateEvent):
         return "task_state"
-    return "alarm_state"
+    return "alarm_contributor_state" if event.detail_type.startswith("CloudWatch Alarm Contributor") else "alarm_state"

@@ -283,7 +283,7 @@ def _drill(args: argparse.Namespace) -> int:
             raise UsageError("the DCGM drill needs --cluster: a test cluster tagged as a drill target")
         return drill_run.dcgm_drill(context, args)
     # No author is no refusal (unlike a silence's): the drill still proves the path; its messages say nobody was named.
-    args.author = args.author or os.environ.get("USER") or None
+    args.author = args.author or login_name()
     return drill_run.synthetic_drill(context, args)
 
 

@@ -12,6 +12,10 @@ from urllib.parse import quote
 
 ALARM_ARN_MARK = ":alarm:"
 """What an alarm's ARN has and an ECS ARN never has: arn:aws:cloudwatch:REGION:ACCOUNT:alarm:NAME."""
+CONTRIBUTOR_MARK = "#contributor/"
+"""Between an alarm's ARN and a contributor's id, where one time series of a multi time series alarm keeps its facts
+(arn:aws:cloudwatch:REGION:ACCOUNT:alarm:NAME#contributor/ID): no alarm's name may contain it
+(fault_responder.events.cloudwatch), and a contributor's id has neither `#` nor `/`."""
 
 
 class Severity(StrEnum):
@@ -131,6 +135,9 @@ class InstanceRef:
     drill: bool = False
     """Reported by a drill (source fault-responder.drill), never by ECS: labelled, titled and routed as one, and
     its `container_instance_arn` ends with DRILL_MARK."""
+    attributes: tuple[tuple[str, str], ...] = ()
+    """An alarm contributor's attributes (its time series' dimensions), bounded (fault_responder.incidents.alarms);
+    empty for anything else."""
 
     @property
     def cluster_name(self) -> str:
@@ -145,10 +152,19 @@ class InstanceRef:
         return arn.startswith("arn:") and arn.split(":", 3)[2:3] == ["cloudwatch"] and ALARM_ARN_MARK in arn
 
     @property
+    def alarm_contributor(self) -> str | None:
+        """For one contributor of a multi time series alarm (its own record), the contributor's id."""
+        if not self.is_alarm or CONTRIBUTOR_MARK not in self.container_instance_arn:
+            return None
+        return self.container_instance_arn.rsplit(CONTRIBUTOR_MARK, 1)[1]
+
+    @property
     def container_instance_id(self) -> str:
-        """The container instance's id; for an alarm, the alarm's name (which may contain "/")."""
+        """The container instance's id; for an alarm (or one of its contributors), the alarm's name (which may
+        contain "/")."""
         if self.is_alarm:
-            return self.container_instance_arn.split(ALARM_ARN_MARK, 1)[1]
+            name = self.container_instance_arn.split(ALARM_ARN_MARK, 1)[1]
+            return name.rsplit(CONTRIBUTOR_MARK, 1)[0] if CONTRIBUTOR_MARK in name else name
         arn = self.container_instance_arn
         if self.drill and arn.endswith(DRILL_MARK):
             arn = arn[: -len(DRILL_MARK)]
@@ -163,6 +179,20 @@ class InstanceRef:
             f"https://{self.region}.console.aws.amazon.com/ecs/v2/clusters/{self.cluster_name}"
             f"/infrastructure/container-instances/{self.container_instance_id}?region={self.region}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ContributorReading:
+    """What an alarm contributor's incident says of its time series (fault_responder.incidents.alarms): the
+    cluster, the value that crossed the threshold and the threshold, as far as the alarm's reason tells them."""
+
+    contributor_id: str
+    cluster: str
+    value: float | None
+    """None: CloudWatch's reason did not say (or not readably): shown as "value not reported"."""
+    threshold: float | None
+    unit: str
+    """" °C" for the temperature, "" for a count."""
 
 
 class EntryKind(StrEnum):
@@ -316,6 +346,8 @@ class Incident:
     """Closed because a relapse learned late made it part of that (earlier) incident."""
     fleet_id: str | None = None
     """The fleet incident it belongs to: on-call hears of it there."""
+    reading: ContributorReading | None = None
+    """An alarm contributor's incident: its cluster, value and threshold (None for anything else)."""
     known_at: datetime | None = field(default=None, compare=False)
     """When the responder first made it known (None: before that was kept); later than `opened_at` for a fault
     reported late."""

@@ -53,6 +53,7 @@ HEALTH_CHANGE = "ECS Container Instance Health Change"
 STATE_CHANGE = "ECS Container Instance State Change"
 TASK_STATE_CHANGE = "ECS Task State Change"
 ALARM_STATE_CHANGE = "CloudWatch Alarm State Change"
+ALARM_CONTRIBUTOR_STATE_CHANGE = "CloudWatch Alarm Contributor State Change"
 """Of the stack's own CloudWatch alarms (fault_responder.events.cloudwatch, which events/parse.py imports only when
 one arrives)."""
 

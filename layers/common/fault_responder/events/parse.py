@@ -1,5 +1,5 @@
 """An EventBridge envelope read into the model its detail-type names: an ECS event (events/ecs.py) or one of the
-stack's own alarms (events/cloudwatch.py, imported only when an alarm arrives)."""
+stack's own alarms or their contributors (events/cloudwatch.py, imported only when an alarm arrives)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.parser import parse
 
 from fault_responder.events.ecs import (
+    ALARM_CONTRIBUTOR_STATE_CHANGE,
     ALARM_STATE_CHANGE,
     MODELS,
     EcsEvent,
@@ -17,10 +18,10 @@ from fault_responder.events.ecs import (
 )
 
 if TYPE_CHECKING:
-    from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+    from fault_responder.events.cloudwatch import AlarmEvent
 
 
-def parse_ecs_event(raw: Any) -> EcsEvent | AlarmStateChangeEvent:
+def parse_ecs_event(raw: Any) -> EcsEvent | AlarmEvent:
     """Parse a full EventBridge envelope with the Powertools parser into the model its detail-type names; fields
     read as absent are reported as schema drift (report_drift).
 
@@ -30,14 +31,18 @@ def parse_ecs_event(raw: Any) -> EcsEvent | AlarmStateChangeEvent:
     if detail_type == ALARM_STATE_CHANGE:
         from fault_responder.events.cloudwatch import AlarmStateChangeEvent  # noqa: PLC0415 - only the alarm path pays for it
 
-        model: type[EcsEvent | AlarmStateChangeEvent] = AlarmStateChangeEvent
+        model: type[EcsEvent | AlarmEvent] = AlarmStateChangeEvent
+    elif detail_type == ALARM_CONTRIBUTOR_STATE_CHANGE:
+        from fault_responder.events.cloudwatch import AlarmContributorStateChangeEvent  # noqa: PLC0415
+
+        model = AlarmContributorStateChangeEvent
     else:
         found = MODELS.get(detail_type) if isinstance(detail_type, str) else None
         if found is None:
             raise UnsupportedEventError(f"not an ECS event this app consumes (detail-type {detail_type!r})")
         model = found
     with collecting_drift() as drifted:
-        event: EcsEvent | AlarmStateChangeEvent = parse(event=raw, model=model)
+        event: EcsEvent | AlarmEvent = parse(event=raw, model=model)
     if drifted:
         report_drift(event.id, drifted)
     return event

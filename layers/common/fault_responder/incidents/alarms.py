@@ -21,21 +21,44 @@ so an alarm episode whose ALARM event was lost is still told, resolved, with its
 recorded (and shown as itself) only while the alarm is or was in ALARM: no data about an alarm that was not
 firing (a new alarm's first state) is no news.
 
+A multi time series alarm (a Metrics Insights query with GROUP BY: both GPU alarms, one series per cluster) also
+sends a "CloudWatch Alarm Contributor State Change" for each series that changes state. Each contributor is a
+record of its own, keyed by the alarm's ARN and the contributor's id (CONTRIBUTOR_MARK between them), with the
+alarm's check: so each cluster in ALARM is an incident of its own, its OK resolves that one only, and contributors
+never merge with each other nor with the alarm's own record. Its `cluster` is the contributor's `ClusterName`
+attribute, and its title names the cluster, the value that crossed the threshold and the threshold
+(contributor_title). A contributor event carries no previous state, so an OK of a contributor never seen is no news.
+The alarm's own ALARM of such an alarm (PER_CONTRIBUTOR) is recorded but told to no one (told_by_contributors):
+its contributors are told, each with its cluster, and one fault is not paged twice.
+
 Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import re
 from typing import TYPE_CHECKING
 
-from fault_responder.core.domain import Classification, FaultClass, InstanceRef, Severity
+from fault_responder.core.domain import (
+    CONTRIBUTOR_MARK,
+    Classification,
+    ContributorReading,
+    FaultClass,
+    InstanceRef,
+    Severity,
+)
 from fault_responder.incidents.record import EventFacts, HealthFact, bounded_id, clip
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from fault_responder.events.cloudwatch import AlarmState, AlarmStateChangeEvent
+    from fault_responder.events.cloudwatch import (
+        AlarmContributorStateChangeEvent,
+        AlarmState,
+        AlarmStateChangeEvent,
+    )
 
 ALARM_CHECK_PREFIX = "ALARM"
 GPU_TEMPERATURE = "ALARM_GPU_TEMPERATURE"
@@ -57,7 +80,21 @@ KINDS_BY_NAME: dict[str, str] = {
     "closure-pending": RESPONDER_HEALTH,
 }
 """The `<what>` of each alarm template.yaml creates (tests/unit/test_template_alarms.py keeps them in step)."""
+PER_CONTRIBUTOR = frozenset({GPU_TEMPERATURE, GPU_RESTART_APP_XIDS})
+"""The kinds of alarm template.yaml makes Metrics Insights GROUP BY queries (tests/unit/test_template_alarms.py
+checks it): their contributors are the incidents, the alarm's own ALARM is recorded and told to no one."""
 MAX_DEDUP_KEY = 255
+MAX_ATTRIBUTES = 10
+"""A contributor's attributes kept on its record and shown (CloudWatch allows 150): the first, by name."""
+MAX_ATTRIBUTE_KEY = 64
+MAX_ATTRIBUTE_VALUE = 256
+MAX_CLUSTER_NAME = 255
+_UNITS = {GPU_TEMPERATURE: " °C"}
+_SUBJECTS = {GPU_TEMPERATURE: "GPU temperature", GPU_RESTART_APP_XIDS: "GPU restart-the-application XIDs"}
+_NUMBER = r"(-?\d{1,15}(?:\.\d{1,15})?(?:[eE][+-]?\d{1,3})?)"
+_CROSSED = re.compile(r"most recent datapoint which crossed the threshold: \[\s*" + _NUMBER + r"[\s(\]]")
+_DATAPOINT = re.compile(r"datapoints? \[\s*" + _NUMBER + r"[\s(\],]")
+_THRESHOLD = re.compile(r"the threshold \(\s*" + _NUMBER + r"\s*\)")
 
 _CLASSES: dict[str, tuple[FaultClass, Severity, str]] = {
     GPU_TEMPERATURE: (FaultClass.GPU_TEMPERATURE, Severity.CRITICAL, "GPU temperature above the alarm threshold"),
@@ -104,6 +141,41 @@ def alarm_instance(event: AlarmStateChangeEvent) -> InstanceRef:
     )
 
 
+def contributor_instance(event: AlarmContributorStateChangeEvent) -> InstanceRef:
+    """One time series of the alarm: its record is the alarm's ARN and the contributor's id; its cluster is the
+    `ClusterName` attribute; its attributes are kept bounded (the first MAX_ATTRIBUTES by name, each clipped)."""
+    contributor = event.detail.alarm_contributor
+    attributes = tuple(
+        (clip(key, MAX_ATTRIBUTE_KEY) or "", clip(value, MAX_ATTRIBUTE_VALUE) or "")
+        for key, value in sorted(contributor.attributes.items())[:MAX_ATTRIBUTES]
+    )
+    cluster = contributor.attributes.get("ClusterName")
+    region = bounded_id(event.region, 64)
+    account = bounded_id(event.account, 64)
+    cluster_arn = f"arn:aws:ecs:{region}:{account}:cluster/{bounded_id(cluster, MAX_CLUSTER_NAME)}" if cluster else ""
+    return InstanceRef(
+        region=region,
+        account=account,
+        cluster_arn=cluster_arn,
+        container_instance_arn=f"{bounded_id(event.alarm_arn, 990)}{CONTRIBUTOR_MARK}{contributor.id}",
+        ec2_instance_id=None,
+        capacity_provider=None,
+        attributes=attributes,
+    )
+
+
+def contributor_facts(event: AlarmContributorStateChangeEvent, event_id: str) -> EventFacts | None:
+    """The state the contributor entered. There is no previous state: an OK or INSUFFICIENT_DATA of a contributor
+    is recorded, and is no news unless the contributor's record has its ALARM (an episode needs a non-OK report
+    to open, fault_responder.incidents.lifecycle.episodes)."""
+    state = event.detail.state
+    if state.value == "INSUFFICIENT_DATA":
+        return None
+    check = alarm_check_type(event.detail.alarm_name)
+    fact = _fact(check, state, state.timestamp or event.time, event_id)
+    return EventFacts(event_id, contributor_instance(event), health=(fact,))
+
+
 def alarm_facts(event: AlarmStateChangeEvent, event_id: str) -> EventFacts | None:
     """The alarm's states this event tells of: the state it entered, and an ALARM it left."""
     check = alarm_check_type(event.detail.alarm_name)
@@ -146,9 +218,61 @@ def classify_alarm(check_type: str, status: str, reason: str | None) -> Classifi
     return Classification(fault_class, severity, title, reason=reason)
 
 
+def told_by_contributors(instance: InstanceRef, check_type: str) -> bool:
+    """The alarm's own incident of a multi time series alarm: its contributors are the incidents people hear of."""
+    return instance.is_alarm and instance.alarm_contributor is None and check_type in PER_CONTRIBUTOR
+
+
+def reading(instance: InstanceRef, check_type: str, reason: str | None) -> ContributorReading | None:
+    """A contributor's cluster, value and threshold, read from its state's reason (CloudWatch writes "... the
+    threshold (90.0) ... The most recent datapoint which crossed the threshold: [93.0 (dd/mm/yy HH:MM:SS)]"):
+    an absent or unreadable number is None, never an error."""
+    contributor = instance.alarm_contributor
+    if contributor is None:
+        return None
+    text = reason or ""
+    value = _number(_CROSSED.search(text) or _DATAPOINT.search(text))
+    threshold = _number(_THRESHOLD.search(text))
+    named = ", ".join(f"{key}={text}" for key, text in instance.attributes)
+    cluster = instance.cluster_name or clip(named, MAX_CLUSTER_NAME) or ""
+    return ContributorReading(contributor, cluster, value, threshold, _UNITS.get(check_type, ""))
+
+
+def _number(found: re.Match[str] | None) -> float | None:
+    if found is None:
+        return None
+    try:
+        value = float(found.group(1))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def shown(value: float | None, unit: str) -> str:
+    """93.0 as `93`, 93.25 as `93.25`, with its unit."""
+    if value is None:
+        return "not reported"
+    text = str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"
+    return f"{text}{unit}"
+
+
+def contributor_title(check_type: str, classification: Classification, found: ContributorReading) -> str:
+    """`GPU temperature 93 °C on cluster gpu-training (threshold 90 °C)`; a contributor with no cluster is named by
+    its attributes, or its id."""
+    subject = _SUBJECTS.get(check_type, classification.title)
+    where = f"cluster {found.cluster}" if found.cluster else f"contributor {found.contributor_id}"
+    threshold = f"threshold {shown(found.threshold, found.unit)}"
+    if found.value is None:
+        return f"{subject} on {where}: value not reported ({threshold})"
+    return f"{subject} {shown(found.value, found.unit)} on {where} ({threshold})"
+
+
 def alarm_fingerprint(instance: InstanceRef) -> str:
-    """`cloudwatch-alarm/REGION/NAME`: one PagerDuty dedup_key per alarm, for every episode of it."""
+    """`cloudwatch-alarm/REGION/NAME`: one PagerDuty dedup_key per alarm, for every episode of it; a contributor's
+    `cloudwatch-alarm/REGION/NAME/CONTRIBUTOR`."""
     value = f"cloudwatch-alarm/{instance.region}/{instance.container_instance_id}"
+    if instance.alarm_contributor is not None:
+        value = f"{value}/{instance.alarm_contributor}"
     if len(value) <= MAX_DEDUP_KEY:
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]

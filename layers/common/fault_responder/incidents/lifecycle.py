@@ -46,6 +46,7 @@ from fault_responder.core.domain import (
 )
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.events.ecs import (
+    ALARM_CONTRIBUTOR_STATE_CHANGE,
     DRAINING_STOP_REASON,
     INFRASTRUCTURE_STOP_CODES,
     EcsEvent,
@@ -54,7 +55,16 @@ from fault_responder.events.ecs import (
     InstanceStateEvent,
     TaskStateEvent,
 )
-from fault_responder.incidents.alarms import alarm_facts, alarm_fingerprint, classify_alarm, is_alarm_check
+from fault_responder.incidents.alarms import (
+    alarm_facts,
+    alarm_fingerprint,
+    classify_alarm,
+    contributor_facts,
+    contributor_title,
+    is_alarm_check,
+    reading,
+    told_by_contributors,
+)
 from fault_responder.incidents.classify import classify_health_check
 from fault_responder.incidents.drain import attribute_drain
 from fault_responder.incidents.people import KIND_ORDER, MAX_TIMELINE, apply_actions
@@ -77,7 +87,7 @@ if TYPE_CHECKING:
     # the resume functions that derive incidents do not import silences and their time intervals); and routing,
     # imported where derive routes (so the resume functions that only fingerprint a fault do not build the
     # routing file's models).
-    from fault_responder.events.cloudwatch import AlarmStateChangeEvent
+    from fault_responder.events.cloudwatch import AlarmEvent
     from fault_responder.noise.policy import Policy
     from fault_responder.routing.router import RouteContext, RouteDecision
 
@@ -143,11 +153,14 @@ def _instance(
     )
 
 
-def facts_from_event(event: EcsEvent | AlarmStateChangeEvent) -> EventFacts | None:
-    """What the event says about its container instance (or alarm), or None if it says nothing we act on."""
+def facts_from_event(event: EcsEvent | AlarmEvent) -> EventFacts | None:
+    """What the event says about its container instance (or alarm, or alarm contributor), or None if it says nothing
+    we act on."""
     event_id = bounded_id(event.id)
     if not isinstance(event, HealthChangeEvent | InstanceStateEvent | TaskStateEvent):
-        return alarm_facts(event, event_id)
+        if event.detail_type == ALARM_CONTRIBUTOR_STATE_CHANGE:
+            return contributor_facts(event, event_id)  # type: ignore[arg-type]
+        return alarm_facts(event, event_id)  # type: ignore[arg-type]
     if isinstance(event, HealthChangeEvent):
         return _health_facts(event, event_id)
     if isinstance(event, InstanceStateEvent):
@@ -442,6 +455,9 @@ def _incident(
     classification = classify_episode(episode)
     if record.instance.drill:
         classification = replace(classification, title=f"{DRILL_TITLE}{classification.title}")
+    found = reading(record.instance, episode.check_type, classification.reason)
+    if found is not None:
+        classification = replace(classification, title=contributor_title(episode.check_type, classification, found))
     within = [fact for fact in record.statuses if episode.contains(fact.at)]
     drain_facts = [fact for fact in within if _is_drain(fact) and episode.open_at(fact.at)]
     last_report = episode.close or episode.reports[-1]
@@ -466,6 +482,7 @@ def _incident(
         known_at=identity.known_at,
         found=identity.found,
         started_by=next((fact.by for fact in episode.reports if fact.by), None) if record.instance.drill else None,
+        reading=found,
     )
     incident.timeline = _timeline(record, episode, within)
     apply_actions(incident, record.actions)
@@ -572,6 +589,10 @@ def _route(incident: Incident, identity: KnownIncident, route: Route) -> None:
     from fault_responder.routing.router import incident_context  # noqa: PLC0415
 
     decision = route(incident_context(incident))
+    if told_by_contributors(incident.instance, incident.check_type):
+        # A multi time series alarm's own ALARM: its contributors are the incidents, each naming its cluster, and
+        # the fault pages once (docs/alarms.md). Recorded, with the route it matched, and told to no one.
+        decision = replace(decision, receivers=())
     identity.route = ",".join(decision.routes) or None
     identity.receivers = list(decision.receivers)
     incident.receivers = list(decision.receivers)

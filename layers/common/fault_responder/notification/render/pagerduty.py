@@ -18,6 +18,7 @@ from typing import Any
 
 from fault_responder.core.domain import Alert, DrainAttribution, Incident, InstanceRef, Runbook, TimelineEntry
 from fault_responder.core.timefmt import iso_utc
+from fault_responder.incidents.alarms import shown
 from fault_responder.notification.render import drill
 
 CLIENT_NAME = "GPU Fault Responder"
@@ -115,7 +116,8 @@ def _incident_summary(incident: Incident) -> str:
     if phase in _DRAIN_PHASES and incident.drain is not None:
         phase = f"{phase}, {incident.drain.label}"
     if instance.is_alarm:
-        cluster = f" in cluster {instance.cluster_name}" if instance.cluster_name else ""
+        # A contributor's title names its cluster already.
+        cluster = f" in cluster {instance.cluster_name}" if instance.cluster_name and not incident.reading else ""
         return _summary(incident.classification.title, f": alarm {instance.container_instance_id}{cluster} ({phase})")
     where = f" on {_source(instance)} in cluster {instance.cluster_name} ({phase})"
     if drill.is_drill(incident):
@@ -152,6 +154,7 @@ def _incident_details(incident: Incident, limit: int) -> dict[str, Any]:
         "status": incident.status,
         "phase": incident.phase,
         **_instance_details(incident.instance),
+        **_reading_details(incident),
         **_drain_details(incident.drain),
         "opened_at": iso_utc(incident.opened_at),
         "last_status_change": iso_utc(incident.last_status_change) if incident.last_status_change else None,
@@ -222,6 +225,23 @@ def _instance_details(instance: InstanceRef) -> dict[str, Any]:
         "container_instance_arn": instance.container_instance_arn,
         "ec2_instance_id": instance.ec2_instance_id,
         "capacity_provider": instance.capacity_provider,
+    }
+
+
+def _reading_details(incident: Incident) -> dict[str, Any]:
+    """An alarm contributor's: its cluster, the value against the threshold, its id and attributes (bounded where
+    its record keeps them, fault_responder.incidents.alarms), and the alarm in the CloudWatch console."""
+    found = incident.reading
+    if found is None:
+        return {}
+    instance = incident.instance
+    return {
+        "cluster": found.cluster or None,
+        "value": shown(found.value, found.unit),
+        "threshold": shown(found.threshold, found.unit),
+        "contributor_id": found.contributor_id,
+        "attributes": dict(instance.attributes) or None,
+        "link": instance.console_url if len(instance.console_url) <= _MAX_URL else None,
     }
 
 

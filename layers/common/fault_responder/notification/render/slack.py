@@ -28,6 +28,7 @@ from fault_responder.core.domain import (
     TimelineEntry,
 )
 from fault_responder.core.timefmt import as_utc, format_duration
+from fault_responder.incidents.alarms import shown
 from fault_responder.incidents.record import is_reconciled
 from fault_responder.notification.buttons import ActionId, IncidentButton
 from fault_responder.notification.render import drill
@@ -390,6 +391,15 @@ def _incident_fields(incident: Incident) -> list[tuple[str, str]]:
         ("Status", _status_text(incident)),
         ("Opened", _slack_time(incident.opened_at)),
     ]
+    if incident.reading is not None:
+        found = incident.reading
+        fields.extend(
+            [
+                ("Value", escape_mrkdwn(shown(found.value, found.unit))),
+                ("Threshold", escape_mrkdwn(shown(found.threshold, found.unit))),
+                ("Contributor", escape_mrkdwn(found.contributor_id)),
+            ]
+        )
     if not incident.is_open:
         # The header shows the severity only while the incident is open.
         fields.append(("Severity", classification.severity.value))
