@@ -239,7 +239,10 @@ def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
     drill.add_argument("--capacity-provider", help="the capacity provider named in the event (or, --dcgm, used)")
     drill.add_argument("--xid", type=_xid, default=79, help="the XID reported (default 79, GPU fell off the bus)")
     drill.add_argument("--routing-file", help="the stack's routing file (default: its RoutingFile parameter)")
-    drill.add_argument("--author", help="who runs it, said on every message of the drill (default: $USER)")
+    drill.add_argument(
+        "--author",
+        help="who runs it, named on the drill's messages (default: $USER, else $LOGNAME, else the OS account's name)",
+    )
     timeouts = drill.add_argument_group("timeouts, in seconds, each counted from the end of the hop before")
     for hop, default in (("incident", 60.0), ("slack", 60.0), ("pagerduty", 60.0), ("resolve", 60.0)):
         timeouts.add_argument(
