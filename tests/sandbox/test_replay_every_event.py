@@ -19,8 +19,10 @@ from sandbox.session import Sandbox
 from sandbox.template import load_template
 from tests.conftest import EVENTS, ROOT
 
-# sqs/ holds SQS batches and lambda/ function inputs: neither is an event put on the bus.
-FOLDERS = sorted(p.name for p in EVENTS.iterdir() if p.is_dir() and p.name not in {"sqs", "lambda"})
+# sqs/ holds SQS batches; lambda/, function-url/ and schedule/ the inputs of functions no rule feeds (Step Functions
+# tasks, function URL requests, scheduled runs): none is an event put on the bus.
+NOT_ON_THE_BUS = {"sqs", "lambda", "function-url", "schedule"}
+FOLDERS = sorted(p.name for p in EVENTS.iterdir() if p.is_dir() and p.name not in NOT_ON_THE_BUS)
 _ROW = re.compile(r"^\| `(?P<file>[^`]+\.json)` \|.*\| (?P<rule>[^|]+) \|$")
 
 
