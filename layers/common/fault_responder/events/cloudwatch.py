@@ -22,7 +22,7 @@ CONTRIBUTOR_MARK, which separates an alarm's ARN from a contributor's id where t
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, model_validator
@@ -102,16 +102,18 @@ class AlarmStateDetail(Tolerant):
     configuration: AlarmConfiguration | None = None
 
 
-class AlarmStateChangeEvent(EventBridgeModel):
+class _OneAlarmsEvent(EventBridgeModel):
+    """What both of an alarm's events hold: CloudWatch's source, the alarm's ARN as the one resource (naming the
+    alarm its detail names), and no time in its detail ahead of the event's."""
+
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
     source: Literal["aws.cloudwatch"]
-    detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
     time: EventTime
     resources: Annotated[list[AlarmArn], Field(min_length=1, max_length=1)]
-    detail: AlarmStateDetail
+    detail: AlarmStateDetail | ContributorStateDetail
 
     @model_validator(mode="after")
-    def _names_its_alarm(self) -> AlarmStateChangeEvent:
+    def _names_its_alarm(self) -> Self:
         _check_alarm(self.resources[0], self.detail.alarm_name)
         times_after(self.detail, self.time + AHEAD)
         return self
@@ -119,6 +121,11 @@ class AlarmStateChangeEvent(EventBridgeModel):
     @property
     def alarm_arn(self) -> str:
         return self.resources[0]
+
+
+class AlarmStateChangeEvent(_OneAlarmsEvent):
+    detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
+    detail: AlarmStateDetail
 
 
 def _check_alarm(arn: str, name: str) -> None:
@@ -157,23 +164,9 @@ class ContributorStateDetail(Tolerant):
     configuration: AlarmConfiguration | None = None
 
 
-class AlarmContributorStateChangeEvent(EventBridgeModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
-    source: Literal["aws.cloudwatch"]
+class AlarmContributorStateChangeEvent(_OneAlarmsEvent):
     detail_type: Literal["CloudWatch Alarm Contributor State Change"] = Field(alias="detail-type")
-    time: EventTime
-    resources: Annotated[list[AlarmArn], Field(min_length=1, max_length=1)]
     detail: ContributorStateDetail
-
-    @model_validator(mode="after")
-    def _names_its_alarm(self) -> AlarmContributorStateChangeEvent:
-        _check_alarm(self.resources[0], self.detail.alarm_name)
-        times_after(self.detail, self.time + AHEAD)
-        return self
-
-    @property
-    def alarm_arn(self) -> str:
-        return self.resources[0]
 
 
 AlarmEvent = AlarmStateChangeEvent | AlarmContributorStateChangeEvent
