@@ -252,6 +252,18 @@ def assert_title_whole_or_said_cut(message: SlackMessage, title: str) -> None:
 # --- Properties ------------------------------------------------------------------------------------------------------
 
 
+def rendered(
+    incident: Incident, entry: TimelineEntry, url: str | None
+) -> tuple[SlackMessage, SlackMessage, SlackMessage, dict[str, Any]]:
+    """Every message about one of its steps: the Slack root, the thread reply, the webhook's message, the page."""
+    return (
+        render_incident_root(incident, dashboard_url=url),
+        render_timeline_reply(incident, entry),
+        render_webhook_step(incident, entry, dashboard_url=url),
+        render_trigger(incident, ROUTING_KEY),
+    )
+
+
 @settings(max_examples=100, deadline=None)
 @given(incident=incidents(), extra=steps(), use_extra=st.booleans(), dashboard=st.booleans())
 def test_every_message_of_an_incident_keeps_every_limit_and_loses_nothing_in_silence(
@@ -259,11 +271,7 @@ def test_every_message_of_an_incident_keeps_every_limit_and_loses_nothing_in_sil
 ) -> None:
     # Given any incident and one of its steps, When each message about it is rendered
     entry = incident.timeline[-1] if incident.timeline and not use_extra else extra
-    url = DASHBOARD if dashboard else None
-    root = render_incident_root(incident, dashboard_url=url)
-    reply = render_timeline_reply(incident, entry)
-    webhook = render_webhook_step(incident, entry, dashboard_url=url)
-    trigger = render_trigger(incident, ROUTING_KEY)
+    root, reply, webhook, trigger = rendered(incident, entry, DASHBOARD if dashboard else None)
 
     # Then each keeps Slack's and PagerDuty's limits
     for message in (root, reply, webhook):
@@ -345,11 +353,7 @@ def test_every_message_of_a_drill_keeps_every_limit_and_begins_with_drill(
     entry = drill.timeline[-1] if drill.timeline else RECOVERED
 
     # When each message about it is rendered
-    url = DASHBOARD if dashboard else None
-    root = render_incident_root(drill, dashboard_url=url)
-    reply = render_timeline_reply(drill, entry)
-    webhook = render_webhook_step(drill, entry, dashboard_url=url)
-    trigger = render_trigger(drill, ROUTING_KEY)
+    root, reply, webhook, trigger = rendered(drill, entry, DASHBOARD if dashboard else None)
 
     # Then each keeps Slack's and PagerDuty's limits
     for message in (root, reply, webhook):

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from fault_responder.events.cloudwatch import (
         AlarmContributorStateChangeEvent,
+        AlarmEvent,
         AlarmState,
         AlarmStateChangeEvent,
     )
@@ -128,17 +129,7 @@ def alarm_instance(event: AlarmStateChangeEvent) -> InstanceRef:
         ),
         None,
     )
-    region = bounded_id(event.region, 64)
-    account = bounded_id(event.account, 64)
-    cluster_arn = f"arn:aws:ecs:{region}:{account}:cluster/{bounded_id(cluster, 255)}" if cluster else ""
-    return InstanceRef(
-        region=region,
-        account=account,
-        cluster_arn=cluster_arn,
-        container_instance_arn=bounded_id(event.alarm_arn, 1024),
-        ec2_instance_id=None,
-        capacity_provider=None,
-    )
+    return _alarm_ref(event, cluster, bounded_id(event.alarm_arn, 1024))
 
 
 def contributor_instance(event: AlarmContributorStateChangeEvent) -> InstanceRef:
@@ -149,7 +140,15 @@ def contributor_instance(event: AlarmContributorStateChangeEvent) -> InstanceRef
         (clip(key, MAX_ATTRIBUTE_KEY) or "", clip(value, MAX_ATTRIBUTE_VALUE) or "")
         for key, value in sorted(contributor.attributes.items())[:MAX_ATTRIBUTES]
     )
-    cluster = contributor.attributes.get("ClusterName")
+    record = f"{bounded_id(event.alarm_arn, 990)}{CONTRIBUTOR_MARK}{contributor.id}"
+    return _alarm_ref(event, contributor.attributes.get("ClusterName"), record, attributes)
+
+
+def _alarm_ref(
+    event: AlarmEvent, cluster: str | None, record: str, attributes: tuple[tuple[str, str], ...] = ()
+) -> InstanceRef:
+    """Where an alarm's (or one contributor's) facts are kept, `record`, standing where an instance would; the
+    cluster's ARN is built from its name, in the event's Region and account."""
     region = bounded_id(event.region, 64)
     account = bounded_id(event.account, 64)
     cluster_arn = f"arn:aws:ecs:{region}:{account}:cluster/{bounded_id(cluster, MAX_CLUSTER_NAME)}" if cluster else ""
@@ -157,7 +156,7 @@ def contributor_instance(event: AlarmContributorStateChangeEvent) -> InstanceRef
         region=region,
         account=account,
         cluster_arn=cluster_arn,
-        container_instance_arn=f"{bounded_id(event.alarm_arn, 990)}{CONTRIBUTOR_MARK}{contributor.id}",
+        container_instance_arn=record,
         ec2_instance_id=None,
         capacity_provider=None,
         attributes=attributes,
