@@ -46,7 +46,7 @@ EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 INVOKE_PARAMETERS ?= $(if $(filter AlertRouterFunction,$(FN)),,TrainingCapacityProviders=gpu-training)
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck workflow validate scan pytest build build-host invoke smoke standins scenarios demo route fuzz test clean
+.PHONY: help setup lint format typecheck workflow validate scan pytest build build-quickstart build-host invoke smoke standins scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -97,8 +97,9 @@ typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
 workflow: $(VENV)/.installed ## Write statemachines/*.asl.json from their sources (statemachines/*.py)
 	$(PY) -m statemachines.build
 
-validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint, and statelint on the state machines
+validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint (both templates), and statelint on the state machines
 	$(SAM) validate --lint
+	$(SAM) validate --lint --template quickstart.yaml
 	@if compgen -G "statemachines/*.asl.json" > /dev/null; then $(VENV)/bin/statelint --ignore=URI statemachines/*.asl.json; fi
 
 # Every skipped check is skipped where it applies, with its reason: checkov's in the resource's Metadata in
@@ -131,6 +132,13 @@ $(BUILD_STAMP): $(SAMVENV)/.installed $(BUILD_INPUTS)
 	PATH="$(BUILD_PATH)" $(SAM) build --cached --parameter-overrides PythonRuntime=$(BUILD_RUNTIME)
 	$(COMPILE_BYTECODE) .aws-sam/build
 	touch $@
+
+# The first deploy's build (README.md, "Deploy it"): quickstart.yaml, which deploys template.yaml as a nested stack
+# with its defaults (so with Python 3.13), into .aws-sam/quickstart (samconfig.toml's quickstart environment).
+build-quickstart: $(SAMVENV)/.installed ## sam build of quickstart.yaml (first deploy, alerting only) into .aws-sam/quickstart
+	@test -n "$(BUILD_PYTHON)" || { echo "sam build needs python3.13, 3.12 or 3.11 on PATH or in pyenv" >&2; exit 1; }
+	PATH="$(BUILD_PATH)" $(SAM) build --config-env quickstart
+	$(COMPILE_BYTECODE) .aws-sam/quickstart
 
 build-host: $(HOST_BUILD_STAMP) ## sam build for this machine's architecture into .aws-sam/build-host (for make invoke)
 

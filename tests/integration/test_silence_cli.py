@@ -17,6 +17,7 @@ import pytest
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
+from fault_responder.adapters.deployed_stack import QUICKSTART_NESTED_STACK, responder_stack, stack_resource
 from fault_responder.cli.main import main
 from tests.conftest import ROOT
 from tests.integration.tables import create_incidents_table
@@ -131,26 +132,22 @@ def test_expiring_an_unknown_or_expired_silence_exits_1_saying_why(
     assert unknown[0] == 1 and "no silence with id 0123456789abcdef" in unknown[2]
 
 
+_INCIDENTS_TABLE_RESOURCE = {
+    "Type": "AWS::DynamoDB::Table",
+    "Properties": {
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    },
+}
+
+
 def test_the_stack_is_found_by_its_incidents_table(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
     # Given a CloudFormation stack whose IncidentsTable moto names for it
-    template = {
-        "Resources": {
-            "IncidentsTable": {
-                "Type": "AWS::DynamoDB::Table",
-                "Properties": {
-                    "BillingMode": "PAY_PER_REQUEST",
-                    "AttributeDefinitions": [
-                        {"AttributeName": "pk", "AttributeType": "S"},
-                        {"AttributeName": "sk", "AttributeType": "S"},
-                    ],
-                    "KeySchema": [
-                        {"AttributeName": "pk", "KeyType": "HASH"},
-                        {"AttributeName": "sk", "KeyType": "RANGE"},
-                    ],
-                },
-            }
-        }
-    }
+    template = {"Resources": {"IncidentsTable": _INCIDENTS_TABLE_RESOURCE}}
     boto3.client("cloudformation", region_name="us-east-1").create_stack(
         StackName=STACK, TemplateBody=json.dumps(template)
     )
@@ -167,6 +164,48 @@ def test_the_stack_is_found_by_its_incidents_table(aws: Any, capsys: pytest.Capt
     items = aws.scan(TableName=table)["Items"]
     assert [item["sk"]["S"] for item in items] == [out.strip()]
     assert json.loads(cli(capsys, "silence", "list", "--json", *stack)[1])[0]["comment"] == "by stack"
+
+
+def test_a_quick_start_stack_is_followed_into_its_nested_stack(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a stack deployed from quickstart.yaml: template.yaml's resources and parameters are in its nested stack
+    responder = {
+        "Parameters": {"RoutingFile": {"Type": "String", "Default": "default.yaml"}},
+        "Resources": {"IncidentsTable": _INCIDENTS_TABLE_RESOURCE},
+    }
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="quickstart-templates")
+    s3.put_object(Bucket="quickstart-templates", Key="responder.json", Body=json.dumps(responder))
+    quickstart = {
+        "Resources": {
+            QUICKSTART_NESTED_STACK: {
+                "Type": "AWS::CloudFormation::Stack",
+                "Properties": {
+                    "TemplateURL": "https://quickstart-templates.s3.amazonaws.com/responder.json",
+                    "Parameters": {"RoutingFile": "quiet.yaml"},
+                },
+            }
+        }
+    }
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    cloudformation.create_stack(StackName="gpu-fault-responder-quickstart", TemplateBody=json.dumps(quickstart))
+    stack = ["--stack", "gpu-fault-responder-quickstart", "--region", "us-east-1"]
+
+    # When a silence is added and listed through the quick start's stack name
+    status, out, err = cli(
+        capsys, "silence", "add", "--match", "xid=79", "--duration", "1h", "--comment", "quick start", *stack
+    )
+
+    # Then it is in the nested stack's table, the nested stack's parameters are the stack's, and a stack without a
+    # nested responder (or no stack at all) is named as it is
+    nested = responder_stack(cloudformation, "gpu-fault-responder-quickstart")
+    assert nested != "gpu-fault-responder-quickstart"
+    [table] = [name for name in aws.list_tables()["TableNames"] if name != TABLE]
+    assert (status, err) == (0, "") and table == stack_resource(cloudformation, nested, "IncidentsTable")
+    assert [item["sk"]["S"] for item in aws.scan(TableName=table)["Items"]] == [out.strip()]
+    assert json.loads(cli(capsys, "silence", "list", "--json", *stack)[1])[0]["comment"] == "quick start"
+    [parameters] = [s["Parameters"] for s in cloudformation.describe_stacks(StackName=nested)["Stacks"]]
+    assert parameters == [{"ParameterKey": "RoutingFile", "ParameterValue": "quiet.yaml"}]
+    assert responder_stack(cloudformation, "nope") == "nope"
 
 
 def test_an_unknown_stack_or_table_exits_1_naming_it(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:

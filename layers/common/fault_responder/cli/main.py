@@ -39,7 +39,7 @@ from typing import Any, TextIO
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
-from fault_responder.adapters.deployed_stack import aws_client, stack_resource
+from fault_responder.adapters.deployed_stack import aws_client, responder_stack, stack_resource
 from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
 from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
@@ -384,7 +384,8 @@ def _stack_parameter(args: argparse.Namespace, name: str) -> str | None:
         return None
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     try:
-        [stack] = aws_client("cloudformation", **where).describe_stacks(StackName=args.stack)["Stacks"]
+        cloudformation = aws_client("cloudformation", **where)
+        [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
     except (ClientError, ValueError):
         return None
     return next((p["ParameterValue"] for p in stack.get("Parameters", []) if p["ParameterKey"] == name), None)
