@@ -142,6 +142,7 @@ class World:
             refs[f"instances.{name}.health.{check}.since"] = _iso(moment)
         for task in self.tasks.values():
             refs[f"tasks.{task.name}.arn"] = task.arn
+            refs[f"tasks.{task.name}.id"] = task.arn.rsplit("/", 1)[-1]
         for prefix, folders in self.checkpoints.items():
             if folders:
                 refs[f"checkpoints.{prefix}.newest"] = folders[-1]
