@@ -153,21 +153,31 @@ invoke: build-host $(VENV)/.installed ## Run FN from the build output against th
 	$(PY) -m sandbox invoke $(FN) $(EVENT) --build-dir .aws-sam/build-host \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) $(INVOKE_PARAMETERS)
 
-# Every function of the stack with its sample (events/README.md), from the build, in one sandbox. The training
-# auto-resume functions missing here need the world of the workflow's earlier states (events/README.md).
+# Every function of the stack with its sample (events/README.md), from the build, in one sandbox seeded with the world
+# the samples name (events/world.yaml). In the workflow's order: each function finds what the ones before it made (the
+# alert pipeline's incident of the fault, the claim, the task snapshot, the attempt), as in a run of the workflow.
 SMOKE_INVOCATIONS := \
-	AlertRouterFunction=events/aws-docs/health-change-accelerated-compute-xid46.json \
+	AlertRouterFunction=events/resume/training-fault-xid79.json \
+	ClaimFaultFunction=events/lambda/claim-fault.json \
+	CheckGuardsFunction=events/lambda/check-guards.json \
+	QuarantineInstanceFunction=events/lambda/quarantine-instance.json \
+	FindJobsFunction=events/lambda/find-jobs.json \
+	NotifyFunction=events/lambda/notify.json \
+	PlanJobFunction=events/lambda/plan-job.json \
+	RequestCheckpointFunction=events/lambda/request-checkpoint.json \
+	CheckCheckpointFunction=events/lambda/check-checkpoint.json \
+	StopJobFunction=events/lambda/stop-job.json \
+	CheckTasksFunction=events/lambda/check-tasks.json \
+	RelaunchJobFunction=events/lambda/relaunch-job.json \
+	PlanRetryFunction=events/lambda/plan-retry.json \
 	SweepFunction=events/schedule/sweep.json \
 	ReconcileFunction=events/schedule/reconcile.json \
 	SlackActionsFunction=events/function-url/slack-acknowledge.json \
-	PagerDutyWebhookFunction=events/function-url/pagerduty-incident-acknowledged.json \
-	ClaimFaultFunction=events/lambda/claim-fault.json \
-	RequestCheckpointFunction=events/lambda/request-checkpoint.json \
-	CheckCheckpointFunction=events/lambda/check-checkpoint.json \
-	PlanRetryFunction=events/lambda/plan-retry.json
+	PagerDutyWebhookFunction=events/function-url/pagerduty-incident-acknowledged.json
+SMOKE_WORLD := events/world.yaml
 
-smoke: build-host $(VENV)/.installed ## Invoke the built functions with their samples in the sandbox (all four code bundles)
-	$(PY) -m sandbox smoke $(SMOKE_INVOCATIONS) --build-dir .aws-sam/build-host \
+smoke: build-host $(VENV)/.installed ## Invoke every built function with its sample in the sandbox, in the samples' world
+	$(PY) -m sandbox smoke $(SMOKE_INVOCATIONS) --world $(SMOKE_WORLD) --build-dir .aws-sam/build-host \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) TrainingCapacityProviders=gpu-training
 
 standins: $(VENV)/.installed ## Serve the Slack/PagerDuty stand-ins env.json points sam local invoke at, until Ctrl-C

@@ -20,6 +20,7 @@ from sandbox.report import Timeline, write_report
 from sandbox.run import run_scenario
 from sandbox.scenario import load_scenario
 from sandbox.session import DEFAULT_REGION, DEFAULT_STACK_NAME, Sandbox
+from sandbox.smoke import load_sample_world, seeded
 from sandbox.standins import StandIns
 from sandbox.template import Template, load_template, parse_parameter_overrides
 
@@ -134,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "As `invoke`, for each FUNCTION=EVENT_FILE in turn, in one sandbox (one moto account and stand-ins for "
             "all): prints a line per invocation, and exits 1 if any event does not fit its function, a function "
-            "raises, or a function URL answers 4xx or 5xx."
+            "raises, or a function URL answers 4xx or 5xx. With --world, the world the samples name is seeded first "
+            "(in its Region) and the samples' ids of what moto names itself are replaced by the seeded ones "
+            "(sandbox/smoke.py)."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -151,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     smoke_parser.add_argument(
         "--parameter-overrides", nargs="+", default=[], metavar="KEY=VALUE", help="template parameters"
+    )
+    smoke_parser.add_argument(
+        "--world",
+        type=Path,
+        metavar="WORLD.yaml",
+        help="seed the world the samples name first, and invoke them about it (e.g. events/world.yaml)",
     )
     smoke_parser.set_defaults(run=_run_smoke, stack_name=DEFAULT_STACK_NAME, region=DEFAULT_REGION)
 
@@ -265,6 +274,9 @@ def _run_invoke(args: argparse.Namespace) -> int:
 
 def _run_smoke(args: argparse.Namespace) -> int:
     template = invoke_command.load_built_template(args.build_dir)
+    world = load_sample_world(args.world) if args.world is not None else None
+    if world is not None:
+        args.region = world.region
     planned: list[tuple[str, Path, Any]] = []
     for item in args.invocations:
         function, separator, name = str(item).partition("=")
@@ -276,10 +288,16 @@ def _run_smoke(args: argparse.Namespace) -> int:
         planned.append((function, Path(name), document))
     started = time.monotonic()
     failed = 0
-    with _sandbox(args, template) as sandbox:
+    with _sandbox(args, template) as sandbox, seeded(sandbox, world) as onto_world:
         for function, path, document in planned:
             report, failure = invoke_command.invoke(
-                sandbox, function, path, document, python=args.python, boto3_dir=args.boto3_dir, timeline=Timeline(None)
+                sandbox,
+                function,
+                path,
+                onto_world(document),
+                python=args.python,
+                boto3_dir=args.boto3_dir,
+                timeline=Timeline(None),
             )
             milliseconds = report["invocations"][0]["duration_ms"]
             if failure is None:

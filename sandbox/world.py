@@ -142,6 +142,7 @@ class World:
             refs[f"instances.{name}.health.{check}.since"] = _iso(moment)
         for task in self.tasks.values():
             refs[f"tasks.{task.name}.arn"] = task.arn
+            refs[f"tasks.{task.name}.id"] = task.arn.rsplit("/", 1)[-1]
         for prefix, folders in self.checkpoints.items():
             if folders:
                 refs[f"checkpoints.{prefix}.newest"] = folders[-1]
@@ -458,8 +459,11 @@ def _seed_s3(world_model: model.World, world: World, aws: AwsClients) -> None:
         *(_bucket(c.uri) for c in world_model.checkpoints),
         *(_bucket(o.uri) for o in world_model.objects),
     ]))  # fmt: skip
+    region = world.identity.region
+    # Outside us-east-1, CreateBucket must name the Region as the bucket's location constraint.
+    where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
     for bucket in buckets:
-        s3.create_bucket(Bucket=bucket)
+        s3.create_bucket(Bucket=bucket, **where)
     if world_model.checkpoints:
         helper = checkpoint_helper()
         for checkpoints in world_model.checkpoints:

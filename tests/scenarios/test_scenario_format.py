@@ -18,7 +18,7 @@ from sandbox.scenario import Expectation, Scenario, load_scenario, moment
 from sandbox.statemachine import substitute
 from sandbox.stepfunctions import WorkflowInvocation, summarize_execution
 from sandbox.template import StackIdentity
-from sandbox.world import SeededInstance, World, deep_merge, point_at
+from sandbox.world import SeededInstance, SeededTask, World, deep_merge, point_at
 from tests.scenarios.conftest import REPO_ROOT, TOY_RESUME
 
 # --- Loading ---------------------------------------------------------------------------------------
@@ -175,7 +175,13 @@ def test_a_task_event_keeps_its_resources() -> None:
 
 
 def test_placeholders_are_filled_from_the_world() -> None:
-    world = World(StackIdentity("s"), clusters={"training": INSTANCE.cluster_arn}, instances={"gpu-a": INSTANCE})
+    task = SeededTask("rank-0", "training", "arn:aws:ecs:us-east-1:123456789012:task/training/t1", "gpu-a")
+    world = World(
+        StackIdentity("s"),
+        clusters={"training": INSTANCE.cluster_arn},
+        instances={"gpu-a": INSTANCE},
+        tasks={"rank-0": task},
+    )
     now = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
     filled = world.fill(
@@ -183,6 +189,7 @@ def test_placeholders_are_filled_from_the_world() -> None:
             "detail": {"ec2InstanceId": "{{instances.gpu-a.ec2_instance_id}}", "note": "on {{ instances.gpu-a.id }}"},
             "time": "{{now-90s}}",
             "later": ["{{now+2h}}", "{{account}}"],
+            "task": ["{{tasks.rank-0.arn}}", "{{tasks.rank-0.id}}"],
         },
         now,
     )
@@ -191,6 +198,7 @@ def test_placeholders_are_filled_from_the_world() -> None:
         "detail": {"ec2InstanceId": "i-0123", "note": "on abc"},
         "time": "2026-11-29T09:58:30Z",
         "later": ["2026-11-29T12:00:00Z", "123456789012"],
+        "task": [task.arn, "t1"],
     }
     with pytest.raises(SandboxError, match=r"unknown placeholder \{\{instances.gpu-z.arn\}\}"):
         world.fill("{{instances.gpu-z.arn}}")
