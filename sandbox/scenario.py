@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import (
@@ -786,17 +786,26 @@ class LoadedScenario:
         raise SandboxError(f"{self.path}: {relative} not found next to the scenario or in the repository")
 
 
+_Loaded = TypeVar("_Loaded", bound=BaseModel)
+
+
 def load_scenario(path: Path) -> LoadedScenario:
+    return LoadedScenario(path, load_yaml_model(path, Scenario, "scenario"))
+
+
+def load_yaml_model(path: Path, model: type[_Loaded], kind: str) -> _Loaded:
+    """The YAML file `path` as a `model`; what cannot be read or is not one is a SandboxError naming the file, and
+    each field that is wrong."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise SandboxError(f"cannot read scenario {path}: {exc.strerror}") from exc
+        raise SandboxError(f"cannot read {kind} {path}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise SandboxError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(document, dict):
-        raise SandboxError(f"{path}: a scenario is a YAML mapping (see docs/scenarios.md)")
+        raise SandboxError(f"{path}: a {kind} is a YAML mapping (see docs/scenarios.md)")
     try:
-        return LoadedScenario(path, Scenario.model_validate(document))
+        return model.model_validate(document)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, error['loc'])) or '(top)'}: {error['msg']}" for error in exc.errors())
-        raise SandboxError(f"{path} is not a valid scenario: {problems}") from None
+        raise SandboxError(f"{path} is not a valid {kind}: {problems}") from None

@@ -27,14 +27,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox import scenario as model
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
 from sandbox.session import Sandbox
-from sandbox.world import seed_world
+from sandbox.world import map_strings, seed_world
 
 OntoWorld = Callable[[Any], Any]
 """A sample -> the same sample about the seeded world."""
@@ -69,17 +68,7 @@ class SampleWorld(BaseModel):
 
 
 def load_sample_world(path: Path) -> SampleWorld:
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SandboxError(f"cannot read world file {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise SandboxError(f"{path} is not valid YAML: {exc}") from exc
-    try:
-        return SampleWorld.model_validate(document)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, error['loc'])) or '(top)'}: {error['msg']}" for error in exc.errors())
-        raise SandboxError(f"{path} is not a valid world file: {problems}") from None
+    return model.load_yaml_model(path, SampleWorld, "world file")
 
 
 @contextlib.contextmanager
@@ -109,14 +98,4 @@ def onto_world(document: Any, ids: Mapping[str, str]) -> Any:
     if not ids:
         return document
     pattern = re.compile("|".join(re.escape(sample) for sample in sorted(ids, key=len, reverse=True)))
-
-    def replace(item: Any) -> Any:
-        if isinstance(item, str):
-            return pattern.sub(lambda match: ids[match.group(0)], item)
-        if isinstance(item, list):
-            return [replace(element) for element in item]
-        if isinstance(item, dict):
-            return {key: replace(element) for key, element in item.items()}
-        return item
-
-    return replace(document)
+    return map_strings(document, lambda text: pattern.sub(lambda match: ids[match.group(0)], text))

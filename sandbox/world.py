@@ -19,7 +19,7 @@ import importlib.util
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -165,16 +165,18 @@ class World:
                 raise SandboxError(f"unknown placeholder {{{{{reference}}}}}; known: {', '.join(sorted(refs))}, now")
             return refs[reference]
 
-        def fill(item: Any) -> Any:
-            if isinstance(item, str):
-                return _PLACEHOLDER.sub(replace, item)
-            if isinstance(item, list):
-                return [fill(element) for element in item]
-            if isinstance(item, dict):
-                return {key: fill(element) for key, element in item.items()}
-            return item
+        return map_strings(value, lambda text: _PLACEHOLDER.sub(replace, text))
 
-        return fill(value)
+
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """`value` (JSON-like) with `change` applied to each string in it; the keys of objects are left as they are."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [map_strings(element, change) for element in value]
+    if isinstance(value, dict):
+        return {key: map_strings(element, change) for key, element in value.items()}
+    return value
 
 
 def _shifted(moment: datetime, when: re.Match[str]) -> datetime:
