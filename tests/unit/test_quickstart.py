@@ -25,7 +25,7 @@ from sandbox.template import (
     load_template,
     resolve_parameters,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, checkout_lock
 
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 QUICKSTART = load_template(ROOT / "quickstart.yaml")
@@ -43,6 +43,14 @@ def _unused_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _installed_sam() -> Path:
+    """SAM CLI, installed as the Makefile installs it if it is not yet (`make pytest` alone makes only .venv)."""
+    if not (ROOT / ".venv-sam" / ".installed").exists():
+        with checkout_lock():
+            subprocess.run(["make", "--no-print-directory", ".venv-sam/.installed"], cwd=ROOT, check=True)
+    return SAM
+
+
 def guided_questions(tmp_path: Path, *arguments: str) -> list[str]:
     """The questions `sam deploy --guided ARGUMENTS` asks, in order, run in a copy of the templates and samconfig."""
     for name in ("template.yaml", "quickstart.yaml", "samconfig.toml"):
@@ -57,7 +65,7 @@ def guided_questions(tmp_path: Path, *arguments: str) -> list[str]:
         "SAM_CLI_TELEMETRY": "0",
     }
     finished = subprocess.run(
-        [str(SAM), "deploy", "--guided", *arguments],
+        [str(_installed_sam()), "deploy", "--guided", *arguments],
         input="y\n" * 200,
         capture_output=True,
         text=True,
