@@ -154,6 +154,7 @@ def _pattern_narrows(ours: str, theirs: str) -> bool:
             "ClusterArns": f"{CLUSTER}/gpu-a,{CLUSTER}/gpu-b",
             "SlackSecretName": "team/slack",
             "PagerDutySecretName": "team/pagerduty",
+            "ReservedConcurrency": "Disabled",
         },
     ],
 )
@@ -168,6 +169,7 @@ def test_what_it_passes_on_deploys_alerting_only_and_passes_template_yamls_rules
     resolver = Resolver(TEMPLATE, StackIdentity("quickstart-Responder"), nested, _NoResources())
     assert not resolver.condition("ResumeEnabled")
     assert resolver.condition("HasOwnHealthEmail")
+    assert resolver.condition("ReserveConcurrency") is (answers.get("ReservedConcurrency", "Enabled") == "Enabled")
     for name in answers:
         assert nested[name] == ours[name], name
 
