@@ -209,8 +209,11 @@ def test_a_storm_handled_by_parallel_workers_pages_once_as_a_fleet(
     assert len(opened) <= 3 and len(set(opened)) == len(opened)
     assert sum(key.startswith("fleet/") for key in opened) == 1
     assert len(roots) == len(opened)
-    members = {member["ec2_instance_id"] for member in fleet_pages[-1]["payload"]["custom_details"]["members"]}
+    details = fleet_pages[-1]["payload"]["custom_details"]
+    members = {member["ec2_instance_id"] for member in details["members"]}
     assert members == {f"i-0{number:016x}" for number in range(40)}
+    # and counts each instance once, however many workers handled its reports at the same moment
+    assert (details["members_total"], details["members_open"]) == (40, 40)
 
 
 def sweep_a_minute_later(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, instance_pk
-from fault_responder.alerting.store import ConcurrentUpdateError, LeaseLostError
+from fault_responder.alerting.store import ConcurrentUpdateError, LeaseLostError, MemoryInstanceStore
 from fault_responder.core.domain import FaultClass, FleetMember, InstanceRef, Severity
 from fault_responder.incidents.record import (
     Delivery,
@@ -382,6 +382,34 @@ def test_what_the_thread_was_told_of_a_member_carries_over_while_it_is_the_same_
     assert (later.fleet, later.told) == (None, None)
     # and a mark for an incident the member no longer shows is refused
     assert not store.mark_member(head.arn, first, fleet=head.incidents[0].id, told=Told.LEFT)
+
+
+@pytest.mark.parametrize("kind", ["dynamodb", "memory"])
+def test_a_join_or_a_leave_is_claimed_by_one_mark_only(store: DynamoDBInstanceStore, kind: str) -> None:
+    stores: dict[str, DynamoDBInstanceStore | MemoryInstanceStore] = {
+        "dynamodb": store,
+        "memory": MemoryInstanceStore(),
+    }
+    chosen = stores[kind]
+    fleet, other = "fleet/a", "fleet/b"
+    first = a_member(0)
+    chosen.put_member(group_arn(GROUP), GROUP, INSTANCE, first.instance.container_instance_arn, first)
+    arn = group_arn(GROUP)
+    # Of two deliveries marking the same join, the first changes the member and the second is refused
+    assert chosen.mark_member(arn, first, fleet=fleet, told=Told.JOINED)
+    assert not chosen.mark_member(arn, first, fleet=fleet, told=Told.JOINED)
+    assert not chosen.mark_member(arn, first, fleet=fleet, told=Told.FOUNDING)
+    # and so with its leave, after which it cannot join that fleet again
+    assert chosen.mark_member(arn, first, fleet=fleet, told=Told.LEFT)
+    assert not chosen.mark_member(arn, first, fleet=fleet, told=Told.LEFT)
+    assert not chosen.mark_member(arn, first, fleet=fleet, told=Told.JOINED)
+    # while another fleet incident is a step of its own
+    assert chosen.mark_member(arn, first, fleet=other, told=Told.JOINED)
+    founder = a_member(1)
+    chosen.put_member(group_arn(GROUP), GROUP, INSTANCE, founder.instance.container_instance_arn, founder)
+    assert chosen.mark_member(arn, founder, fleet=fleet, told=Told.FOUNDING)
+    assert not chosen.mark_member(arn, founder, fleet=fleet, told=Told.JOINED)
+    assert chosen.mark_member(arn, founder, fleet=fleet, told=Told.LEFT)
 
 
 def test_the_journal_is_numbered_by_the_head_for_the_open_fleet_only(store: DynamoDBInstanceStore) -> None:

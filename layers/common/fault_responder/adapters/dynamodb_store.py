@@ -76,7 +76,16 @@ from fault_responder.core.domain import FleetMember, InstanceRef
 from fault_responder.core.observability import count
 from fault_responder.events.envelope import EARLIEST
 from fault_responder.incidents.record import Backoff, Delivery, InstanceRecord, Lease, compact, digest
-from fault_responder.noise.fleet import Group, GroupRecord, JournalEntry, MemberWrite, Recent, Told, is_group
+from fault_responder.noise.fleet import (
+    Group,
+    GroupRecord,
+    JournalEntry,
+    MemberWrite,
+    Recent,
+    Told,
+    already_told,
+    is_group,
+)
 
 log = logging.getLogger(__name__)
 _serializer = TypeSerializer()
@@ -462,17 +471,21 @@ class DynamoDBInstanceStore:
 
     def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
         key = {"pk": {"S": group_pk(arn)}, "sk": {"S": member_key(member.instance.container_instance_arn)}}
+        already = already_told(told)
+        done = [f":d{number}" for number in range(len(already))]
         try:
             self._client.update_item(
                 TableName=self.table_name,
                 Key=key,
                 UpdateExpression="SET #f = :f, #t = :t",
-                ConditionExpression="#i = :i",
+                # (the same incident, and not told this or a later step in this fleet: a claim one delivery wins)
+                ConditionExpression=f"#i = :i AND NOT (#f = :f AND #t IN ({', '.join(done)}))",
                 ExpressionAttributeNames={"#f": "fleet", "#t": "told", "#i": "incident"},
                 ExpressionAttributeValues={
                     ":f": {"S": fleet},
                     ":t": {"S": told.value},
                     ":i": {"S": member.incident},
+                    **{name: {"S": value} for name, value in zip(done, already, strict=True)},
                 },
             )
         except ClientError as error:

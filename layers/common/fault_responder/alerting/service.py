@@ -543,13 +543,20 @@ class AlertService:
                 if is_founder(fleet, member):
                     self.store.mark_member(arn, member, fleet=fleet.id, told=Told.FOUNDING)
                     return _Membership(arn, fleet=fleet.id, changed=escalated)  # counted when the fleet opened
+                # The join is claimed on the member before it is counted: of two deliveries of its reports at once
+                # (two threads of a batch, two invocations), only the one whose mark changed it counts it.
+                if not self.store.mark_member(arn, member, fleet=fleet.id, told=Told.JOINED):
+                    return _Membership(arn, fleet=fleet.id, changed=escalated)  # the other counted it
                 after = self.store.advance(arn, fleet.id, joined=True)
                 if after is None:
                     continue  # the fleet incident closed meanwhile: look again
                 self._tell(arn, after, fleet, member, told=Told.JOINED, at=member.opened_at)
                 return _Membership(arn, fleet=fleet.id, changed=True, head=None if escalated else after)
-            if member.told == Told.LEFT.value and member.fleet == fleet.id:
-                # Told already (a copy): the fleet incident may still be waiting to close (its closer died).
+            if (member.told == Told.LEFT.value and member.fleet == fleet.id) or not self.store.mark_member(
+                arn, member, fleet=fleet.id, told=Told.LEFT
+            ):
+                # Told already (a copy, or another delivery claimed the leave): the fleet incident may still be
+                # waiting to close (its closer died).
                 return _Membership(arn, changed=self._close_if_empty(arn, fleet.id))
             after = self.store.advance(arn, fleet.id, joined=False)
             if after is None:
@@ -582,10 +589,11 @@ class AlertService:
     def _tell(
         self, arn: str, head: GroupRecord, fleet: FleetIdentity, member: FleetMember, *, told: Told, at: datetime
     ) -> None:
-        """The journal entry the fleet's thread names the member by, under the number `advance` took."""
+        """The journal entry the fleet's thread names the member by, under the number `advance` took (the member was
+        marked before: a delivery that dies between the mark and here leaves the member uncounted and unnamed in the
+        thread, never counted twice; the sweep closes a fleet incident whose count fell short)."""
         entry = JournalEntry(head.journal_seq, fleet.id, told, member, at, self.epoch())
         self.store.append_journal(arn, entry)
-        self.store.mark_member(arn, member, fleet=fleet.id, told=told)
 
     def _open_if_crossed(self, head: GroupRecord, member: FleetMember) -> str | object | None:
         """Open the group's fleet incident if `threshold` of its recent members (this one included) opened within

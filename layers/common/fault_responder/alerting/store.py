@@ -39,6 +39,7 @@ from fault_responder.noise.fleet import (
     MemberWrite,
     Recent,
     Told,
+    already_told,
     is_group,
 )
 
@@ -161,8 +162,10 @@ class InstanceStore(Protocol):
         ...
 
     def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
-        """Note that the member's incident counts in `fleet` and what its thread was told; False when the stored
-        member is another incident by now."""
+        """Note that the member's incident counts in `fleet` and what its thread was told, as one conditional write:
+        True only for the call that made the change. False when the stored member is another incident by now, or
+        already shows `told` or a later step in `fleet` (FOUNDING and JOINED, then LEFT): of two deliveries claiming
+        the same join or leave at once, one wins."""
         ...
 
     def open_members(
@@ -397,6 +400,8 @@ class MemoryInstanceStore:
             key = member.instance.container_instance_arn
             current = members.get(key)
             if current is None or current.incident != member.incident:
+                return False
+            if current.fleet == fleet and current.told in already_told(told):
                 return False
             members[key] = replace(current, fleet=fleet, told=told.value)
             return True

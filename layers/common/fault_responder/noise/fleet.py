@@ -96,6 +96,14 @@ class Told(StrEnum):
     LEFT = "LEFT"
 
 
+def already_told(told: Told) -> tuple[str, ...]:
+    """What a member's thread may show when `told` would tell it nothing new: the step itself or a later one (a member
+    joins, or founds, before it leaves)."""
+    if told is Told.LEFT:
+        return (Told.LEFT.value,)
+    return (Told.FOUNDING.value, Told.JOINED.value, Told.LEFT.value)
+
+
 @dataclass(slots=True)
 class FleetIdentity(KnownIncident):
     """A fleet incident as it opened: its id and anchor (the moment the threshold was crossed) never change."""
