@@ -726,6 +726,7 @@ class _Run:
         )
         results = [
             self._finished_in_time(),
+            self._nothing_amiss(report),
             *self._cli_exited_as_expected(),
             *expectations.check([_filled(e, world) for e in scenario.expect], report),
         ]
@@ -769,6 +770,28 @@ class _Run:
             "passed": not self.timed_out,
             "selected": len(self.timed_out),
             "problems": [f"{arn.rsplit(':', 1)[-1]} was still running: stopped" for arn in self.timed_out],
+        }
+
+    def _nothing_amiss(self, report: dict[str, Any]) -> dict[str, Any]:
+        """The expectation every scenario has: the sandbox warned of nothing, no task token reached a person, a
+        training scenario started an execution (unless it expects none: a drill, say) and an approve one issued a
+        token, so that `python -m sandbox run` fails what its report would show wrong."""
+        scenario = self.loaded.scenario
+        problems = [f"warning: {warning}" for warning in report["warnings"]]
+        tokens = report["task_tokens"]
+        if tokens["exposed"]:
+            problems.append(f"{tokens['exposed']} task token(s) in a Slack message, reply or PagerDuty event")
+        expects_none = any(e.select == "executions" and e.count == 0 for e in scenario.expect)
+        if scenario.parameters.get("TrainingCapacityProviders") and not expects_none and not report["executions"]:
+            problems.append("the scenario started no execution")
+        if scenario.parameters.get("ResumeMode") == "approve" and not tokens["issued"]:
+            problems.append("an approve scenario issued no task token")
+        return {
+            "name": "nothing amiss: no warning, no task token shown, an execution started where training is on",
+            "select": "warnings",
+            "passed": not problems,
+            "selected": len(problems),
+            "problems": problems,
         }
 
     def _cli_exited_as_expected(self) -> list[dict[str, Any]]:

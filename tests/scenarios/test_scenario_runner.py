@@ -314,10 +314,11 @@ def test_an_execution_still_running_at_the_timeout_is_stopped_and_fails_the_run(
     assert not result.passed
     [execution] = result.report["executions"]
     assert execution["status"] == "ABORTED"
-    [finished] = result.report["expectations"]
+    [finished, amiss] = result.report["expectations"]
     assert finished["name"] == "every execution finished within the scenario's timeout (2 s)"
     assert finished["passed"] is False
     assert "still running" in result.report["warnings"][0]
+    assert amiss["passed"] is False and "still running" in amiss["problems"][0]
 
 
 def test_a_failed_expectation_fails_the_run_and_says_why(tmp_path: Path) -> None:
@@ -416,7 +417,7 @@ def test_run_on_the_command_line_writes_the_report_and_exits_0(tmp_path: Path) -
     report = json.loads(report_path.read_text())
     assert report["scenario"]["passed"] is True
     assert {"executions", "ecs", "world", "expectations", "workflow_invocations", "actions"} <= set(report)
-    assert "execution " in completed.stdout and "Expectations: 6 of 6 held" in completed.stdout
+    assert "execution " in completed.stdout and "Expectations: 7 of 7 held" in completed.stdout
     assert "ECS at the end" in completed.stdout
 
 
