@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sandbox import eventbridge
 from sandbox.eventbridge import EventBus
 from sandbox.replay import EventFile, replay
 from sandbox.report import Timeline
@@ -234,6 +235,21 @@ def test_an_undeliverable_event_goes_to_the_rule_targets_dlq(toy_sandbox: Sandbo
     assert attributes["RULE_ARN"] == stack.rules["ToyRule"].arn
     assert attributes["TARGET_ARN"] == stack.resources["ToyQueue"].attributes["Arn"]
     assert "NonExistentQueue" in attributes["ERROR_CODE"]
+
+
+def test_a_queue_deleted_after_its_url_was_kept_refuses_the_event_as_one_never_looked_up(toy_sandbox: Sandbox) -> None:
+    stack, aws = toy_sandbox.stack, toy_sandbox.aws
+    bus = EventBus.default(stack, aws)
+    assert bus.put_event(toy_event(n=1)).targets[0].delivered  # ToyQueue's URL is kept from here
+    aws.sqs.delete_queue(QueueUrl=stack.resources["ToyQueue"].ref)
+
+    kept = bus.put_event(toy_event(n=2)).targets[0]
+    eventbridge._queue_urls.clear()
+    looked_up = bus.put_event(toy_event(n=3)).targets[0]
+
+    assert (kept.delivered, kept.dead_lettered) == (looked_up.delivered, looked_up.dead_lettered) == (False, True)
+    assert kept.error == looked_up.error
+    assert "NonExistentQueue" in str(kept.error)
 
 
 def test_events_no_rule_matches_are_not_delivered(toy_sandbox: Sandbox) -> None:
