@@ -72,10 +72,22 @@ class StatesTargetDeliverer:
         self._on_start(started["executionArn"], target)
 
 
+_queue_urls: dict[tuple[str, str, str], str] = {}
+
+
+def _queue_url(aws: AwsClients, queue_arn: str) -> str:
+    """GetQueueUrl, asked once per queue and endpoint: moto's URL names only the endpoint, the account and the queue
+    (a SendMessage to a queue deleted since fails as GetQueueUrl would: NonExistentQueue, same message)."""
+    key = (aws.endpoint_url, aws.region, queue_arn)
+    if key not in _queue_urls:
+        _, _, _, _, account_id, queue_name = queue_arn.split(":", 5)
+        _queue_urls[key] = aws.sqs.get_queue_url(QueueName=queue_name, QueueOwnerAWSAccountId=account_id)["QueueUrl"]
+    return _queue_urls[key]
+
+
 def send_to_queue_arn(aws: AwsClients, queue_arn: str, body: str, attributes: Mapping[str, str] | None = None) -> None:
-    _, _, _, _, account_id, queue_name = queue_arn.split(":", 5)
     try:
-        url = aws.sqs.get_queue_url(QueueName=queue_name, QueueOwnerAWSAccountId=account_id)["QueueUrl"]
+        url = _queue_url(aws, queue_arn)
         request: dict[str, Any] = {"QueueUrl": url, "MessageBody": body}
         if attributes:
             request["MessageAttributes"] = {

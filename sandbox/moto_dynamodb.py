@@ -16,6 +16,9 @@ table of thousands of members). The partition is found by its key, as DynamoDB f
 An UpdateExpression is parsed once per text: moto parses it twice per UpdateItem (once to check the placeholders it
 names, once to apply it), and the store writes with the same few expressions again and again. The parsed tree is
 only read (moto's Validator works on a deep copy of it), and an expression that does not parse raises each time.
+A condition (ConditionExpression, FilterExpression, KeyConditionExpression) is cut into tokens once per text: the
+tokens are tuples that moto's parser only reads, and each parse gets a list of its own; the rest of the parse (names
+and values put in, the tree of operations) is moto's, each time.
 
 Copies and conversions of attribute values are written as plain recursion: moto deep-copies each item twice per
 UpdateItem and converts it to JSON twice, through `copy.deepcopy` at every level, and its `to_regular_json` deep-copies
@@ -48,6 +51,7 @@ import inspect
 import json
 import pickle  # nosec B403  # copies of trees this module built itself, never data from outside
 import threading
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
@@ -59,6 +63,7 @@ from moto.core.common_models import BaseModel
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.responses import ActionResult
 from moto.core.utils import unix_time
+from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing import expressions, validators
@@ -95,6 +100,7 @@ _moto_all_items = Table.all_items
 UpdateExpressionParser: Any = getattr(expressions, "UpdateExpressionParser")  # noqa: B009  # moto's parsing carries no types
 _moto_make = UpdateExpressionParser.__dict__["make"]
 _moto_count_actions = ActionCountValidator.traverse
+_moto_lex = ConditionExpressionParser._lex_condition_expression
 _moto_modules = backends.list_of_moto_modules
 _moto_method_names = vars(moto_responses)["method_names_from_class"]
 _moto_camelcase = vars(moto_responses)["camelcase_to_underscores"]
@@ -163,6 +169,17 @@ def _parsed(expression: str) -> Any:
         _trees.clear()
     _trees[id(tree)] = (tree, pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL))
     return tree
+
+
+@functools.lru_cache(maxsize=1024)
+def _tokens(expression: str) -> tuple[Any, ...]:
+    return tuple(_moto_lex(ConditionExpressionParser(expression, None, None)))
+
+
+def lex(parser: ConditionExpressionParser) -> deque[Any]:
+    """ConditionExpressionParser._lex_condition_expression, each text cut into tokens once (a bad one raises
+    each time)."""
+    return deque(_tokens(parser.condition_expression or ""))
 
 
 def tree_copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -332,6 +349,7 @@ def _replacements() -> list[tuple[Any, str, Any]]:
         (DynamoType, "to_regular_json", regular_json),
         (DynamoType, "size", size),
         (ActionCountValidator, "traverse", count_actions),
+        (ConditionExpressionParser, "_lex_condition_expression", lex),
         (DepthFirstTraverser, "nodes_to_be_processed", node_types),
         (DepthFirstTraverser, "traverse_node_recursively", traverse),
         (validators, "deepcopy", tree_copy),

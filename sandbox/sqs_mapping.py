@@ -5,6 +5,10 @@ What the sandbox does in place of time passing: a failed message is made visible
 (ScalingConfig.MaximumConcurrency and MaximumBatchingWindowInSeconds are recorded, not simulated).
 Moving a message to the dead-letter queue after maxReceiveCount receives is moto's, and matches
 SQS: it happens on the receive after the last allowed one.
+
+Two receives are not made, for they can only answer nothing: another to fill a batch after one that handed out fewer
+messages than asked (moto hands out every visible message up to the number asked), and one of a queue that holds no
+message at all (moto's queue, in this process: the sandbox's moto server runs here).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from moto.sqs.models import sqs_backends
 
 from sandbox.aws import AwsClients
 from sandbox.lambda_runtime import InProcessFunction, Invocation
@@ -87,16 +93,19 @@ class SqsEventSourceMapping:
 
     def _receive_batch(self) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
+        if _empty(self.source.queue_arn):
+            return messages
         while len(messages) < self.source.batch_size:
+            asked = min(_SQS_BATCH_LIMIT, self.source.batch_size - len(messages))
             received = self._sqs.receive_message(
                 QueueUrl=self.source.queue_url,
-                MaxNumberOfMessages=min(_SQS_BATCH_LIMIT, self.source.batch_size - len(messages)),
+                MaxNumberOfMessages=asked,
                 AttributeNames=["All"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
-            if not received:
-                break
             messages.extend(received)
+            if len(received) < asked:
+                break
         return messages
 
     def _process(self, messages: list[dict[str, Any]]) -> BatchOutcome:
@@ -125,6 +134,13 @@ class SqsEventSourceMapping:
                     for i, m in enumerate(chunk)
                 ],
             )
+
+
+def _empty(queue_arn: str) -> bool:
+    """Whether moto's queue holds no message at all (visible, in flight or delayed); False if moto has no such queue."""
+    _, _, _, region, account_id, name = queue_arn.split(":", 5)
+    queue = sqs_backends[account_id][region].queues.get(name)
+    return queue is not None and not queue._messages
 
 
 def batch_failures(

@@ -282,3 +282,44 @@ def test_a_message_past_its_queue_s_retention_period_is_no_longer_received_and_o
         finally:
             moto_dynamodb.uninstall()
     assert [message["Body"] for message in received] == ["new"]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "attribute_exists(pk) AND #n > :low",  # holds
+        "attribute_not_exists(pk) OR (size(#t) < :low AND NOT contains(strings, :a))",  # fails
+        "#n BETWEEN :low AND :one OR #n IN (:low, :one)",  # fails
+        "attribute_exists(pk) AND begins_with(#t, :a",  # does not parse
+        "#n > :missing",  # names a value it was not given
+    ],
+)
+def test_a_condition_cut_into_tokens_once_answers_alike_each_time(client: Any, condition: str) -> None:
+    def update_twice() -> dict[str, Any]:
+        answers = []
+        for _ in range(2):  # (installed, the second time reads the tokens kept the first time)
+            try:
+                answer = client.update_item(
+                    TableName="t",
+                    Key={"pk": ITEM["pk"], "sk": ITEM["sk"]},
+                    UpdateExpression="SET flag = :t",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={"#n": "number", "#t": "text"},
+                    ExpressionAttributeValues={
+                        ":t": {"BOOL": True},
+                        ":low": {"N": "5"},
+                        ":one": {"N": "1"},
+                        ":a": {"S": "a"},
+                    },
+                    ReturnValues="ALL_NEW",
+                )
+                answer.pop("ResponseMetadata")
+            except client.exceptions.ClientError as refused:
+                answer = dict(refused.response["Error"])
+            except (KeyError, ValueError) as failed:  # moto's parser fails so on these, outside its server
+                answer = {type(failed).__name__: str(failed)}
+            answers.append(answer)
+        return {"answers": answers}
+
+    theirs, ours = both(client, update_twice)
+    assert ours == theirs

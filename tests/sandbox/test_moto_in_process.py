@@ -13,6 +13,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from moto.core.request import Request as MotoRequest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
@@ -133,3 +134,41 @@ def test_each_service_s_handler_is_found_once_whatever_the_day_or_the_sandbox(
     again = moto_in_process._handler(other.dispatcher, signed.format(day="20271231"), "DynamoDB_20120810.GetItem")
     assert handler is not None and again is handler
     assert {key.split("|")[0] for key in moto_in_process._handlers} <= {"us-east-1/dynamodb", "us-east-1/sqs"}
+
+
+@pytest.mark.parametrize(
+    ("url", "headers"),
+    [
+        (
+            "http://127.0.0.1:5000/",
+            {
+                "X-Amz-Target": "DynamoDB_20120810.UpdateItem",
+                "Content-Type": "application/x-amz-json-1.0",
+                "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20261203/us-east-1/dynamodb/aws4_request",
+                "Content-Length": "13",
+                "X-Amz-Date": "20261203T000000Z",
+            },
+        ),
+        (
+            "https://localhost?a=1&b=%2F",
+            {"Host": "elsewhere:81", "Transfer-Encoding": "chunked", "X-Amz-Meta-my_key": "v"},
+        ),
+    ],
+)
+def test_a_request_is_handed_to_moto_as_moto_builds_it(url: str, headers: dict[str, str]) -> None:
+    body = b'{"Key": "\xc3\xa9"}'
+
+    ours = moto_in_process._request(url, headers, body)
+    theirs = MotoRequest.from_primitives("POST", url, headers, body)
+
+    def seen(request: MotoRequest) -> dict[str, Any]:
+        plain = {k: v for k, v in request.environ.items() if k not in ("werkzeug.request", "wsgi.input")}
+        return {
+            "environ": plain,
+            "headers": sorted(request.headers),
+            "data": request.get_data(),
+            "urls": (request.url, request.raw_url, request.host, request.path, request.raw_path),
+            "args": request.args.to_dict(flat=False),
+        }
+
+    assert seen(ours) == seen(theirs)

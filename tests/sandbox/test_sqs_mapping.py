@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sandbox import eventbridge
 from sandbox.eventbridge import EventBus
 from sandbox.replay import EventFile, replay
 from sandbox.report import Timeline
@@ -129,6 +130,34 @@ def test_batches_are_filled_up_to_the_batch_size(toy_sandbox: Sandbox) -> None:
     assert [invocation["batch_size"] for invocation in report["invocations"]] == [10, 2]
 
 
+def test_the_mapping_skips_the_receives_that_could_only_answer_nothing(toy_sandbox: Sandbox) -> None:
+    asked: list[str] = []
+    received: list[int] = []  # how many messages each ReceiveMessage of ToyQueue answered
+
+    def answered(parsed: dict[str, Any], **_: Any) -> None:
+        if asked.pop() == toy_sandbox.stack.resources["ToyQueue"].ref:  # (the report reads the dead-letter queues)
+            received.append(len(parsed.get("Messages", [])))
+
+    events = toy_sandbox.aws.sqs.meta.events
+    events.register("provide-client-params.sqs.ReceiveMessage", lambda params, **_: asked.append(params["QueueUrl"]))
+    events.register("after-call.sqs.ReceiveMessage", answered)
+
+    # One event: one receive hands it out; none to fill the batch after it, none once the queue is empty
+    replay_burst(toy_sandbox, toy_event(n=1))
+    assert received == [1]
+
+    # Twelve, in batches of ten: the second batch ends at a receive that answered fewer than asked
+    received.clear()
+    replay_burst(toy_sandbox, *(toy_event(n=n) for n in range(12)))
+    assert received == [10, 2]
+
+    # A failed message is still in the queue after its batch: the queue is asked again (and answers it)
+    received.clear()
+    report = replay_burst(toy_sandbox, toy_event(fail=True))
+    assert received == [1, 1, 1, 0]  # the fourth receive moves it to the DLQ (maxReceiveCount 3)
+    assert len(report["dlq"]) == 1
+
+
 def test_the_handler_gets_a_real_shaped_sqs_event_context_and_environment(toy_sandbox: Sandbox) -> None:
     event = toy_event(n=1)
 
@@ -206,6 +235,21 @@ def test_an_undeliverable_event_goes_to_the_rule_targets_dlq(toy_sandbox: Sandbo
     assert attributes["RULE_ARN"] == stack.rules["ToyRule"].arn
     assert attributes["TARGET_ARN"] == stack.resources["ToyQueue"].attributes["Arn"]
     assert "NonExistentQueue" in attributes["ERROR_CODE"]
+
+
+def test_a_queue_deleted_after_its_url_was_kept_refuses_the_event_as_one_never_looked_up(toy_sandbox: Sandbox) -> None:
+    stack, aws = toy_sandbox.stack, toy_sandbox.aws
+    bus = EventBus.default(stack, aws)
+    assert bus.put_event(toy_event(n=1)).targets[0].delivered  # ToyQueue's URL is kept from here
+    aws.sqs.delete_queue(QueueUrl=stack.resources["ToyQueue"].ref)
+
+    kept = bus.put_event(toy_event(n=2)).targets[0]
+    eventbridge._queue_urls.clear()
+    looked_up = bus.put_event(toy_event(n=3)).targets[0]
+
+    assert (kept.delivered, kept.dead_lettered) == (looked_up.delivered, looked_up.dead_lettered) == (False, True)
+    assert kept.error == looked_up.error
+    assert "NonExistentQueue" in str(kept.error)
 
 
 def test_events_no_rule_matches_are_not_delivered(toy_sandbox: Sandbox) -> None:
