@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -53,10 +53,56 @@ class Invocation:
 # --- Environment -----------------------------------------------------------------------------------
 
 
+class _ConsistentEnviron(os._Environ[str]):
+    """os.environ, whose reads of the whole environment (items, values, copy, repr, |) take one snapshot.
+
+    The sandbox runs many functions in one process: each invocation sets its function's variables in os.environ and
+    removes them afterwards (`patched_environ`), while other threads go on reading it. botocore reads the proxy
+    settings by iterating `os.environ.items()` whenever it creates a client, which moto's Step Functions interpreter
+    does in an execution's thread for every Lambda task. os._Environ iterates a snapshot of the names but then looks
+    each one up: a name another thread removes in between raises KeyError (which moto's interpreter turns into a
+    States.Runtime failure of the task), and `repr` can fail with "dictionary changed size during iteration". A
+    Lambda execution environment has an environment of its own; here the shared one must at least read consistently.
+    """
+
+    def _snapshot(self) -> dict[str, str]:
+        data: dict[str, str] = self._data.copy()  # type: ignore[attr-defined]  # (one step under the GIL)
+        return {self.decodekey(name): self.decodevalue(value) for name, value in data.items()}
+
+    def copy(self) -> dict[str, str]:
+        return self._snapshot()
+
+    def items(self) -> ItemsView[str, str]:
+        return self._snapshot().items()
+
+    def values(self) -> ValuesView[str]:
+        return self._snapshot().values()
+
+    def __repr__(self) -> str:
+        return f"environ({self._snapshot()!r})"
+
+    def __or__(self, other: Mapping[Any, Any]) -> dict[Any, Any]:
+        return {**self._snapshot(), **other}
+
+    def __ror__(self, other: Mapping[Any, Any]) -> dict[Any, Any]:
+        return {**other, **self._snapshot()}
+
+
+def _consistent_environ() -> None:
+    """Make os.environ's whole-environment reads consistent while other threads change it (`_ConsistentEnviron`):
+    for the rest of the process, which sees the same variables as before."""
+    if type(os.environ) is os._Environ:
+        os.environ.__class__ = _ConsistentEnviron
+
+
 @contextlib.contextmanager
 def patched_environ(values: Mapping[str, str | None]) -> Iterator[None]:
-    """Set (or, for None, remove) variables in os.environ; restore the whole environment afterwards."""
-    saved = dict(os.environ)
+    """Set (or, for None, remove) variables in os.environ; restore the whole environment afterwards.
+
+    Other threads may read os.environ meanwhile (moto's interpreter, the stand-ins): see `_ConsistentEnviron`.
+    """
+    _consistent_environ()
+    saved = os.environ.copy()
     try:
         for name, value in values.items():
             if value is None:

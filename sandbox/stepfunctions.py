@@ -6,7 +6,11 @@ moto's Lambda backend only echoes, so `LambdaDispatch` replaces its `invoke` wit
 function's real handler in process (`SharedFunction`). Executions and the SQS event source mappings run
 handlers from several threads; one lock runs one handler at a time, because a handler's environment
 variables and captured output are process-wide. Handlers of one execution still interleave with another's
-and with the alert pipeline's, at invocation granularity.
+and with the alert pipeline's, at invocation granularity. The interpreter's threads read os.environ outside that
+lock (botocore reads the proxy settings whenever the interpreter creates a client for a task), so os.environ reads
+the whole environment from one snapshot (sandbox.lambda_runtime): otherwise a variable a finishing handler removes
+fails another execution's task with States.Runtime (KeyError), which a Catch turns into a job "failed" or
+ClaimFailed, and which fails an uncaught task's execution.
 
 `ExecutionTracker` waits for the executions an event started and summarises each from its history:
 the states entered, the Lambda invocations, the state transitions, the wall time and the time spent

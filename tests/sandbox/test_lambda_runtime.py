@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
+import threading
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,13 @@ import pytest
 
 from sandbox.errors import SandboxError
 from sandbox.invoke import prepare_event
-from sandbox.lambda_runtime import InProcessFunction, Invocation, lambda_environment, run_built_function
+from sandbox.lambda_runtime import (
+    InProcessFunction,
+    Invocation,
+    lambda_environment,
+    patched_environ,
+    run_built_function,
+)
 from sandbox.sqs_mapping import batch_failures, wrap_in_sqs_event
 from sandbox.stack import FunctionSpec, SqsEventSource
 from tests.sandbox.conftest import FIXTURES, aws_docs_event, toy_event
@@ -116,6 +125,41 @@ def test_a_handler_running_past_its_timeout_has_timed_out() -> None:
 
     assert invocation.result is None
     assert invocation.error == {"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out after 0.00 seconds"}
+
+
+def test_other_threads_read_the_whole_environment_while_invocations_change_it() -> None:
+    # Given a thread reading the whole environment as botocore does for every client it creates (the proxies), as
+    # moto's interpreter does in an execution's thread while another execution's handler runs
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                urllib.request.getproxies_environment()
+                os.environ.copy()
+                repr(os.environ)
+            except (KeyError, RuntimeError) as exc:
+                errors.append(exc)
+                return
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # (threads take turns often: the race shows within a few cycles)
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        # When invocations set their function's variables and remove them afterwards, many times over
+        for _ in range(300):
+            with patched_environ({f"SANDBOX_TEST_VARIABLE_{n}": "set" for n in range(20)}):
+                pass
+    finally:
+        done.set()
+        reader.join()
+        sys.setswitchinterval(switch)
+
+    # Then every read saw a whole environment, and the variables are gone again
+    assert errors == []
+    assert not [name for name in os.environ if name.startswith("SANDBOX_TEST_VARIABLE_")]
 
 
 # --- Partial batch responses -----------------------------------------------------------------------
