@@ -261,9 +261,18 @@ class _JobTrainer:
         if run.next_step_at is None:
             run.next_step_at = now + self.settings.step_seconds
         while run.hold is None and now >= run.next_step_at:
+            # Each step due is trained only while every rank still runs as of now: on a loaded machine a tick may
+            # come late, and the steps it catches up on must not be written after the workflow stopped the run.
+            if not self._all_running(run):
+                run.next_step_at = None
+                return
             run.step += 1
             run.next_step_at += self.settings.step_seconds
             self._boundary(run)
+
+    def _all_running(self, run: TrainingRun) -> bool:
+        statuses = {task.arn: task.status for task in self._tasks()}
+        return all(statuses.get(arn) == "RUNNING" for arn in run.tasks)
 
     def _boundary(self, run: TrainingRun) -> None:
         """At the end of a step: answer a pending request (that save is the step's checkpoint, and a hold may
