@@ -244,6 +244,9 @@ class AlertService:
         touched = _touched(facts, record)
         if applied.alone:
             # A lone fault: its page goes out now, while its member is written (no fleet incident can mute it).
+            # Its member is written from a copy taken first: the deliveries note what they send on the record they
+            # are given, from their own threads, and a copy taken while they write would read a changing dict.
+            grouped = copy.deepcopy(record)
             jobs = self._submit(
                 record,
                 self.derive(record),
@@ -252,8 +255,7 @@ class AlertService:
                 until=until,
                 target=self._instance_target(record.arn),
             )
-            # (On a copy: the deliveries just started note what they send on the record they were given.)
-            _, groups = self._group(copy.deepcopy(record), touched, applied.registered)
+            _, groups = self._group(grouped, touched, applied.registered)
             for arn in groups:
                 jobs.update(self._submit_group(arn, owner, until))
             return changed, self._collect(jobs)
