@@ -12,6 +12,7 @@ Two ways, one contract (`Invocation`):
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import io
 import json
@@ -393,20 +394,27 @@ def ensure_runtime_boto3(root: Path, pins: list[str], interpreter: Path, python_
     wanted = " ".join(sorted(pins))
     if marker.is_file() and marker.read_text(encoding="utf-8") == wanted:
         return target
-    if target.exists():
-        shutil.rmtree(target)
-    print(f"Installing {', '.join(pins)} for python{python_version} into {target} (once)...", file=sys.stderr)
-    install = [
-        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-        "--target", str(target), "--python-version", python_version, "--only-binary=:all:", *pins,
-    ]  # fmt: skip
-    compile_all = [str(interpreter), "-m", "compileall", "-q", str(target)]
-    for command in (install, compile_all):
-        completed = subprocess.run(command, capture_output=True, text=True, check=False)  # nosec B603  # fixed argv
-        if completed.returncode != 0:
-            output = (completed.stderr or completed.stdout).strip()
-            raise SandboxError(f"installing {', '.join(pins)} failed:\n{output}")
-    marker.write_text(wanted, encoding="utf-8")
+    root.mkdir(parents=True, exist_ok=True)
+    # One process installs at a time (`make smoke` beside the test suite, two `make invoke`s): the others wait, then
+    # find it installed.
+    with (root / f".python{python_version}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.is_file() and marker.read_text(encoding="utf-8") == wanted:
+            return target
+        if target.exists():
+            shutil.rmtree(target)
+        print(f"Installing {', '.join(pins)} for python{python_version} into {target} (once)...", file=sys.stderr)
+        install = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+            "--target", str(target), "--python-version", python_version, "--only-binary=:all:", *pins,
+        ]  # fmt: skip
+        compile_all = [str(interpreter), "-m", "compileall", "-q", str(target)]
+        for command in (install, compile_all):
+            completed = subprocess.run(command, capture_output=True, text=True, check=False)  # nosec B603  # fixed argv
+            if completed.returncode != 0:
+                output = (completed.stderr or completed.stdout).strip()
+                raise SandboxError(f"installing {', '.join(pins)} failed:\n{output}")
+        marker.write_text(wanted, encoding="utf-8")
     return target
 
 
