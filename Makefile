@@ -198,14 +198,19 @@ route: $(VENV)/.installed ## Which route and receivers events reach: make route 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
-# The three environments are created side by side (downloads and disk more than CPU), the checks that do not run the
-# suite two at a time (each is one process, mostly on one core: ruff, mypy, sam validate, checkov and bandit), then
-# the suite on both cores, then the builds and the smoke test. A step that fails stops the rest, as before.
+# The three environments are created side by side (downloads and disk more than CPU); then the checks that do not run
+# the suite, and the build the smoke test invokes, two at a time (each is one process, mostly on one core: ruff, mypy,
+# sam validate, checkov and bandit, sam build); then the suite beside the smoke test, which is one process invoking
+# one function after another (run alone after the suite, it left a core idle); then `sam build` for Lambda, which the
+# suite's documentation test has made by then. The smoke test's build is made first so that it never reads a build
+# being made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam builds, one at a
+# time: they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite and the smoke
+# test both finish before the failure of either is reported.
 test: ## Everything CI runs
 	$(MAKE) --no-print-directory -j3 setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck validate scan
-	$(MAKE) --no-print-directory pytest
-	$(MAKE) --no-print-directory build smoke
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck validate scan build-host
+	$(MAKE) --no-print-directory -j2 --output-sync=target pytest smoke
+	$(MAKE) --no-print-directory build
 	@echo "make test: all checks passed"
 
 clean: ## Remove build output and caches (keeps the virtual environments)
