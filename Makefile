@@ -108,13 +108,14 @@ scan: $(SCANVENV)/.installed ## checkov on template.yaml, bandit on the code
 	$(SCANVENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
 	$(SCANVENV)/bin/bandit --recursive --quiet $(BANDIT_PATHS)
 
-# Three workers (pytest-xdist) on the two cores CI has, a test at a time each, a worker that runs out taking tests
+# Four workers (pytest-xdist) on the two cores CI has, a test at a time each, a worker that runs out taking tests
 # queued for the others (worksteal: one long test cannot leave a worker idle behind a long file). Many tests spend
-# part of their time waiting (on a moto server or stand-in in another process, a subprocess, a timeout they test), so
-# a third worker fills the cores: the whole suite took 630 s with two, 558 s with three, on 2 cores. The tests that
-# build into the checkout or run its make targets take turns (tests/conftest.py: checkout_lock).
+# part of their time waiting (on a moto server or stand-in in another process, a subprocess, a timeout they test, a
+# turn at the checkout), so more workers than cores fill the cores: the whole suite took 630 s with two and 558 s
+# with three on one day; 970 s with three (the cores 186 % busy) and 858 s with four (195 %) back to back on another.
+# The tests that build into the checkout or run its make targets take turns (tests/conftest.py: checkout_lock).
 # PYTEST_WORKERS=0: one process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 pytest: $(VENV)/.installed ## The test suite (unit, rules, integration, sandbox replays), on PYTEST_WORKERS workers
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
