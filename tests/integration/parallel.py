@@ -106,12 +106,17 @@ def _serve_one_at_a_time(port: int, app: Any) -> None:
             status_headers[:] = [status, headers]
             return lambda _: None
 
-        result = app(environ, start_response)
         try:
-            content = b"".join(result)
-        finally:
-            getattr(result, "close", lambda: None)()
-        status, headers = status_headers
+            result = app(environ, start_response)
+            try:
+                content = b"".join(result)
+            finally:
+                getattr(result, "close", lambda: None)()
+            status, headers = status_headers
+        except Exception:  # as werkzeug answers an application's error: a 500, and the server goes on
+            failure = traceback.format_exc()
+            print(failure, file=sys.stderr)
+            status, headers, content = "500 Internal Server Error", [("Content-Type", "text/plain")], failure.encode()
         keep = environ.get("HTTP_CONNECTION", "").lower() != "close" and version == "HTTP/1.1"
         listed = [(k, v) for k, v in headers if k.lower() not in ("content-length", "connection")]
         listed += [("Content-Length", str(len(content))), ("Connection", "keep-alive" if keep else "close")]
@@ -165,12 +170,17 @@ def _serve_one_at_a_time(port: int, app: Any) -> None:
                     if expects and connection not in continued:
                         # (botocore waits for it, a second at most, before it sends an S3 object's body)
                         continued.add(connection)
-                        connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        with contextlib.suppress(OSError):  # (a client gone is found at its next read)
+                            connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                     break  # the rest of the body is still on its way
                 continued.discard(connection)
                 body = bytes(buffer[end + 4 : end + 4 + length])
                 del buffer[: end + 4 + length]
-                if not answer(connection, head, body):
+                try:
+                    keep = answer(connection, head, body)
+                except OSError:  # the client went away before its answer was sent
+                    keep = False
+                if not keep:
                     close(connection)
                     break
 
