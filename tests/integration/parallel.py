@@ -69,9 +69,18 @@ def _serve_one_at_a_time(port: int, app: Any) -> None:
     buffers: dict[socket.socket, bytearray] = {}
     continued: set[socket.socket] = set()  # connections told to send the body of the request they are sending
 
-    def answer(connection: socket.socket, head: bytes, body: bytes) -> bool:
-        """Writes the response; False when the connection is to be closed."""
+    def parsed(head: bytes) -> tuple[str, dict[str, str]]:
+        """The request line, and the headers as a WSGI environment names them (CONTENT_TYPE, HTTP_X_AMZ_TARGET...)."""
         request_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            key = name.strip().upper().replace("-", "_")
+            headers[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"] = value.strip()
+        return request_line, headers
+
+    def answer(connection: socket.socket, request_line: str, headers: dict[str, str], body: bytes) -> bool:
+        """Writes the response; False when the connection is to be closed."""
         method, target, version = request_line.split(" ", 2)
         path, _, query = target.partition("?")
         environ: dict[str, Any] = {
@@ -92,14 +101,8 @@ def _serve_one_at_a_time(port: int, app: Any) -> None:
             "wsgi.multithread": False,
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
+            **headers,
         }
-        for line in lines:
-            name, _, value = line.partition(":")
-            key = name.strip().upper().replace("-", "_")
-            if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-                environ[key] = value.strip()
-            else:
-                environ[f"HTTP_{key}"] = value.strip()
         status_headers: list[Any] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -156,18 +159,12 @@ def _serve_one_at_a_time(port: int, app: Any) -> None:
             buffer = buffers[connection]
             buffer += chunk
             while (end := buffer.find(b"\r\n\r\n")) >= 0:
-                head = bytes(buffer[:end])
-                length, expects = 0, False
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                    elif name.strip().lower() == b"expect":
-                        expects = value.strip().lower() == b"100-continue"
-                    elif name.strip().lower() == b"transfer-encoding":
-                        raise NotImplementedError(f"a chunked request body ({head[:200]!r}): not served here")
+                request_line, headers = parsed(bytes(buffer[:end]))
+                if "HTTP_TRANSFER_ENCODING" in headers:
+                    raise NotImplementedError(f"a chunked request body ({request_line!r}): not served here")
+                length = int(headers.get("CONTENT_LENGTH") or 0)
                 if len(buffer) < end + 4 + length:
-                    if expects and connection not in continued:
+                    if headers.get("HTTP_EXPECT", "").lower() == "100-continue" and connection not in continued:
                         # (botocore waits for it, a second at most, before it sends an S3 object's body)
                         continued.add(connection)
                         with contextlib.suppress(OSError):  # (a client gone is found at its next read)
@@ -177,7 +174,7 @@ def _serve_one_at_a_time(port: int, app: Any) -> None:
                 body = bytes(buffer[end + 4 : end + 4 + length])
                 del buffer[: end + 4 + length]
                 try:
-                    keep = answer(connection, head, body)
+                    keep = answer(connection, request_line, headers, body)
                 except OSError:  # the client went away before its answer was sent
                     keep = False
                 if not keep:
