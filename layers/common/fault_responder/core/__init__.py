@@ -1,6 +1,7 @@
 """The vocabulary every capability shares: domain types, times, and the one logger, tracer and metrics.
 
 - domain.py         the domain types shared by classification, incidents, routing and rendering
+- copying.py        cheap copies of records: values shared, lists and dicts copied
 - timefmt.py        times as people and APIs read them
 - observability.py  the Powertools logger, tracer and metrics, created once
 - logsafety.py      keeps secrets out of every library's logs

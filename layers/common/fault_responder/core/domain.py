@@ -10,6 +10,8 @@ from datetime import datetime
 from enum import StrEnum
 from urllib.parse import quote
 
+from fault_responder.core.copying import Value
+
 ALARM_ARN_MARK = ":alarm:"
 """What an alarm's ARN has and an ECS ARN never has: arn:aws:cloudwatch:REGION:ACCOUNT:alarm:NAME."""
 CONTRIBUTOR_MARK = "#contributor/"
@@ -123,7 +125,7 @@ class DrainAttribution:
 
 
 @dataclass(frozen=True, slots=True)
-class InstanceRef:
+class InstanceRef(Value):
     """Where a fault is: enough to name it, link to it and route on it."""
 
     region: str
@@ -234,7 +236,7 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class FleetMember:
+class FleetMember(Value):
     """One instance's fault in a fleet incident: its latest incident of the group's check."""
 
     instance: InstanceRef

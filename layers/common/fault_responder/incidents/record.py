@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+from fault_responder.core.copying import Record, Value
 from fault_responder.core.domain import InstanceRef
 
 MAX_HEALTH_FACTS = 50
@@ -64,7 +65,7 @@ def digest(value: str, length: int = 16) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class HealthFact:
+class HealthFact(Value):
     """One health check transition: the check reached `status` at `at` (its lastStatusChange)."""
 
     check_type: str
@@ -99,7 +100,7 @@ def _report_order(fact: HealthFact) -> tuple[datetime, str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class StatusFact:
+class StatusFact(Value):
     """The container instance reached `status` (DRAINING, DEREGISTERING, INACTIVE, ...)."""
 
     status: str
@@ -119,7 +120,7 @@ class StatusFact:
 
 
 @dataclass(frozen=True, slots=True)
-class TaskStopFact:
+class TaskStopFact(Value):
     """A task on the instance stopped because of the infrastructure (interruption, health, a drain)."""
 
     task_arn: str
@@ -137,7 +138,7 @@ class TaskStopFact:
 
 
 @dataclass(frozen=True, slots=True)
-class QuarantineFact:
+class QuarantineFact(Value):
     """The training auto-resume workflow drained the instance itself (recorded before it drains)."""
 
     at: datetime
@@ -145,7 +146,7 @@ class QuarantineFact:
 
 
 @dataclass(frozen=True, slots=True)
-class NoticeFact:
+class NoticeFact(Value):
     """Something the training auto-resume workflow told people about a fault, shown in its incident."""
 
     key: str
@@ -160,7 +161,7 @@ class NoticeFact:
 
 
 @dataclass(frozen=True, slots=True)
-class ActionFact:
+class ActionFact(Value):
     """Someone acted on one of the instance's incidents: from Slack's buttons or in PagerDuty
     (fault_responder.incidents.incident_actions). Its key is the action's own id, so a copy adds nothing.
 
@@ -204,7 +205,7 @@ def incident_anchor(incident_id: str) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Pending:
+class Pending(Value):
     """A Slack post that was started and is not known to have landed."""
 
     marker: str
@@ -215,7 +216,7 @@ class Pending:
 
 
 @dataclass(slots=True)
-class Delivery:
+class Delivery(Record):
     """What one receiver was told about one subject (an incident, or a notice outside any incident)."""
 
     receiver: str
@@ -247,7 +248,7 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(Value):
     """One worker at a time delivers to a receiver for an instance; the lease ends with its invocation."""
 
     receiver: str
@@ -257,7 +258,7 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
+class Backoff(Value):
     """A receiver of this record failed: the sweep tries it again at `retry_at`, not before."""
 
     receiver: str
@@ -271,7 +272,7 @@ class Backoff:
 
 
 @dataclass(slots=True)
-class KnownIncident:
+class KnownIncident(Record):
     """An incident as first made known: its id and anchor stay fixed while late events move its bounds.
 
     `anchor` is the transition that first made it known; the derived episode that contains the anchor is
@@ -303,7 +304,7 @@ class KnownIncident:
 
 
 @dataclass(slots=True)
-class InstanceRecord:
+class InstanceRecord(Record):
     arn: str
     instance: InstanceRef
     health: dict[str, list[HealthFact]] = field(default_factory=dict)

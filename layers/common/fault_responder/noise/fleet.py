@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from fault_responder.core.copying import Record, Value
 from fault_responder.core.domain import (
     Alert,
     Classification,
@@ -122,7 +123,7 @@ class FleetIdentity(KnownIncident):
 
 
 @dataclass(frozen=True, slots=True)
-class Recent:
+class Recent(Value):
     """A member reported open lately, as its group's head keeps it while no fleet incident is open: when it opened,
     and what a fleet incident it founds would be (its severity, its fault)."""
 
@@ -138,7 +139,7 @@ class Recent:
 
 
 @dataclass(frozen=True, slots=True)
-class JournalEntry:
+class JournalEntry(Value):
     """One member joining or leaving an open fleet incident: what its thread names, in the order numbered."""
 
     seq: int
@@ -179,7 +180,7 @@ class MemberWrite:
 
 
 @dataclass(slots=True)
-class GroupRecord:
+class GroupRecord(Record):
     """One group's head: its fleet incidents' identities, what each receiver was told of them, the leases, the live
     counts of the open fleet incident. `open_count`, `listed` and `journal` are read beside it for deriving (never
     stored with it, all bounded)."""
