@@ -17,10 +17,7 @@ from sandbox.event_fit import check_fit
 from sandbox.fuzz import run_fuzz
 from sandbox.replay import load_event_file, read_json_file, replay
 from sandbox.report import Timeline, write_report
-from sandbox.run import run_scenario
-from sandbox.scenario import load_scenario
 from sandbox.session import DEFAULT_REGION, DEFAULT_STACK_NAME, Sandbox
-from sandbox.smoke import load_sample_world, seeded
 from sandbox.standins import StandIns
 from sandbox.template import Template, load_template, parse_parameter_overrides
 
@@ -273,6 +270,8 @@ def _run_invoke(args: argparse.Namespace) -> int:
 
 
 def _run_smoke(args: argparse.Namespace) -> int:
+    from sandbox.smoke import load_sample_world, seeded  # noqa: PLC0415  # (see _run_scenario)
+
     template = invoke_command.load_built_template(args.build_dir)
     world = load_sample_world(args.world) if args.world is not None else None
     if world is not None:
@@ -311,6 +310,11 @@ def _run_smoke(args: argparse.Namespace) -> int:
 
 
 def _run_scenario(args: argparse.Namespace) -> int:
+    # Scenarios and the smoke test seed a world, which needs moto's ECS and so its EC2 (2.4 CPU-seconds to import):
+    # imported by the commands that seed one, so that replay, invoke, fuzz and standins start without them.
+    from sandbox.run import run_scenario  # noqa: PLC0415
+    from sandbox.scenario import load_scenario  # noqa: PLC0415
+
     if args.report is not None and len(args.scenarios) > 1:
         raise SandboxError("--report writes the report of one scenario: name one")
     loaded = [load_scenario(path) for path in args.scenarios]  # every file checked before any runs

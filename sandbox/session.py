@@ -40,7 +40,7 @@ from sandbox.standins import (
     SLACK_SIGNING_SECRET,
     StandIns,
 )
-from sandbox.statemachine import moto_settings_restored, parse_once
+from sandbox.statemachine import moto_settings_restored
 from sandbox.template import StackIdentity, Template, resolve_parameters
 
 DEFAULT_STACK_NAME = "gpu-fault-responder"
@@ -276,7 +276,6 @@ def _start_moto(port: int) -> _SandboxMotoServer:
     # every reset; the sandbox's instances name an image of their own and nothing lists images.
     os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     moto_dynamodb.install()
-    parse_once()
     server = _SandboxMotoServer(ip_address="127.0.0.1", port=port)
     with contextlib.redirect_stdout(io.StringIO()):
         server.start()

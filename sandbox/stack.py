@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError, ParamValidationError
 from sandbox.aws import AwsClients
 from sandbox.errors import SandboxError
 from sandbox.function_url import FunctionUrl
-from sandbox.statemachine import enable_interpreter, load_definition, substitute
+from sandbox.statemachine import enable_interpreter, load_definition, parse_once, substitute
 from sandbox.template import (
     ParameterValue,
     Resolver,
@@ -511,6 +511,8 @@ def _optional_int(value: Any) -> int | None:
 
 def _create_state_machine(builder: StackBuilder, logical_id: str) -> DeployedResource:
     """AWS::Serverless::StateMachine or AWS::StepFunctions::StateMachine, executed by moto's interpreter."""
+    # moto's interpreter (and with it moto's Batch and EC2, 1 s to import) is loaded by a stack that has a workflow.
+    parse_once()
     resource_type = builder.stack.template.resource_type(logical_id)
     properties = builder.resolver.properties(logical_id)
     name = properties.get("Name") or properties.get("StateMachineName") or builder.physical_name(logical_id, 80)
