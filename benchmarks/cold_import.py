@@ -18,6 +18,9 @@ Method (see benchmarks/README.md):
 - Cases run interleaved, one process each per round, so that load on the machine hits every case alike:
   for each function, `import <handler module>` and a bare `import boto3` with the same interpreter and path.
 - Reported per case: median and p90 (nearest rank) over the runs; per function, the ratio of the medians.
+- A third case, *libraries*, imports in a function's environment what every function imports before any code of ours
+  (LIBRARIES: boto3, pydantic's BaseModel, Powertools' Logger, Metrics and Tracer): its ratio is the least any
+  function can reach, and each function is also reported as its milliseconds over it (what our code costs).
 - `--tracing` measures the functions as a stack deployed with `Tracing=Active` has them (the TracingLayer on the
   path, POWERTOOLS_TRACE_DISABLED=false).
 - `--importtime` adds one `-X importtime` run per function and lists the imports that cost the most,
@@ -55,7 +58,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_TYPE = "AWS::Serverless::Function"
 # The resume functions exist only when TrainingCapacityProviders is set (as in `make smoke`).
 PARAMETERS = {"TrainingCapacityProviders": "gpu-training"}
-_TIMED_IMPORT = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+_TIMED_IMPORT = "import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+LIBRARIES = "import boto3; from pydantic import BaseModel; from aws_lambda_powertools import Logger, Metrics, Tracer"
+"""What every function imports before any code of ours: boto3, pydantic's models and Powertools' logger, metrics and
+tracer. Its time over the bare boto3's is the least any function of ours can take (see benchmarks/README.md)."""
 
 
 class _Placeholders:
@@ -73,6 +79,7 @@ class Case:
     function: str
     label: str
     module: str
+    statement: str
     command: list[str]
     cwd: Path
     environment: dict[str, str]
@@ -120,7 +127,7 @@ def stack_functions(template: Template, *, tracing: bool = False) -> list[str]:
 
 def function_cases(
     template: Template, build_dir: Path, function: str, interpreter: Path, boto3_dir: Path, *, tracing: bool
-) -> tuple[Case, Case]:
+) -> tuple[Case, Case, Case]:
     resolver = stack_resolver(template, tracing=tracing)
     properties = resolver.properties(function)
     code_dir = (build_dir / str(properties["CodeUri"])).resolve()
@@ -144,13 +151,18 @@ def function_cases(
     }
     module = str(properties["Handler"]).rpartition(".")[0]
 
-    def case(label: str, imported: str, environment: dict[str, str]) -> Case:
-        command = [str(interpreter), "-S", "-c", _TIMED_IMPORT.format(module=imported)]
-        return Case(function, label, imported, command, code_dir, environment)
+    def case(label: str, imported: str, environment: dict[str, str], statement: str = "") -> Case:
+        statement = statement or f"import {imported}"
+        command = [str(interpreter), "-S", "-c", _TIMED_IMPORT.format(statement=statement)]
+        return Case(function, label, imported, statement, command, code_dir, environment)
 
     # The baseline is the runtime's boto3 alone, as a function with no layer of ours imports it.
     bare = {**environment, "PYTHONPATH": str(boto3_dir.resolve())}
-    return case(f"{function}: import {module}", module, environment), case("bare import boto3", "boto3", bare)
+    return (
+        case(f"{function}: import {module}", module, environment),
+        case("bare import boto3", "boto3", bare),
+        case("libraries: boto3, pydantic, Powertools", "boto3", environment, LIBRARIES),
+    )
 
 
 def run_once(case: Case, *extra_flags: str) -> subprocess.CompletedProcess[str]:
@@ -226,7 +238,7 @@ def import_instructions(case: Case, start_ups: dict[tuple[str, str], int]) -> in
     path = (str(case.cwd), case.environment["PYTHONPATH"])
     if path not in start_ups:
         start_ups[path] = instructions(case, "pass")
-    return instructions(case, f"import {case.module}") - start_ups[path]
+    return instructions(case, case.statement) - start_ups[path]
 
 
 def bytecode_files(build_dir: Path, function: str) -> int:
@@ -235,13 +247,28 @@ def bytecode_files(build_dir: Path, function: str) -> int:
     )
 
 
-def render(summaries: list[Summary], ratios: dict[str, float]) -> str:
+def figures(
+    summaries: list[Summary], functions: list[Case], bare: Case, libraries: Case
+) -> tuple[dict[str, float], dict[str, float], float]:
+    """Per function: its median over the bare boto3's, and its milliseconds over the libraries'; and the libraries'
+    median over the bare boto3's."""
+    median = {summary.case: summary.median_ms for summary in summaries}
+    ratios = {case.function: median[case.label] / median[bare.label] for case in functions}
+    own_ms = {case.function: median[case.label] - median[libraries.label] for case in functions}
+    return ratios, own_ms, median[libraries.label] / median[bare.label]
+
+
+def render(summaries: list[Summary], ratios: dict[str, float], own_ms: dict[str, float], libraries: float) -> str:
     lines = ["| case | runs | median | p90 | min | max |", "|---|---:|---:|---:|---:|---:|"]
     lines += [
         f"| {s.case} | {s.runs} | {s.median_ms:.0f} ms | {s.p90_ms:.0f} ms | {s.min_ms:.0f} ms | {s.max_ms:.0f} ms |"
         for s in summaries
     ]
-    lines += [f"{function}: median import / median bare boto3 = {ratio:.2f}x" for function, ratio in ratios.items()]
+    lines += [
+        f"{function}: median import / median bare boto3 = {ratio:.2f}x ({own_ms[function]:.0f} ms over the libraries)"
+        for function, ratio in ratios.items()
+    ]
+    lines.append(f"libraries (boto3, pydantic, Powertools): median / median bare boto3 = {libraries:.2f}x")
     return "\n".join(lines)
 
 
@@ -270,13 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     interpreter = find_runtime_interpreter(runtime)
     pins = pinned_boto3(PINNED_REQUIREMENTS)
     boto3_dir = ensure_runtime_boto3(ROOT / DEFAULT_BOTO3_DIR, pins, interpreter, runtime.removeprefix("python"))
-    pairs = [
+    triples = [
         function_cases(template, args.build_dir, name, interpreter, boto3_dir, tracing=args.tracing)
         for name in args.functions
     ]
-    functions = [module_case for module_case, _ in pairs]
-    bare = pairs[0][1]
-    cases = [*functions, bare]
+    functions = [module_case for module_case, _, _ in triples]
+    _, bare, libraries = triples[0]
+    cases = [*functions, libraries, bare]
     tracing = "Tracing=Active" if args.tracing else "Tracing=Disabled"
     print(f"{interpreter} ({runtime}), boto3 from {boto3_dir}; {tracing}; {args.runs} runs per case, interleaved")
     for name in args.functions:
@@ -287,9 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             seconds[case.label].append(float(run_once(case).stdout.strip().splitlines()[-1]))
     summaries = [summarise(case.label, seconds[case.label]) for case in cases]
-    by_label = {summary.case: summary for summary in summaries}
-    ratios = {case.function: by_label[case.label].median_ms / by_label[bare.label].median_ms for case in functions}
-    print(render(summaries, ratios))
+    ratios, own_ms, libraries_ratio = figures(summaries, functions, bare, libraries)
+    print(render(summaries, ratios, own_ms, libraries_ratio))
 
     offenders: dict[str, list[dict[str, Any]]] = {}
     if args.importtime:
@@ -316,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             "environment": {"python": runtime, "interpreter": str(interpreter), "machine": platform.machine()},
             "summaries": [asdict(summary) for summary in summaries],
             "ratios": ratios,
+            "over_the_libraries_ms": own_ms,
+            "libraries_ratio": libraries_ratio,
             "seconds": seconds,
             "importtime": offenders,
             "instructions": counts,
