@@ -2,7 +2,8 @@
 
 The alert service copies an instance's record (and a fleet's) before it changes it, so that what it read stays what
 it compares against. `copy.deepcopy` rebuilds every fact in the record, one `__reduce_ex__` and one datetime at a
-time, although no fact ever changes once made: that was a third of the CPU the service spent on an event. Here:
+time, although no fact ever changes once made: in a storm of 1,000 events handled with the in-memory store, copying
+took a third of the CPU (the store copies too). Here:
 
 - `Value`: a frozen dataclass whose fields hold only immutable things (text, numbers, datetimes, enums, None, tuples
   of those, other Values). A copy of it, deep or not, is itself.
