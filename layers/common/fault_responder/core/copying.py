@@ -1,9 +1,10 @@
 """Copies of the records the alert service changes: their values shared, their lists and dicts copied.
 
-The alert service copies an instance's record (and a fleet's) before it changes it, so that what it read stays what
-it compares against. `copy.deepcopy` rebuilds every fact in the record, one `__reduce_ex__` and one datetime at a
-time, although no fact ever changes once made: in a storm of 1,000 events handled with the in-memory store, copying
-took a third of the CPU (the store copies too). Here:
+Records are copied where what was read must stay as it was while a changed copy is made: each derivation copies the
+instance's known incidents, the alert service a lone fault's record before its deliveries start, the fleet code a
+fleet incident's identity, and the in-memory store whatever it stores and returns. `copy.deepcopy` rebuilt every fact in
+them, one `__reduce_ex__` and one datetime at a time, although no fact ever changes once made: in a storm of 1,000
+events handled with the in-memory store, copying took a third of the CPU. Here:
 
 - `Value`: a frozen dataclass whose fields hold only immutable things (text, numbers, datetimes, enums, None, tuples
   of those, other Values). A copy of it, deep or not, is itself.
