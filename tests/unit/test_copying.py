@@ -168,7 +168,7 @@ def test_what_a_record_holds_that_is_neither_value_nor_container_is_copied_deepl
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_every_record_the_service_makes_copies_to_an_equal_record_sharing_no_list_or_dict(seed: int) -> None:
+def test_the_records_of_any_lifecycles_copy_to_equal_records_sharing_no_list_or_dict(seed: int) -> None:
     # Given the records of generated lifecycles, delivered with duplicates in a shuffled order
     lifecycles, events = fleet(seed, 4)
     store = MemoryInstanceStore()
@@ -177,17 +177,23 @@ def test_every_record_the_service_makes_copies_to_an_equal_record_sharing_no_lis
     )
     for event in delivered(events, random.Random(seed)):
         service.handle(event)
-    records: list[Record] = [record for item in lifecycles if (record := store.load(item.container_instance_arn))]
+    records = [record for item in lifecycles if (record := store.load(item.container_instance_arn))]
     assert len(records) == len(lifecycles) and any(record.deliveries for record in records)
-    # and the records of a storm that opened a fleet incident
+    # Then each copies to an equal record, sharing none of its lists and dicts
+    for record in records:
+        _checked_copy(record)
+
+
+def test_the_records_of_a_fleet_storm_copy_to_equal_records_sharing_no_list_or_dict() -> None:
+    # Given a storm of eight instances that opened a fleet incident
     world = World()
-    world.clock.now = START
+    world.clock.now = START + timedelta(minutes=3)
     for event in storm(8, reports=2):
-        world.clock.now = max(world.clock.now, START + timedelta(minutes=3))
         world.service.handle(event)
     group = world.store.load_group(group_arn(GROUP))
-    assert group is not None and group.incidents
-    records += [group, *(record for n in range(8) if (record := world.store.load(instance_arn(n))))]
-    # Then each copies to an equal record of its class, sharing none of its lists and dicts
-    for record in records:
+    assert group is not None and group.incidents and group.deliveries
+    members = [record for n in range(8) if (record := world.store.load(instance_arn(n)))]
+    assert len(members) == 8
+    # Then the group's record and its members' copy to equal records, sharing none of their lists and dicts
+    for record in [group, *members]:
         _checked_copy(record)
