@@ -310,8 +310,9 @@ def _run_smoke(args: argparse.Namespace) -> int:
 
 
 def _run_scenario(args: argparse.Namespace) -> int:
-    # Scenarios and the smoke test seed a world, which needs moto's ECS and so its EC2 (2.4 CPU-seconds to import):
-    # imported by the commands that seed one, so that replay, invoke, fuzz and standins start without them.
+    # Scenarios and the smoke test seed a world, which needs moto's ECS and so its EC2 (0.4 CPU-seconds to import after
+    # the sandbox's own modules): imported by the commands that seed one, so that replay, invoke, fuzz and standins
+    # start without them (docs/sandbox.md).
     from sandbox.run import run_scenario  # noqa: PLC0415
     from sandbox.scenario import load_scenario  # noqa: PLC0415
 
