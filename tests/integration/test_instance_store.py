@@ -18,6 +18,7 @@ from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, insta
 from fault_responder.alerting.store import ConcurrentUpdateError, LeaseLostError, MemoryInstanceStore
 from fault_responder.core.domain import FaultClass, FleetMember, InstanceRef, Severity
 from fault_responder.incidents.record import (
+    Backoff,
     Delivery,
     EventFacts,
     HealthFact,
@@ -235,6 +236,35 @@ def test_a_lease_is_released_only_if_no_facts_arrived_meanwhile(store: DynamoDBI
     assert store.release(ARN, mine, committed.record.version + 1) is True
     loaded = store.load(ARN)
     assert loaded is not None and "gpu-alerts" not in loaded.leases
+
+
+@pytest.mark.parametrize("kind", ["dynamodb", "memory"])
+def test_the_last_delivery_and_the_release_are_one_write_only_if_no_facts_arrived(
+    store: DynamoDBInstanceStore, kind: str
+) -> None:
+    chosen = {"dynamodb": store, "memory": MemoryInstanceStore()}[kind]
+    mine = lease()
+    committed = chosen.commit(record_with(impaired()), leases=[mine])
+    chosen.back_off(ARN, mine, Backoff("gpu-alerts", 1, time.time(), time.time()))
+    newer = chosen.load(ARN)
+    assert newer is not None
+    newer.add(impaired(minutes=3))
+    chosen.commit(newer)  # another worker adds a fact after the holder last looked
+    delivery = Delivery("gpu-alerts", "incident-1", channel="C1", ts="1.0")
+
+    # Facts arrived since the holder looked: nothing is written, the lease and its backoff stay
+    assert chosen.record_and_release(ARN, mine, delivery, committed.record.version) is False
+    kept = chosen.load(ARN)
+    assert kept is not None and ("gpu-alerts", "incident-1") not in kept.deliveries
+    assert kept.leases == {"gpu-alerts": mine} and "gpu-alerts" in kept.backoff
+    # None by another holder: refused as the lease's holder's writes are
+    with pytest.raises(LeaseLostError):
+        chosen.record_and_release(ARN, lease(owner="someone-else"), delivery, kept.version)
+    # At the version the holder saw: the delivery recorded, the lease and the backoff gone, in one write
+    assert chosen.record_and_release(ARN, mine, delivery, kept.version) is True
+    done = chosen.load(ARN)
+    assert done is not None and done.deliveries[("gpu-alerts", "incident-1")] == delivery
+    assert (done.leases, done.backoff, done.version) == ({}, {}, kept.version)
 
 
 def test_forgotten_deliveries_are_removed_with_the_write(store: DynamoDBInstanceStore) -> None:

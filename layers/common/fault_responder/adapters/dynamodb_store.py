@@ -317,6 +317,17 @@ class DynamoDBInstanceStore:
             return False
         return True
 
+    def record_and_release(self, arn: str, lease: Lease, delivery: Delivery, version: int) -> bool:
+        update = _Update()
+        update.set(delivery_attribute(delivery.receiver, delivery.subject), delivery_to_dict(delivery))
+        update.remove(lease_attribute(lease.receiver))
+        update.remove(backoff_attribute(lease.receiver))
+        try:
+            self._as_holder(arn, lease, update, extra=f"{update.name('ver')} = {update.value(version)}")
+        except _VersionMoved:
+            return False
+        return True
+
     def back_off(self, arn: str, lease: Lease, backoff: Backoff) -> None:
         update = _Update()
         update.set(backoff_attribute(backoff.receiver), backoff_to_dict(backoff))

@@ -813,33 +813,28 @@ class AlertService:
         channel = "pagerduty" if receiver.pagerduty is not None else "slack"
         try:
             if not fresh:
-                reread = target.load()
-                if reread is None:
-                    raise LeaseLostError(f"{record.arn} is gone")
-                local = reread
+                local = self._reload(target, record)
+            planned: tuple[View, list[Step]] | None = None
             while True:
-                view = target.derive(local)
-                steps = plan(name, receiver, view, local, dashboard_url=self.courier.dashboard_url)
+                view, steps = planned or self._plan(name, receiver, local, target)
+                planned = None
                 if not steps:
                     if self.store.release(local.arn, lease, local.version):
                         return drained
-                    reloaded = target.load()
-                    if reloaded is None:
-                        raise LeaseLostError(f"{local.arn} is gone")
-                    local = reloaded
+                    local = self._reload(target, local)
                     continue
                 if len(drained.sent) >= MAX_STEPS_PER_DRAIN:
                     raise RuntimeError(f"more than {MAX_STEPS_PER_DRAIN} steps for one receiver")
+                step = steps[0]
                 with fenced(lease.until - LEASE_SKEW_SECONDS, clock=self.epoch):
-                    self._perform(name, receiver, lease, local=local, view=view, step=steps[0])
-                drained.sent.append(steps[0].describe())
+                    told = self._perform(name, receiver, lease, local=local, view=view, step=step)
+                drained.sent.append(step.describe())
                 self.count("NotificationsSent", "Channel", channel)
-                if steps[0].batch and isinstance(local, GroupRecord):
-                    # A fleet's journal is read a page at a time: the next page, with the cursor just recorded.
-                    reloaded = target.load()
-                    if reloaded is None:
-                        raise LeaseLostError(f"{local.arn} is gone")
-                    local = reloaded
+                released, planned, local = self._record_told(
+                    name, receiver, lease, local=local, target=target, step=step, told=told
+                )
+                if released:
+                    return drained
         except LeaseLostError as error:
             drained.failure = f"lease lost: {error}"
         except LeaseEndingError as error:
@@ -854,6 +849,40 @@ class AlertService:
             self._back_off(local, name, lease)
         self.store.drop_lease(local.arn, lease)
         return drained
+
+    def _record_told(
+        self,
+        name: str,
+        receiver: Receiver,
+        lease: Lease,
+        *,
+        local: InstanceRecord | GroupRecord,
+        target: _Target,
+        step: Step,
+        told: tuple[Delivery, Delivery],
+    ) -> tuple[bool, tuple[View, list[Step]] | None, InstanceRecord | GroupRecord]:
+        """Records what `step` told the receiver (`told`: before and after it). When that was the last thing the
+        receiver was missing, the lease goes with the same write (one write, where recording then releasing took
+        two), unless facts arrived meanwhile. Returns whether the lease was released, what is still missing where
+        that is known (None: look again), and the record to go on from."""
+        before, after = told
+        local.deliveries[(name, step.subject)] = after
+        pages = step.kind is StepKind.TRIGGER and before.incident != after.incident
+        batch = step.batch and isinstance(local, GroupRecord)
+        if pages or batch:
+            self.store.record_delivery(local.arn, lease, after)
+            if pages:
+                # PagerDuty's webhooks name only the dedup key: remember whose alert it is (once per incident).
+                self.store.remember_page(step.subject.removeprefix("pd:"), local.arn)
+            # A fleet's journal is read a page at a time: the next page, with the cursor just recorded.
+            return False, None, self._reload(target, local) if batch else local
+        planned = self._plan(name, receiver, local, target)
+        if not planned[1] and self.store.record_and_release(local.arn, lease, after, local.version):
+            return True, None, local
+        self.store.record_delivery(local.arn, lease, after)
+        if planned[1]:
+            return False, planned, local
+        return False, None, self._reload(target, local)  # facts arrived: what they change is sent before letting go
 
     def _back_off(self, record: InstanceRecord | GroupRecord, name: str, lease: Lease) -> None:
         """Remember the receiver's failure: the sweep tries again at its next run, then waits 1, 2, 4, ... up to 15
@@ -877,7 +906,9 @@ class AlertService:
         local: InstanceRecord | GroupRecord,
         view: View,
         step: Step,
-    ) -> None:
+    ) -> tuple[Delivery, Delivery]:
+        """Makes the step's call to the receiver (writing first, where the step has a marker, that it is on its way):
+        what the receiver was told before it, and after it. Recording `after` is the caller's."""
         arn = local.arn
         before = as_seen_by(local.delivery(name, step.subject), lease.owner)
         marker = step.marker(receiver)
@@ -893,11 +924,20 @@ class AlertService:
                 cleared = without_pending(local.delivery(name, step.subject), marker)
                 self.store.record_delivery(arn, lease, cleared)
             raise
-        self.store.record_delivery(arn, lease, after)
-        local.deliveries[(name, step.subject)] = after
-        if step.kind is StepKind.TRIGGER and before.incident != after.incident:
-            # PagerDuty's webhooks name only the dedup key: remember whose alert it is (once per incident).
-            self.store.remember_page(step.subject.removeprefix("pd:"), arn)
+        return before, after
+
+    def _plan(
+        self, name: str, receiver: Receiver, local: InstanceRecord | GroupRecord, target: _Target
+    ) -> tuple[View, list[Step]]:
+        view = target.derive(local)
+        return view, plan(name, receiver, view, local, dashboard_url=self.courier.dashboard_url)
+
+    @staticmethod
+    def _reload(target: _Target, local: InstanceRecord | GroupRecord) -> InstanceRecord | GroupRecord:
+        reloaded = target.load()
+        if reloaded is None:
+            raise LeaseLostError(f"{local.arn} is gone")
+        return reloaded
 
     # --- Metrics ------------------------------------------------------------------------------------------
 
