@@ -1,35 +1,28 @@
 """A drain lets go of its lease in the write that records its last delivery, and only when no fact arrived meanwhile.
 
-The alert service against the Slack and PagerDuty stand-ins over HTTP, with the in-memory store, whose writes are
-counted: a drain that ends with nothing left to send records its last delivery and releases the lease in one write
-(`record_and_release`). When another worker writes a fact between the holder's look and that write, the write is
-refused; the holder records the delivery alone, reads the record again, sends what the new fact changed and only then
-lets go.
+The alert service against the Slack and PagerDuty stand-ins over HTTP (built as tests/integration/test_fencing.py
+builds it), with the in-memory store, whose writes are counted: a drain that ends with nothing left to send records
+its last delivery and releases the lease in one write (`record_and_release`). When another worker writes a fact
+between the holder's look and that write, the write is refused; the holder records the delivery alone, reads the
+record again, sends what the new fact changed and only then lets go.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from fault_responder.adapters.http import RetryPolicy
-from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.alerting.service import AlertService
 from fault_responder.alerting.store import MemoryInstanceStore
 from fault_responder.events.parse import parse_ecs_event
-from fault_responder.incidents import lifecycle
 from fault_responder.incidents.lifecycle import facts_from_event
 from fault_responder.incidents.record import Delivery, Lease
-from fault_responder.notification.delivery import Courier
-from fault_responder.routing.router import Router, load_routing
-from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
+from sandbox.standins import SANDBOX_ROUTING_KEY, StandIns
 from tests.conftest import load_event, vary
-
-FAST = RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.02, connect_timeout=1.0, read_timeout=2.0)
+from tests.integration.test_fencing import router
 
 
 class CountingStore(MemoryInstanceStore):
@@ -67,20 +60,7 @@ def stand_ins() -> Iterator[StandIns]:
 
 
 def service(store: CountingStore, stand_ins: StandIns) -> AlertService:
-    secrets = {
-        "slack": {"bot_token": DEFAULT_SLACK_TOKEN, "webhook_urls": {}},
-        "pagerduty": {"routing_keys": {"gpu-oncall": SANDBOX_ROUTING_KEY}},
-    }
-    channels = SecretChannels(
-        fetch_secret=lambda name, force: secrets[name],
-        slack_secret_name="slack",
-        pagerduty_secret_name="pagerduty",
-        slack_api_url=stand_ins.slack_api_url,
-        pagerduty_url=stand_ins.pagerduty_url,
-        policy=FAST,
-    )
-    courier = Courier(channels, clock=lambda: datetime.now(UTC))
-    return AlertService(store, Router(load_routing("default.yaml")), courier, lifecycle.Settings())
+    return router(store, stand_ins)[0]
 
 
 def daemon_fault(gpu: dict[str, Any]) -> dict[str, Any]:
