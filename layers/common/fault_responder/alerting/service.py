@@ -8,8 +8,8 @@
 2. Each receiver with something to send is drained by whoever holds its lease, one thread per receiver, so
    a slow Slack never holds back PagerDuty. The lease holder sends until nothing is left, then releases the
    lease only if no new facts arrived meanwhile (with the write that records its last delivery, where it can);
-   a worker that finds the lease held leaves its work to the holder. A failed receiver fails the event, which SQS redelivers: the retry finds the facts already
-   recorded and only delivers what is still missing.
+   a worker that finds the lease held leaves its work to the holder. A failed receiver fails the event, which SQS
+   redelivers: the retry finds the facts already recorded and only delivers what is still missing.
 """
 
 from __future__ import annotations
