@@ -308,18 +308,15 @@ class DynamoDBInstanceStore:
         self._as_holder(arn, lease, update, extra=None)
 
     def release(self, arn: str, lease: Lease, version: int) -> bool:
-        update = _Update()
-        update.remove(lease_attribute(lease.receiver))
-        update.remove(backoff_attribute(lease.receiver))
-        try:
-            self._as_holder(arn, lease, update, extra=f"{update.name('ver')} = {update.value(version)}")
-        except _VersionMoved:
-            return False
-        return True
+        return self._release(arn, lease, version, _Update())
 
     def record_and_release(self, arn: str, lease: Lease, delivery: Delivery, version: int) -> bool:
         update = _Update()
         update.set(delivery_attribute(delivery.receiver, delivery.subject), delivery_to_dict(delivery))
+        return self._release(arn, lease, version, update)
+
+    def _release(self, arn: str, lease: Lease, version: int, update: _Update) -> bool:
+        """`update`, with the lease and its backoff removed, if the record is still at `version`."""
         update.remove(lease_attribute(lease.receiver))
         update.remove(backoff_attribute(lease.receiver))
         try:
