@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.service import AlertService, DeliveryPendingError
 from fault_responder.alerting.store import MemoryInstanceStore
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents.lifecycle import facts_from_event
@@ -129,3 +129,37 @@ def test_a_fact_written_before_the_last_delivery_is_recorded_is_sent_before_the_
     # and the delivery whose write was refused was recorded all the same: nothing was sent twice
     opened = [r["body"]["dedup_key"] for r in stand_ins.requests if r.get("effect") == "opened"]
     assert opened and len(opened) == len(set(opened))
+
+
+def test_a_delivery_is_recorded_even_when_planning_what_follows_it_fails(
+    stand_ins: StandIns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a service whose look at what Slack still misses fails once, right after the root was posted
+    store = CountingStore()
+    alerts = service(store, stand_ins)
+    gpu = load_event("aws-docs/health-change-accelerated-compute-xid46.json")
+    looks: Counter[str] = Counter()
+    plan = alerts._plan
+
+    def failing_once(name: str, *arguments: Any) -> Any:
+        looks[name] += 1
+        if name == "gpu-alerts" and looks[name] == 2:
+            raise RuntimeError("a bug in what follows the root")
+        return plan(name, *arguments)
+
+    monkeypatch.setattr(alerts, "_plan", failing_once)
+
+    # When the fault is handled (the drain fails, and the event with it), then handled again, as SQS redelivers it
+    with pytest.raises(DeliveryPendingError):
+        alerts.handle(gpu)
+    failed = store.load(gpu["detail"]["containerInstanceArn"])
+    alerts.handle(gpu)
+
+    # Then the root posted before the failure was recorded as posted (its ts), not left as on its way
+    assert failed is not None
+    told = [delivery for (receiver, _), delivery in failed.deliveries.items() if receiver == "gpu-alerts"]
+    assert [bool(delivery.ts) for delivery in told] == [True], told
+    # and the retry posted no second root
+    assert len(roots(stand_ins)) == 1
+    stored = store.load(gpu["detail"]["containerInstanceArn"])
+    assert stored is not None and stored.leases == {}

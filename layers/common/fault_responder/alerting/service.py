@@ -876,7 +876,11 @@ class AlertService:
                 self.store.remember_page(step.subject.removeprefix("pd:"), local.arn)
             # A fleet's journal is read a page at a time: the next page, with the cursor just recorded.
             return False, None, self._reload(target, local) if batch else local
-        planned = self._plan(name, receiver, local, target)
+        try:
+            planned = self._plan(name, receiver, local, target)
+        except Exception:
+            self.store.record_delivery(local.arn, lease, after)  # what was sent is recorded whatever fails next
+            raise
         if not planned[1] and self.store.record_and_release(local.arn, lease, after, local.version):
             return True, None, local
         self.store.record_delivery(local.arn, lease, after)
