@@ -12,18 +12,41 @@ type, add a `TargetDeliverer` for its ARN's service.
 from __future__ import annotations
 
 import json
+import sys
+import types
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
-from localstack.aws.api.events import InvalidEventPatternException
-from localstack.services.events.event_rule_engine import EventPatternCompiler, EventRuleEngine
 
 from sandbox.aws import AwsClients
 from sandbox.errors import SandboxError
 from sandbox.stack import RuleSpec, RuleTarget, Stack
+
+
+def _without_localstack_api() -> None:
+    """Let localstack's rule engine be imported without localstack's API layer.
+
+    The engine takes one name from `localstack.aws.api.events`: the exception it raises for a pattern EventBridge
+    would reject. Importing that module imports the package around it (every service's API types, localstack's client
+    factory and its HTTP framework): about a fifth of a CPU-second in every sandbox command, for nothing the sandbox
+    runs. Unless some other code has already imported it, the name is served by a module holding only that
+    exception. A later localstack whose engine takes more from it fails at import, naming what is missing.
+    """
+    name = "localstack.aws.api.events"
+    if name not in sys.modules:
+        module = types.ModuleType(name, "InvalidEventPatternException alone (sandbox/eventbridge.py)")
+        module.InvalidEventPatternException = type(  # type: ignore[attr-defined]
+            "InvalidEventPatternException", (Exception,), {"__module__": name}
+        )
+        sys.modules[name] = module
+
+
+_without_localstack_api()
+from localstack.aws.api.events import InvalidEventPatternException  # noqa: E402
+from localstack.services.events.event_rule_engine import EventPatternCompiler, EventRuleEngine  # noqa: E402
 
 
 class DeliveryFailed(Exception):
