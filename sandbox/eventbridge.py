@@ -31,7 +31,7 @@ def _without_localstack_api() -> None:
 
     The engine takes one name from `localstack.aws.api.events`: the exception it raises for a pattern EventBridge
     would reject. Importing that module imports the package around it (every service's API types, localstack's client
-    factory and its HTTP framework): about a fifth of a CPU-second in every sandbox command, for nothing the sandbox
+    factory and its HTTP framework): about 0.3 CPU-seconds in every sandbox command, for nothing the sandbox
     runs. Unless some other code has already imported it, the name is served by a module holding only that
     exception. A later localstack whose engine takes more from it fails at import, naming what is missing.
     """
