@@ -26,8 +26,8 @@ from tests.integration.test_fencing import router
 
 
 class CountingStore(MemoryInstanceStore):
-    """The in-memory store, counting the writes that end a drain; `before_last_write`, when set, runs once just
-    before the first `record_and_release` (another worker writing meanwhile)."""
+    """The in-memory store, counting its releases and the outcomes of `record_and_release`; `before_last_write`,
+    when set, runs once just before the first `record_and_release` (another worker writing meanwhile)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -35,16 +35,11 @@ class CountingStore(MemoryInstanceStore):
         self.folded: list[bool] = []
         self.before_last_write: Any = None
 
-    def record_delivery(self, arn: str, lease: Lease, delivery: Delivery) -> None:
-        self.calls["record_delivery"] += 1
-        super().record_delivery(arn, lease, delivery)
-
     def release(self, arn: str, lease: Lease, version: int) -> bool:
         self.calls["release"] += 1
         return super().release(arn, lease, version)
 
     def record_and_release(self, arn: str, lease: Lease, delivery: Delivery, version: int) -> bool:
-        self.calls["record_and_release"] += 1
         if self.before_last_write is not None:
             meanwhile, self.before_last_write = self.before_last_write, None
             meanwhile()

@@ -326,20 +326,19 @@ class MemoryInstanceStore:
             stored.deliveries[(delivery.receiver, delivery.subject)] = copy.deepcopy(delivery)
 
     def release(self, arn: str, lease: Lease, version: int) -> bool:
-        with self._lock:
-            stored = self._held(arn, lease)
-            if stored.version != version:
-                return False
-            del stored.leases[lease.receiver]
-            stored.backoff.pop(lease.receiver, None)
-            return True
+        return self._release(arn, lease, version, None)
 
     def record_and_release(self, arn: str, lease: Lease, delivery: Delivery, version: int) -> bool:
+        return self._release(arn, lease, version, delivery)
+
+    def _release(self, arn: str, lease: Lease, version: int, delivery: Delivery | None) -> bool:
+        """The lease and its backoff removed (and `delivery` recorded), if the record is still at `version`."""
         with self._lock:
             stored = self._held(arn, lease)
             if stored.version != version:
                 return False
-            stored.deliveries[(delivery.receiver, delivery.subject)] = copy.deepcopy(delivery)
+            if delivery is not None:
+                stored.deliveries[(delivery.receiver, delivery.subject)] = copy.deepcopy(delivery)
             del stored.leases[lease.receiver]
             stored.backoff.pop(lease.receiver, None)
             return True
