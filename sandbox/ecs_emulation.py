@@ -25,7 +25,9 @@ in decorator mode and with the in-process moto server alike. While installed:
   until the Nth DescribeTasks shows it STOPPED. With 0 (the default) tasks are RUNNING / STOPPED at once, as
   in moto. (moto's own lifecycle moves every RUNNING task towards STOPPED each time it is described; that is
   switched off.) StopTask on a task already stopping or stopped changes nothing (moto would release its
-  resources a second time).
+  resources a second time). A process emulated on a task (an emulated trainer) does each unit of its work inside
+  `task_statuses_held()`, so its task does not turn STOPPED in the middle of a write: a container is STOPPED only
+  once its process has exited.
 - Container instances carry custom attributes (PutAttributes, through moto). ListContainerInstances honours a
   `filter` of cluster query language clauses joined by `and` (`attribute:NAME exists`, `attribute:NAME not_exists`,
   `attribute:NAME == VALUE`, `attribute:NAME != VALUE`, `ec2InstanceId in [...]`), applied before the pages are cut,
@@ -433,13 +435,19 @@ class EcsEmulation:
                     task.stop_code = stop_code
                 task.last_status = countdown.target
 
-    def stop_task(self, backend: Any, cluster: str, task_arn: str, reason: str) -> Any:
-        existing = _find_task(backend, task_arn)
-        if existing is not None and existing.last_status in ("STOPPING", "STOPPED"):
-            return existing
-        task = _originals[(ecs_models.EC2ContainerServiceBackend, "stop_task")](backend, cluster, task_arn, reason)
-        task.stop_code = "UserInitiated"
+    @contextmanager
+    def task_statuses_held(self) -> Iterator[None]:
+        """While open, no task changes status (StopTask and the lifecycle's describes wait for it to close)."""
         with self._lock:
+            yield
+
+    def stop_task(self, backend: Any, cluster: str, task_arn: str, reason: str) -> Any:
+        with self._lock:  # not while a process on the task is in the middle of a unit of work (task_statuses_held)
+            existing = _find_task(backend, task_arn)
+            if existing is not None and existing.last_status in ("STOPPING", "STOPPED"):
+                return existing
+            task = _originals[(ecs_models.EC2ContainerServiceBackend, "stop_task")](backend, cluster, task_arn, reason)
+            task.stop_code = "UserInitiated"
             self._countdowns.pop(task.task_arn, None)
             if self.stop_after_describes > 0:
                 task.last_status = "STOPPING"

@@ -7,7 +7,8 @@ when the world is seeded are the first run, at the trainer's `start_step`; tasks
 relaunch, their containers' environment naming `RESUME_FROM`) are a new run from that checkpoint's step. A run
 trains while it has all its ranks (as many tasks as the first run had) and every one is RUNNING: one step every
 `step_seconds` of `time.monotonic` (the sandbox may move the wall clock on while idle; training progress must not
-jump with it). A run whose tasks are all STOPPED has ended and writes nothing more.
+jump with it). A run whose tasks are all STOPPED has ended and writes nothing more; a step, with the checkpoint it
+writes, is done before any of its tasks turns STOPPED, as a container is STOPPED only once its process has exited.
 
 Everything S3 sees is written by the training helper itself (`save_checkpoint`, `CheckpointRequests`), the helper
 a job copies into its image, so checkpoints, answers and holds have exactly the shape real jobs give them. Tasks are
@@ -262,13 +263,15 @@ class _JobTrainer:
             run.next_step_at = now + self.settings.step_seconds
         while run.hold is None and now >= run.next_step_at:
             # Each step due is trained only while every rank still runs as of now: on a loaded machine a tick may
-            # come late, and the steps it catches up on must not be written after the workflow stopped the run.
-            if not self._all_running(run):
-                run.next_step_at = None
-                return
-            run.step += 1
-            run.next_step_at += self.settings.step_seconds
-            self._boundary(run)
+            # come late, and the steps it catches up on must not be written after the workflow stopped the run. A
+            # step and its checkpoint are one unit of work: no rank turns STOPPED halfway through its writes.
+            with self._emulation.task_statuses_held():
+                if not self._all_running(run):
+                    run.next_step_at = None
+                    return
+                run.step += 1
+                run.next_step_at += self.settings.step_seconds
+                self._boundary(run)
 
     def _all_running(self, run: TrainingRun) -> bool:
         statuses = {task.arn: task.status for task in self._tasks()}

@@ -254,6 +254,31 @@ def test_a_relaunch_from_a_checkpoint_is_a_second_run_and_the_first_says_what_it
     assert first["steps_lost"] == first["last_step"] - newest
 
 
+def test_a_stop_waits_for_the_checkpoint_being_written_so_the_run_ends_on_a_whole_one(
+    train: Callable[..., Training],
+) -> None:
+    # Given a job that saves every step, each save many files long: it is writing a checkpoint most of the time
+    training = train(step_seconds=0.001, checkpoint_every=1, files_per_checkpoint=40)
+    training.wait_for("three checkpoints", lambda: len(training.run(1)["checkpoints"]) >= 3)
+
+    # When its task is stopped, as the workflow stops it, and the checkpoints are read as soon as StopTask returns
+    training.stop("rank-0")
+    listed = training.s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/llm-7b/")["Contents"]
+
+    # Then no folder is half written: the step in flight finished, manifest included, before the task was STOPPED
+    folders: dict[str, set[str]] = {}
+    for item in listed:
+        folder, name = item["Key"].rsplit("/", 1)
+        folders.setdefault(folder, set()).add(name)
+    half_written = sorted(folder for folder, names in folders.items() if "_COMPLETE" not in names)
+    assert half_written == [], f"folders with no manifest once StopTask returned: {half_written}"
+    # And that last checkpoint is the run's last: it wrote nothing after the stop
+    training.wait_for("the run's end", lambda: training.run(1)["ended"])
+    run = training.run(1)
+    assert run["checkpoints"][-1] == run["last_step"] == max(int(folder[-6:]) for folder in folders)
+    assert len(training.s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/llm-7b/")["Contents"]) == len(listed)
+
+
 def test_a_gang_missing_a_rank_trains_no_further(train: Callable[..., Training]) -> None:
     # Given a job of two tasks, training
     gang = train(ranks=2)
