@@ -263,20 +263,27 @@ def test_a_stop_waits_for_the_checkpoint_being_written_so_the_run_ends_on_a_whol
 
     # When its task is stopped, as the workflow stops it, and the checkpoints are read as soon as StopTask returns
     training.stop("rank-0")
-    listed = training.s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/llm-7b/")["Contents"]
+    listed = keys(training)
 
     # Then no folder is half written: the step in flight finished, manifest included, before the task was STOPPED
     folders: dict[str, set[str]] = {}
-    for item in listed:
-        folder, name = item["Key"].rsplit("/", 1)
-        folders.setdefault(folder, set()).add(name)
+    for key in listed:
+        folder, name = key.rsplit("/", 1)
+        folders.setdefault(f"s3://{BUCKET}/{folder}/", set()).add(name)
     half_written = sorted(folder for folder, names in folders.items() if "_COMPLETE" not in names)
     assert half_written == [], f"folders with no manifest once StopTask returned: {half_written}"
     # And that last checkpoint is the run's last: it wrote nothing after the stop
     training.wait_for("the run's end", lambda: training.run(1)["ended"])
     run = training.run(1)
-    assert run["checkpoints"][-1] == run["last_step"] == max(int(folder[-6:]) for folder in folders)
-    assert len(training.s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/llm-7b/")["Contents"]) == len(listed)
+    assert run["checkpoints"][-1] == run["last_step"]
+    assert max(folders) == checkpoint_helper().checkpoint_folder_uri(URI, run["last_step"])
+    assert keys(training) == listed
+
+
+def keys(training: Training) -> list[str]:
+    """Every key under llm-7b's checkpoint prefix, all pages."""
+    pages = training.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="runs/llm-7b/")
+    return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
 
 def test_a_gang_missing_a_rank_trains_no_further(train: Callable[..., Training]) -> None:
