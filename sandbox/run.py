@@ -41,6 +41,7 @@ import dataclasses
 import io
 import json
 import shlex
+import sys
 import threading
 import time
 import uuid
@@ -121,16 +122,25 @@ def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
         return run.execute()
 
 
+PRODUCT_CLOCK_MODULE = "fault_responder.core.elapsed"
+"""The product's elapsed-time clock (every timer that decides by time passed across calls reads it)."""
+
+
 class SandboxClock:
     """The clock of a run's `delay_seconds`: a delay passes at once when nothing is running.
 
     Between steps every queue has been drained into the functions; when no execution is running either, and no
     emulated trainer is training (sandbox/trainer_emulation.py), nothing would happen during the delay but the clock
-    moving on. So the clock of the whole process moves on by the delay at once (time-machine: `time.time`,
-    `datetime.now` and the like, for the functions, moto and the stand-ins alike), and the run carries on from there,
-    as if it had waited: a sweep a minute later sees a minute gone, records written before are a minute old. While an
-    execution runs or a trainer trains, the delay is waited. `time.monotonic` (timeouts, the scenario's deadline,
-    training steps) is not moved, and the clock is back to the real time when the run ends.
+    moving on. So the clocks move on by the delay at once, and the run carries on from there, as if it had waited:
+    the wall clock of the whole process (time-machine: `time.time`, `datetime.now` and the like, for the functions,
+    moto and the stand-ins alike), so that a sweep a minute later sees a minute gone and records written before are
+    a minute old; and the product's elapsed-time clock (`fault_responder.core.elapsed`, as the functions loaded it),
+    so that the router's copy of the silences, its caches and its rate limits are a minute older too. While an
+    execution runs or a trainer trains, the delay is waited, and every clock moves by itself. `time.monotonic` and
+    `time.perf_counter` are never moved: they bound the run's own waits (timeouts, the scenario's deadline, an
+    invocation's time budget) and the emulations' real time (training steps, instance launches). The wall clock is
+    back to the real time when the run ends; the elapsed-time clock stays ahead, as a monotonic clock never goes
+    back.
     """
 
     def __init__(self) -> None:
@@ -148,6 +158,9 @@ class SandboxClock:
             self._travel = time_machine.travel(time.time(), tick=True)
             self._coordinates = self._travel.start()
         self._coordinates.shift(seconds)
+        product_clock = sys.modules.get(PRODUCT_CLOCK_MODULE)
+        if product_clock is not None:  # (else no product code is loaded: no timer reads it)
+            product_clock.skip(seconds)
         self.skipped_seconds += seconds
 
     def stop(self) -> None:

@@ -27,7 +27,8 @@ from fault_responder.actions.interactive import Permissions
 from fault_responder.actions.slack_actions import SlackActions
 from fault_responder.adapters.interaction_store import DynamoDBInteractionStore, approval_id
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
-from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, StepFunctionsTaskAnswers
+from fault_responder.adapters.slack_actions_io import GROUP_CACHE_SECONDS, ResponseUrlReplies, StepFunctionsTaskAnswers
+from fault_responder.core import elapsed
 from fault_responder.incidents.incident_actions import ActionKind, IncidentAction, Via, parse_action
 from fault_responder.notification.buttons import IncidentButton
 from fault_responder.wiring import slack_actions as actions_bootstrap
@@ -352,6 +353,17 @@ def test_resolve_by_a_resolver_and_by_a_member_of_a_resolver_group_goes_to_the_r
     assert len({a.key for a in actions}) == 3  # three presses, three actions (the router acts on the first)
     reads = [r for r in deployed.standins.requests if r["path"].endswith("usergroups.users.list")]
     assert len(reads) == 1  # the group's members are kept, not read per press
+
+
+def test_a_groups_members_are_read_again_once_five_minutes_passed_on_the_products_clock(deployed: Deployed) -> None:
+    # (fault_responder.core.elapsed: the clock a scenario's delay moves on, docs/sandbox.md#clocks)
+    assert deployed.press("incident_resolve", BUTTON, user="U0ONCALL01")[0]["statusCode"] == 200
+    elapsed.skip(GROUP_CACHE_SECONDS - 30)
+    assert deployed.press("incident_resolve", BUTTON, user="U0ONCALL01")[0]["statusCode"] == 200
+    elapsed.skip(30)
+    assert deployed.press("incident_resolve", BUTTON, user="U0ONCALL01")[0]["statusCode"] == 200
+    reads = [r for r in deployed.standins.requests if r["path"].endswith("usergroups.users.list")]
+    assert len(reads) == 2
 
 
 def test_a_group_that_cannot_be_read_lets_no_one_in(monkeypatch: pytest.MonkeyPatch, deployed: Deployed) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools.utilities import parameters
+
+from fault_responder.core import elapsed
 
 SECRET_CACHE_SECONDS = 300
 MIN_FORCED_REFRESH_SECONDS = 60.0
@@ -67,7 +68,7 @@ class RotatingSecret(Generic[_T]):
     `secret(force=True)` reads the secret again, at most once a minute (else the cached value)."""
 
     def __init__(
-        self, name: str, fetch: Callable[[str, bool], Any], monotonic: Callable[[], float] = time.monotonic
+        self, name: str, fetch: Callable[[str, bool], Any], monotonic: Callable[[], float] = elapsed.monotonic
     ) -> None:
         self._name = name
         self._fetch = fetch

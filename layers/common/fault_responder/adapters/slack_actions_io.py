@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from fault_responder.adapters.http import Budget, HttpSession, RetryPolicy, send_json
 from fault_responder.adapters.slack import SlackWebApi
+from fault_responder.core import elapsed
 from fault_responder.core.observability import logger
 from fault_responder.notification.contract import DeliveryError
 
@@ -94,7 +94,7 @@ class SlackUserGroups:
         base_url: str,
         *,
         session: HttpSession | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = elapsed.monotonic,
         cache_seconds: float = GROUP_CACHE_SECONDS,
     ) -> None:
         self._token = token

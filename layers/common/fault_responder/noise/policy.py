@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from fault_responder.core import elapsed
 from fault_responder.core.domain import Alert, EntryKind, Incident, TimelineEntry
 from fault_responder.incidents.record import NoticeFact
 from fault_responder.noise.silences import Silence, iso, silencing
@@ -159,7 +159,7 @@ class SilenceCache:
         self,
         load: Callable[[], Iterable[Silence]],
         refresh_seconds: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = elapsed.monotonic,
     ) -> None:
         self._load = load
         self._refresh_seconds = refresh_seconds
