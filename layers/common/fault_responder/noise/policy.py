@@ -37,7 +37,9 @@ from fault_responder.routing.router import InhibitRule
 
 log = logging.getLogger(__name__)
 _SYNCHRONOUS_EVERY = 1.0
-"""Seconds: with no refresh interval, the silences are read again before an event at most this often."""
+"""Seconds: with no refresh interval, the silences are read again before an event at most this often, and a copy
+holds something back this long; and a failed read is tried again on the way to holding something back at most this
+often."""
 
 Silencer = Callable[[Labels, datetime], str | None]
 """Labels, now -> why they are silenced (naming the silence), or None."""
@@ -147,12 +149,34 @@ class Policy:
         return replace(alert, muted=muted) if muted else alert
 
 
-class SilenceCache:
-    """The silences, read at most every `refresh_seconds`: a new silence takes effect within that time.
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    silences: tuple[Silence, ...]
+    read_at: float
+    """When the read that made this copy started (the cache's clock): the copy is as old as that, at least."""
 
-    The first read is made before the first event is handled; later reads happen in the background, so no page
-    ever waits for one (the event at hand uses the silences read last). With `refresh_seconds` 0 every read is
-    made at once, before the event is handled (at most once a second). `refresh()` reads at once (the sweep).
+
+class SilenceCache:
+    """The silences, read at most every `refresh_seconds`; a silence holds something back only when they were read
+    at most that long ago.
+
+    - The first read is made before the first event is handled. Later reads happen in the background when they are
+      due, so nothing that is let through ever waits for one: what no silence in the copy holds back is told at
+      once, and a new silence may let a page through until the next read.
+    - Before a silence holds an incident or notice back, the copy it is in must be no older than `refresh_seconds`.
+      An older copy is read again first, at once (one read, whoever asks first; the others wait for it), and only
+      what the new copy silences is held back: a silence expired more than `refresh_seconds` ago never holds back
+      anything, however long the router was idle.
+    - With `refresh_seconds` 0 every read is made at once, before the event is handled, at most once a second; a
+      copy holds something back for a second.
+    - A read that fails keeps the copy as it was, and as old. When it is too old to hold something back and cannot
+      be read again, that is let through (logged): a page that goes out despite a silence is the safe mistake, one
+      that never goes out is not. After a failed read the next is tried when due, or after a second on that path.
+    - Reads may overlap (one in the background, one at once): the copy kept is the one whose read started last.
+    - `refresh()` reads at once (the sweep, a silence just made), and raises if the silences cannot be read.
+
+    Ages are measured with `clock`, the product's elapsed-time clock (fault_responder.core.elapsed), which the
+    sandbox moves on with a scenario's delays.
     """
 
     def __init__(
@@ -163,50 +187,109 @@ class SilenceCache:
     ) -> None:
         self._load = load
         self._refresh_seconds = refresh_seconds
+        self._holds_for = refresh_seconds if refresh_seconds > 0 else _SYNCHRONOUS_EVERY
+        """How old a copy may be and still hold something back."""
         self._clock = clock
-        self._silences: tuple[Silence, ...] = ()
-        self._loaded_at: float | None = None
+        self._copy: _Copy | None = None
+        self._tried_at: float | None = None
+        """When the latest read started, whatever its outcome: the next one is due from then."""
+        self._failed_at: float | None = None
+        """When the latest read that failed started."""
+        self._state = threading.Lock()
+        self._reading = threading.Lock()
+        """One read at once (before an event, or before holding something back) at a time."""
         self._loading = threading.Lock()
+        """One read in the background at a time."""
 
     def refresh(self) -> None:
         """Read the silences now; raises if they cannot be read."""
-        self._silences = tuple(self._load())
-        self._loaded_at = self._clock()
+        self._read(raising=True)
+
+    def refresh_or_keep(self) -> None:
+        """Read the silences now; when they cannot be read, the copy is kept as it was (and as old), and logged."""
+        self._read(raising=False)
 
     def silencer(self, labels: Labels, now: datetime) -> str | None:
-        self._keep_fresh()
-        silence = silencing(self._silences, labels, now)
-        if silence is None:
+        copy = self._before_judging()
+        silence = silencing(copy.silences, labels, now) if copy is not None else None
+        if copy is None or silence is None:
+            self._keep_fresh()
             return None
+        if self._clock() - copy.read_at > self._holds_for:
+            fresh = self._read_before_holding(copy)
+            if fresh is None:
+                log.warning(
+                    "silence %s would hold this back, but the silences were read %.0f s ago and cannot be read "
+                    "now: let through",
+                    silence.id,
+                    self._clock() - copy.read_at,
+                )
+                return None
+            silence = silencing(fresh.silences, labels, now)
+            if silence is None:
+                return None
         return f"silenced by {silence.id} ({silence.created_by}: {silence.comment}) until {iso(silence.ends_at)}"
 
+    def _before_judging(self) -> _Copy | None:
+        """The copy to judge by: read first when there is none yet, or with `refresh_seconds` 0 when one is due."""
+        if self._tried_at is None:
+            self._read_once(lambda: self._tried_at is None)
+        elif self._refresh_seconds <= 0 and self._due(_SYNCHRONOUS_EVERY):
+            self._read_once(lambda: self._due(_SYNCHRONOUS_EVERY))
+        return self._copy
+
     def _keep_fresh(self) -> None:
-        if self._loaded_at is None:
-            self.refresh_or_keep()
-            return
-        if self._refresh_seconds <= 0:
-            if self._clock() - self._loaded_at >= _SYNCHRONOUS_EVERY:
-                self.refresh_or_keep()
-            return
-        if self._clock() - self._loaded_at < self._refresh_seconds or not self._loading.acquire(blocking=False):
-            return
-        self._loaded_at = self._clock()  # one refresh at a time, and not again until it is due again
-        threading.Thread(target=self._background, daemon=True, name="silences").start()
+        """On the way to letting something through: a read in the background, when one is due."""
+        if self._refresh_seconds > 0 and self._due(self._refresh_seconds) and self._loading.acquire(blocking=False):
+            threading.Thread(target=self._background, daemon=True, name="silences").start()
+
+    def _due(self, every: float) -> bool:
+        tried_at = self._tried_at
+        return tried_at is None or self._clock() - tried_at >= every
+
+    def _read_once(self, still_due: Callable[[], bool]) -> None:
+        with self._reading:
+            if still_due():  # (else another thread read them while this one waited)
+                self._read(raising=False)
+
+    def _read_before_holding(self, stale: _Copy) -> _Copy | None:
+        """A copy read at most `refresh_seconds` ago: read now unless another thread just did (None: it cannot be
+        read, or a read that started after `stale` failed less than a second ago)."""
+        with self._reading:
+            now = self._clock()
+            copy = self._copy
+            if copy is not None and now - copy.read_at <= self._holds_for:
+                return copy
+            failed_at = self._failed_at
+            if failed_at is not None and failed_at >= stale.read_at and now - failed_at < _SYNCHRONOUS_EVERY:
+                return None
+            return self._read(raising=False)
 
     def _background(self) -> None:
         try:
-            self.refresh_or_keep()
+            self._read(raising=False)
         finally:
             self._loading.release()
 
-    def refresh_or_keep(self) -> None:
-        """A page that goes out despite a silence is better than one that never goes out: when the silences cannot
-        be read, the ones read last (or none) apply, and the read is tried again when the next one is due."""
+    def _read(self, *, raising: bool) -> _Copy | None:
+        """Read the silences; returns the copy kept after it (None when the read failed and `raising` is off)."""
+        started = self._clock()
+        with self._state:
+            self._tried_at = started if self._tried_at is None else max(self._tried_at, started)
         try:
-            self.refresh()
+            silences = tuple(self._load())
         except Exception as error:
-            self._loaded_at = self._clock()
-            log.warning("silences could not be read; the last ones read apply (%s)", type(error).__name__)
+            with self._state:
+                self._failed_at = started if self._failed_at is None else max(self._failed_at, started)
+            if raising:
+                raise
+            log.warning("silences could not be read; the copy read before is kept (%s)", type(error).__name__)
+            return None
+        with self._state:
+            # A read that started before the copy's (a slow read in the background) is older news: dropped.
+            if self._copy is None or started >= self._copy.read_at:
+                self._copy = _Copy(silences, started)
+            return self._copy
 
 
 def _quiet_reason(
