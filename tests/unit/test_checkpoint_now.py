@@ -182,6 +182,48 @@ def test_a_checkpoint_answers_by_naming_the_request_or_by_finishing_in_a_later_s
     assert not answers(checkpoint(120, None), request, stored_at)
 
 
+def marked(step: int, written_at: datetime, marker: MarkerKind, answers: str | None = None) -> Checkpoint:
+    """A complete checkpoint committed by `marker` (only a manifest can carry `answers`)."""
+    return checkpoint(step, written_at).model_copy(update={"marker": marker, "answers": answers})
+
+
+def test_a_periodic_manifest_that_names_no_request_never_answers_however_late() -> None:
+    # Given a request, and a job that ignores it but keeps saving with the helper (a manifest without `answers`)
+    request = new_request(NOW, wait=timedelta(minutes=5), token="00000005")
+    stored_at = NOW.replace(microsecond=0)
+
+    # Then none of its saves answers, from the same second to long after the request
+    for later in (0, 1, 2, 60, 299):
+        periodic = marked(120 + later, stored_at + timedelta(seconds=later), MarkerKind.MANIFEST)
+        assert not answers(periodic, request, stored_at), later
+        assert not answers(periodic, request, None), later
+
+
+def test_a_manifest_naming_the_request_answers_it_and_one_naming_another_does_not() -> None:
+    request = new_request(NOW, wait=timedelta(minutes=5), token="00000006")
+    stored_at = NOW.replace(microsecond=0)
+    later = stored_at + timedelta(seconds=30)
+
+    # A manifest naming the request answers, even of the request's own second (S3's second may round it down)
+    assert answers(marked(130, later, MarkerKind.MANIFEST, answers=request.id), request, stored_at)
+    assert answers(marked(130, stored_at, MarkerKind.MANIFEST, answers=request.id), request, stored_at)
+    # One naming another request (an operator's, answered before) does not, however much later it was written
+    assert not answers(marked(130, later, MarkerKind.MANIFEST, answers="cn-20261202T150000Z-0000000a"), request, None)
+    assert not answers(marked(130, later, MarkerKind.MANIFEST, answers="cn-other"), request, stored_at)
+
+
+@pytest.mark.parametrize("marker", [MarkerKind.DCP_METADATA, MarkerKind.COMPLETED_FILE, MarkerKind.MEGATRON_TRACKER])
+def test_a_marker_that_cannot_name_the_request_answers_by_its_time(marker: MarkerKind) -> None:
+    request = new_request(NOW, wait=timedelta(minutes=5), token="00000007")
+    stored_at = NOW.replace(microsecond=0)
+
+    # Written in a later second than the request was stored: it holds everything trained before the request
+    assert answers(marked(140, stored_at + timedelta(seconds=1), marker), request, stored_at)
+    # Of the same second, or before: it may predate the request
+    assert not answers(marked(140, stored_at, marker), request, stored_at)
+    assert not answers(marked(140, stored_at - timedelta(seconds=5), marker), request, stored_at)
+
+
 class Clock:
     """A clock that only moves when the wait sleeps, and a job that saves at a chosen moment."""
 

@@ -21,7 +21,7 @@ from fault_responder.resume.checkpoint_now import (
     judge_answer,
     skip_reason,
 )
-from fault_responder.resume.checkpoints import CheckpointStoreError, S3Location
+from fault_responder.resume.checkpoints import CheckpointStoreError, MarkerKind, S3Location
 from fault_responder.resume.config import Mode, ResumeConfig
 from fault_responder.resume.fault import (
     PLANNED_DRAIN,
@@ -103,6 +103,26 @@ def test_at_the_deadline_the_move_falls_back_to_the_newest_complete_checkpoint()
     # Then the request timed out and the move resumes from the newest complete checkpoint
     assert judged.state == MoveAsk.TIMED_OUT and judged.waited_seconds == 300
     assert resume_from == periodic
+
+
+def test_periodic_saves_during_the_wait_neither_end_it_nor_answer_and_the_move_falls_back_to_the_newest() -> None:
+    # Given a job that ignores the request and saves with the helper every 30 s (manifests naming no request)
+    periodic = [
+        checkpoint(200 + 30 * n, NOW + timedelta(seconds=30 * n)).model_copy(update={"marker": MarkerKind.MANIFEST})
+        for n in range(1, 11)
+    ]
+
+    # When the wait searches every 30 s, up to the deadline
+    asked = ASKED
+    for n, newest in enumerate(periodic[:-1], start=1):
+        asked, resume_from = judge_answer(asked, newest, NOW + timedelta(seconds=30 * n, milliseconds=500))
+        # Then no periodic save ends the wait
+        assert (asked.state, resume_from) == (MoveAsk.ASKED, None), newest.step
+    asked, resume_from = judge_answer(asked, periodic[-1], NOW + timedelta(minutes=5))
+
+    # And at the deadline the request timed out, and the move resumes from the newest periodic save
+    assert (asked.state, asked.answered_step, asked.waited_seconds) == (MoveAsk.TIMED_OUT, None, 300)
+    assert resume_from == periodic[-1] and asked.searches == 10
 
 
 class _Requests:

@@ -6,11 +6,13 @@ steps (one conditional GetObject: nothing is transferred while it is unchanged),
 with the request's id in the manifest (`answers`), and, when asked, holds there until the job is stopped, so
 that a move right after the save loses no step.
 
-A complete checkpoint answers a request when its manifest names the request, or when its commit marker was
-written after the request was stored, in a later second (S3 keeps these times to the second): DCP's `.metadata`, a
-`COMPLETED` file and Megatron's tracker cannot carry an id, and a save finished after the request holds everything
-trained before it. Both times are S3's own (the request object's and the marker's LastModified), so no clock of
-ours is compared with S3's.
+A complete checkpoint answers a request only when it names the request, wherever its commit marker can: a
+`_COMPLETE` manifest answers when its `answers` is the request's id, and never by its time, so a periodic save
+finished during the wait (by a job that ignores the request and trains on) is not taken for the answer. The time
+rule is only for the markers that cannot carry an id (DCP's `.metadata`, a `COMPLETED` file, Megatron's tracker):
+one of those answers when it was written after the request was stored, in a later second (S3 keeps these times to
+the second), as a save finished after the request holds everything trained before it. Both times are S3's own (the
+request object's and the marker's LastModified), so no clock of ours is compared with S3's.
 
 Domain only: reading and writing the request is `fault_responder.adapters.s3_checkpoints.S3CheckpointRequests`.
 """
@@ -29,6 +31,7 @@ from fault_responder.resume.checkpoints import (
     REQUEST_ID_RE,
     Checkpoint,
     CheckpointSearch,
+    MarkerKind,
     S3Location,
     parse_checkpoint_uri,
 )
@@ -150,13 +153,22 @@ def parse_request(raw: bytes | None) -> CheckpointRequest | str:
     )
 
 
+NAMING_MARKERS = frozenset({MarkerKind.MANIFEST})
+"""The commit markers a save can name a request in: `_COMPLETE`, whose `answers` the responder reads. The others
+cannot carry an id: DCP's `.metadata` is torch's own serialised metadata, never read (only its size is checked); a
+`COMPLETED` file may be empty and is never read; Megatron's tracker holds an iteration number only."""
+
+
 def answers(checkpoint: Checkpoint | None, request: CheckpointRequest, stored_at: datetime | None) -> bool:
     """Whether `checkpoint` (the newest complete one) answers `request`, stored by S3 at `stored_at` (its
-    LastModified; the request's own time when unknown)."""
+    LastModified; the request's own time when unknown): by naming it, where its marker can name it (NAMING_MARKERS),
+    else by its marker's time."""
     if checkpoint is None:
         return False
-    if checkpoint.answers == request.id:
-        return True
+    if checkpoint.marker in NAMING_MARKERS:
+        # A manifest that does not name the request is a save the job made for itself (a periodic one), however
+        # recent: the job did not answer, so it did not hold either, and trained on after it.
+        return checkpoint.answers == request.id
     since = stored_at or request.requested_at
     # Strictly later: S3 keeps these times to the second, and a marker of the same second may predate the request.
     return checkpoint.written_at is not None and checkpoint.written_at > since
