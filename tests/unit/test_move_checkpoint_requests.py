@@ -21,7 +21,7 @@ from fault_responder.resume.checkpoint_now import (
     judge_answer,
     skip_reason,
 )
-from fault_responder.resume.checkpoints import CheckpointStoreError, MarkerKind, S3Location
+from fault_responder.resume.checkpoints import Checkpoint, CheckpointStoreError, MarkerKind, S3Location
 from fault_responder.resume.config import Mode, ResumeConfig
 from fault_responder.resume.fault import (
     PLANNED_DRAIN,
@@ -34,7 +34,8 @@ from fault_responder.resume.fault import (
     move_event,
     move_from_event,
 )
-from fault_responder.resume.notices import NoticeKind, build_notice
+from fault_responder.resume.notices import Notice, NoticeKind, build_notice
+from fault_responder.resume.recovery import steps_lost
 from fault_responder.resume.steps import ResumeSteps
 from tests.conftest import load_event
 from tests.unit.test_checkpoint_now import NOW, checkpoint
@@ -273,6 +274,71 @@ def test_the_resumed_notice_says_how_the_request_ended() -> None:
     }
 
 
+def _moved_without_an_answer(newest: Checkpoint, launched_after: timedelta) -> Notice:
+    """The Resumed notice of a move whose request (made when step 200, written at NOW, was the newest complete
+    checkpoint) timed out, resumed from `newest`, relaunched `launched_after` NOW."""
+    timed_out = ASKED.model_copy(update={"state": MoveAsk.TIMED_OUT, "waited_seconds": 300.0, "before_at": NOW})
+    plan = _plan().model_copy(update={"checkpoint_now": timed_out})
+    moved = launch(checkpoint=newest, launched_at=NOW + launched_after)
+    return build_notice(request(NoticeKind.RESUMED, fault=_fault(), job=a_job(), plan=plan, launch=moved), NOW)
+
+
+def test_a_move_nobody_answered_says_how_many_steps_it_lost_and_what_the_count_rests_on() -> None:
+    # Given a job that ignored the request and saved step 290 45 s after step 200 (90 steps in 45 s), and was
+    # stopped and relaunched 10 s after that save
+    newest = checkpoint(290, NOW + timedelta(seconds=45)).model_copy(update={"marker": MarkerKind.MANIFEST})
+
+    # When the Resumed notice is built
+    notice = _moved_without_an_answer(newest, timedelta(seconds=55))
+
+    # Then it says no answer came, and the steps lost: 10 s at 2 steps a second, as an estimate saying its basis
+    assert "Checkpoint now: no answer to request cn-1 within 5m 00s: moved from the newest complete" in notice.text
+    assert (
+        "Steps lost: about 20, trained in the 10s from the save of step 290 until the job was seen stopped (an "
+        "estimate: the responder sees the job's checkpoints, not the step it had reached, and counts at their pace, "
+        "90 steps in 45s)."
+    ) in notice.text
+    figures = notice.details["recovery"]["checkpoint_now"]
+    assert (figures["state"], figures["answered_step"]) == ("timed_out", None)
+    assert figures["steps_lost"] == {
+        "estimate": 20,
+        "after_step": 290,
+        "trained_seconds": 10.0,
+        "pace_steps": 90,
+        "pace_seconds": 45.0,
+    }
+
+
+def test_without_a_checkpoint_since_the_request_the_steps_lost_are_not_known_and_it_says_so() -> None:
+    # Given a job that saved nothing since the request: its checkpoints show no pace
+    notice = _moved_without_an_answer(checkpoint(200, NOW), timedelta(seconds=55))
+
+    assert (
+        "Steps lost: not known: every step trained in the 55s from the save of step 200 until the job was seen "
+        "stopped (the responder sees the job's checkpoints, not the step it had reached, and no two of them show "
+        "its pace)."
+    ) in notice.text
+    assert notice.details["recovery"]["checkpoint_now"]["steps_lost"]["estimate"] is None
+
+
+def test_an_answer_taken_by_its_time_does_not_claim_the_job_held() -> None:
+    # Given a DCP checkpoint (.metadata, which cannot name a request) written 2 s after the request
+    dcp = checkpoint(257, ASKED.stored_at + timedelta(seconds=2))
+
+    # When the wait judges it, and the move is told
+    judged, resume_from = judge_answer(ASKED, dcp, NOW + timedelta(seconds=3))
+    plan = _plan().model_copy(update={"checkpoint_now": judged})
+    notice = build_notice(request(NoticeKind.RESUMED, fault=_fault(), job=a_job(), plan=plan, launch=launch()), NOW)
+
+    # Then it is the answer, said to be taken by its time, not a save the job held at
+    assert (judged.state, judged.answered_named, resume_from) == (MoveAsk.ANSWERED, False, dcp)
+    assert "Checkpoint now: step 257 was saved 3s after request cn-1, under a commit marker that cannot name" in (
+        notice.text
+    )
+    assert "held there until it was stopped" not in notice.text
+    assert notice.details["recovery"]["checkpoint_now"]["answered_named"] is False
+
+
 def test_an_answer_is_judged_once_per_search_and_counted() -> None:
     # Given a request searched twice without an answer
     first, _ = judge_answer(ASKED, None, NOW + timedelta(seconds=1))
@@ -368,3 +434,38 @@ def test_an_operators_move_is_a_planned_move_of_its_one_job() -> None:
 def test_a_move_event_that_is_not_one_is_not_applicable_and_says_why(changes: dict[str, Any], why: str) -> None:
     with pytest.raises(NotResumableError, match=why):
         move_from_event(_move(**changes))
+
+
+@pytest.mark.parametrize(
+    ("earlier", "newest_at", "expected"),
+    [
+        # 60 steps in 30 s, then 15 s trained after the newest save: about 30 steps
+        ((200, NOW - timedelta(seconds=30)), NOW, (30, 60, timedelta(seconds=30))),
+        # Rounded to the nearest step: 10 steps in 3 s, 15 s after the save: 50
+        ((250, NOW - timedelta(seconds=3)), NOW, (50, 10, timedelta(seconds=3))),
+        # No newer checkpoint than the earlier one, or both of one S3 second: no pace, so not known
+        ((260, NOW), NOW, (None, None, None)),
+        ((240, NOW), NOW, (None, None, None)),
+        ((None, None), NOW, (None, None, None)),
+    ],
+)
+def test_the_steps_lost_are_the_work_lost_at_the_pace_of_two_checkpoints(
+    earlier: tuple[int | None, datetime | None], newest_at: datetime, expected: tuple[Any, ...]
+) -> None:
+    newest = checkpoint(260, newest_at)
+
+    lost = steps_lost(
+        newest, _fault(), earlier_step=earlier[0], earlier_at=earlier[1], stopped_at=NOW + timedelta(seconds=15)
+    )
+
+    assert lost is not None and (lost.after_step, lost.trained) == (260, timedelta(seconds=15))
+    assert (lost.steps, lost.pace_steps, lost.pace_time) == expected
+
+
+def test_no_steps_are_lost_by_a_save_made_when_the_job_stopped_and_none_are_counted_without_a_time() -> None:
+    saved_at_stop = steps_lost(
+        checkpoint(260, NOW), _fault(), earlier_step=200, earlier_at=NOW - timedelta(seconds=30), stopped_at=NOW
+    )
+    assert saved_at_stop is not None and (saved_at_stop.steps, saved_at_stop.trained) == (0, timedelta(0))
+    assert steps_lost(checkpoint(260, None), _fault(), earlier_step=200, earlier_at=NOW, stopped_at=NOW) is None
+    assert steps_lost(None, _fault(), earlier_step=200, earlier_at=NOW, stopped_at=NOW) is None

@@ -273,8 +273,13 @@ class MoveCheckpoint(_Payload):
     """S3's time of the request object (what a marker without an id is compared with)."""
     before_step: int | None = None
     """The newest complete checkpoint's step when the request was made."""
+    before_at: datetime | None = None
+    """When that checkpoint was written (S3's time): with the one a move resumes from, the job's pace."""
     answered_step: int | None = None
     answered_uri: str | None = None
+    answered_named: bool | None = None
+    """Whether the answer named the request (a manifest's `answers`); False: a marker that cannot, taken by its
+    time, after which the job may have trained on."""
     waited_seconds: float | None = None
     """From the request to the answer, or to the deadline."""
     searches: int = 0
@@ -303,7 +308,12 @@ def judge_answer(
     total = asked.searches + 1
     waited = (now - request.requested_at).total_seconds()
     if answers(newest, request, asked.stored_at) and newest is not None:
-        update = {"answered_step": newest.step, "answered_uri": newest.uri, "waited_seconds": waited}
+        update = {
+            "answered_step": newest.step,
+            "answered_uri": newest.uri,
+            "answered_named": newest.marker in NAMING_MARKERS,
+            "waited_seconds": waited,
+        }
         return asked.model_copy(update={"state": MoveAsk.ANSWERED, "searches": total, **update}), newest
     if now >= request.deadline:
         update = {"state": MoveAsk.TIMED_OUT, "searches": total, "waited_seconds": waited}

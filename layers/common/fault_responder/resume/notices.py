@@ -19,7 +19,7 @@ from fault_responder.resume.checkpoints import Checkpoint
 from fault_responder.resume.config import EVIDENCE_ITEMS, Mode, ResumeConfig, _clip, _Payload
 from fault_responder.resume.fault import PLANNED_MOVE, Fault, Guards, Quarantine
 from fault_responder.resume.jobs import FoundJobs, Job
-from fault_responder.resume.recovery import TRAINS_ON, work_lost
+from fault_responder.resume.recovery import TRAINS_ON, StepsLost, steps_lost, work_lost
 from fault_responder.resume.relaunch import Launch
 from fault_responder.resume.spares import SpareUse, describe_use
 from fault_responder.resume.watch import TaskWatch
@@ -288,7 +288,7 @@ def _resumed(r: NoticeRequest, now: datetime) -> _Built:
         used = launch.checkpoint.step if launch.checkpoint else -1
         newer = tuple(folder for folder in r.plan.skipped if folder.step > used)
         text += _skipped_text(r.plan.model_copy(update={"skipped": newer, "skipped_count": len(newer)}))
-        text += _checkpoint_now_text(r.plan.checkpoint_now)
+        text += _checkpoint_now_text(r.plan.checkpoint_now, _moved_steps_lost(r, launch), r.fault)
     if launch.spare is not None and (spare := describe_use(launch.spare)):
         text += f"\n{spare}"
     return title, text, PagerDutyAction.CHANGE, Severity.INFO
@@ -311,12 +311,19 @@ def _spare_refill_failed(r: NoticeRequest, now: datetime) -> _Built:
     return title, text, PagerDutyAction.TRIGGER, Severity.WARNING
 
 
-def _checkpoint_now_text(asked: MoveCheckpoint | None) -> str:
-    """How the move's request for a checkpoint now ended (nothing when none was asked for)."""
+def _checkpoint_now_text(asked: MoveCheckpoint | None, lost: StepsLost | None, fault: Fault) -> str:
+    """How the move's request for a checkpoint now ended (nothing when none was asked for); when nobody answered,
+    the steps the move lost."""
     if asked is None or asked.state in (MoveAsk.SKIPPED, MoveAsk.ASKED):
         return ""
     waited = format_duration(timedelta(seconds=asked.waited_seconds or 0))
     joined = " (an operator's, joined)" if asked.joined else ""
+    if asked.state is MoveAsk.ANSWERED and asked.answered_named is False:
+        return (
+            f"\nCheckpoint now: step {asked.answered_step} was saved {waited} after request {asked.request_id}"
+            f"{joined}, under a commit marker that cannot name a request, so it was taken for the answer by its "
+            "time; whether the job held there is not known."
+        )
     if asked.state is MoveAsk.ANSWERED:
         return (
             f"\nCheckpoint now: the job saved step {asked.answered_step} {waited} after request {asked.request_id}"
@@ -325,9 +332,46 @@ def _checkpoint_now_text(asked: MoveCheckpoint | None) -> str:
     if asked.state is MoveAsk.TIMED_OUT:
         return (
             f"\nCheckpoint now: no answer to request {asked.request_id}{joined} within {waited}: moved from the "
-            "newest complete checkpoint instead."
+            f"newest complete checkpoint instead.{_steps_lost_text(lost, fault)}"
         )
     return f"\nCheckpoint now: the request could not be written ({_clip(asked.detail, 300)}): moved without it."
+
+
+def _steps_lost_text(lost: StepsLost | None, fault: Fault) -> str:
+    """The steps a move without an answer lost, saying what the count rests on: the responder sees the job's
+    checkpoints, never the step it had reached, and knows the job stopped once it sees the stop (the relaunch)."""
+    if lost is None:
+        return ""
+    ended = "the job was seen stopped" if fault.fault_class in TRAINS_ON else f"the {_what(fault)}"
+    trained = format_duration(lost.trained)
+    if lost.trained <= timedelta(0):
+        return f" Steps lost: none (step {lost.after_step} was saved as the job stopped training)."
+    if lost.steps is None or lost.pace_steps is None or lost.pace_time is None:
+        return (
+            f" Steps lost: not known: every step trained in the {trained} from the save of step {lost.after_step} "
+            f"until {ended} (the responder sees the job's checkpoints, not the step it had reached, and no two of "
+            "them show its pace)."
+        )
+    return (
+        f" Steps lost: about {lost.steps}, trained in the {trained} from the save of step {lost.after_step} until "
+        f"{ended} (an estimate: the responder sees the job's checkpoints, not the step it had reached, and counts "
+        f"at their pace, {lost.pace_steps} steps in {format_duration(lost.pace_time)})."
+    )
+
+
+def _moved_steps_lost(r: NoticeRequest, launch: Launch) -> StepsLost | None:
+    """The steps lost, once the job was moved without an answer to its checkpoint-now request (None otherwise)."""
+    asked = r.plan.checkpoint_now if r.plan is not None else None
+    if asked is None or asked.state is not MoveAsk.TIMED_OUT:
+        return None
+    return steps_lost(
+        launch.checkpoint,
+        r.fault,
+        earlier_step=asked.before_step,
+        earlier_at=asked.before_at,
+        stopped_at=launch.launched_at,
+        answered=_answered(r),
+    )
 
 
 def _superseded(r: NoticeRequest, now: datetime) -> _Built:
@@ -476,7 +520,9 @@ def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
         "checkpoint_saved_at": iso_utc(checkpoint.written_at) if checkpoint and checkpoint.written_at else None,
         "work_lost_seconds": round(lost.total_seconds(), 1) if lost is not None else None,
         "checkpoint_now_request": checkpoint.answers if checkpoint else None,
-        "checkpoint_now": _checkpoint_now_figures(r.plan.checkpoint_now if r.plan else None),
+        "checkpoint_now": _checkpoint_now_figures(
+            r.plan.checkpoint_now if r.plan else None, _moved_steps_lost(r, r.launch)
+        ),
         "spare": _spare_figures(r.launch.spare),
     }
 
@@ -494,16 +540,28 @@ def _spare_figures(spare: SpareUse | None) -> dict[str, Any] | None:
     }
 
 
-def _checkpoint_now_figures(asked: MoveCheckpoint | None) -> dict[str, Any] | None:
+def _checkpoint_now_figures(asked: MoveCheckpoint | None, lost: StepsLost | None) -> dict[str, Any] | None:
     if asked is None:
         return None
-    return {
+    figures: dict[str, Any] = {
         "state": asked.state.value,
         "request": asked.request_id,
         "answered_step": asked.answered_step,
         "waited_seconds": round(asked.waited_seconds, 1) if asked.waited_seconds is not None else None,
         "detail": _clip(asked.detail, 300) if asked.detail else None,
     }
+    if asked.state is MoveAsk.ANSWERED and asked.answered_named is not None:
+        figures["answered_named"] = asked.answered_named
+    if lost is not None:
+        # Only when nobody answered: an estimate (None when the checkpoints show no pace), with what it rests on.
+        figures["steps_lost"] = {
+            "estimate": lost.steps,
+            "after_step": lost.after_step,
+            "trained_seconds": round(lost.trained.total_seconds(), 1),
+            "pace_steps": lost.pace_steps,
+            "pace_seconds": round(lost.pace_time.total_seconds(), 1) if lost.pace_time is not None else None,
+        }
+    return figures
 
 
 def _skipped_text(plan: Plan) -> str:

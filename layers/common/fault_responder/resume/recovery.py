@@ -57,6 +57,43 @@ def work_lost(
 
 
 @dataclass(frozen=True, slots=True)
+class StepsLost:
+    """The steps a move threw away: trained after `after_step` (the checkpoint it resumes from) until the end of
+    training. The responder sees no step of a job but its checkpoints', so `steps` is an estimate: the work lost
+    (work_lost) at the pace of the job's checkpoints, `pace_steps` in `pace_time` between an earlier complete
+    checkpoint and this one; None when they show no pace (no newer checkpoint, or both of one S3 second)."""
+
+    after_step: int
+    trained: timedelta
+    steps: int | None
+    pace_steps: int | None = None
+    pace_time: timedelta | None = None
+
+
+def steps_lost(
+    checkpoint: Checkpoint | None,
+    fault: Fault,
+    *,
+    earlier_step: int | None,
+    earlier_at: datetime | None,
+    stopped_at: datetime | None = None,
+    answered: str | None = None,
+) -> StepsLost | None:
+    """The steps lost resuming from `checkpoint`, counted at the pace between it and an earlier complete checkpoint
+    of the job (`earlier_step`, written at `earlier_at`); None without the checkpoint's time."""
+    lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
+    if checkpoint is None or checkpoint.written_at is None or lost is None:
+        return None
+    if earlier_step is None or earlier_at is None:
+        return StepsLost(checkpoint.step, lost, None)
+    pace_steps, pace_time = checkpoint.step - earlier_step, checkpoint.written_at - earlier_at
+    if pace_steps <= 0 or pace_time <= timedelta(0):
+        return StepsLost(checkpoint.step, lost, None)
+    steps = round(pace_steps * (lost / pace_time))
+    return StepsLost(checkpoint.step, lost, steps, pace_steps, pace_time)
+
+
+@dataclass(frozen=True, slots=True)
 class FaultCost:
     """One fault of a job within the period, and what it cost."""
 

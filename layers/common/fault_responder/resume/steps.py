@@ -414,10 +414,12 @@ class ResumeSteps:
             requested_by=f"fault-responder workflow {execution.rsplit(':', 1)[-1]}"[:MAX_TEXT],
         )
         before = plan.checkpoint.step if plan.checkpoint else None
+        before_at = plan.checkpoint.written_at if plan.checkpoint else None
         try:
             placed = self.requests().place(parse_checkpoint_uri(job.checkpoint_uri), request, now)
         except CheckpointStoreError as error:
-            return _with_ask(plan, MoveCheckpoint(state=MoveAsk.FAILED, detail=str(error), before_step=before))
+            failed = MoveCheckpoint(state=MoveAsk.FAILED, detail=str(error), before_step=before, before_at=before_at)
+            return _with_ask(plan, failed)
         asked = placed.request
         return _with_ask(
             plan,
@@ -431,6 +433,7 @@ class ResumeSteps:
                 hold_until=asked.hold_until,
                 stored_at=placed.stored.stored_at,
                 before_step=before,
+                before_at=before_at,
             ),
         )
 
