@@ -7,7 +7,8 @@ one of three ways:
 
 - `run(function, inputs, into=..., next=..., on_error=...)` does a step of the work: the function's Payload is kept
   at `into`; Lambda's transient errors are retried (and the resume store's write conflicts too, with
-  `writes_store=True`); any other error goes to `on_error`, with the error at $.error.
+  `writes_store=True`; and a function that died mid-step, with `completes_on_retry=True`, for a step whose retry
+  completes its work without doing any of it twice); any other error goes to `on_error`, with the error at $.error.
 - `notify(kind, inputs, next=..., undelivered=...)` posts or pages a `kind` notice through the Notify function, which
   says at $.told what it sent to whom; it retries until the incident exists and the receivers answer, and if it still
   fails goes on to `undelivered` (by default `next`: the notice was best effort), the error at $.notify_error.
@@ -58,6 +59,12 @@ LAMBDA_ERRORS = retry(
 INCIDENT_NOT_READY = retry(["IncidentNotReady"], interval=2, attempts=6, jitter=False)
 NOTIFICATION_FAILED = retry(["NotificationFailedError"], interval=10, attempts=5)
 STORE_CONFLICT = retry(["ResumeStoreConflictError", "ConcurrentUpdateError"], interval=1, attempts=3)
+# A function that died mid-step (a timeout or out of memory: Step Functions reports Lambda.Unknown, which only
+# States.TaskFailed or States.ALL match) stopped wherever it was. For a step that a retry completes without doing
+# anything twice, the retry finishes its work: RelaunchJob (its ledger attempt, spare claims and RunTasks are found
+# again, and a spare pool's refill recorded before its Auto Scaling call is completed from that record). Any other
+# failure of such a step is retried too, at the cost of two tries before the job is reported failed.
+CRASHED = retry(["States.TaskFailed"], interval=2, attempts=2)
 
 NOTIFY_RETRY = [LAMBDA_ERRORS, INCIDENT_NOT_READY, NOTIFICATION_FAILED, STORE_CONFLICT]
 
@@ -72,13 +79,15 @@ def run(
     next: str,
     on_error: str,
     writes_store: bool = False,
+    completes_on_retry: bool = False,
     comment: str | None = None,
 ) -> Json:
+    retries = [LAMBDA_ERRORS, STORE_CONFLICT] if writes_store else [LAMBDA_ERRORS]
     return task(
         invoke(function, fields(inputs)),
         result_selector={"Payload.$": "$.Payload"},
         result_path=into,
-        retry=[LAMBDA_ERRORS, STORE_CONFLICT] if writes_store else [LAMBDA_ERRORS],
+        retry=[*retries, CRASHED] if completes_on_retry else retries,
         catch=[catch(on_error, result_path="$.error")],
         next=next,
         comment=comment,
@@ -350,9 +359,10 @@ def one_job() -> dict[str, Json]:
             next="SparesRefilled",
             on_error="JobFailed",
             writes_store=True,
+            completes_on_retry=True,
             comment=(
                 "Record the attempt in the ledger, then RunTask each task (clientToken: job + attempt + task),"
-                " on warm spares it claims when enough are free."
+                " on warm spares it claims when enough are free; record, then ask for, the spares' refill."
             ),
         ),
         "SparesRefilled": choice(

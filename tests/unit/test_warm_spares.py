@@ -21,6 +21,7 @@ from fault_responder.resume.relaunch import HostsToAvoid, hosts_to_avoid
 from fault_responder.resume.spares import (
     MAX_SPARES_PER_JOB,
     Refill,
+    RefillRecord,
     RefillState,
     ScalingError,
     SpareHost,
@@ -290,3 +291,138 @@ def test_a_retried_relaunch_gets_the_same_spares_in_the_same_task_order(store: D
     other = _take(store, pool, "other", tasks=3)
     assert other.used and not set(other.hosts) & set(first.hosts)
     assert _take(store, pool, "third", tasks=1).state is SpareState.NONE_FREE
+
+
+# --- The refill, recorded before its Auto Scaling call (DynamoDB and Auto Scaling on moto) ------------------------
+
+
+class _Died(BaseException):
+    """The Lambda's process ended where this is raised (a timeout, out of memory): no handler of the step runs, as
+    nothing runs in a process that is gone."""
+
+
+class _DiesOnce:
+    """The Auto Scaling adapter (on moto), whose first SetDesiredCapacity the function does not survive: the
+    process ends just before the call, or just after Auto Scaling did it."""
+
+    def __init__(self, adapter: AutoScalingAdapter, *, after_the_call: bool) -> None:
+        self.adapter, self.after_the_call = adapter, after_the_call
+        self.calls: list[int] = []
+
+    def group_size(self, name: str) -> tuple[int, int] | None:
+        return self.adapter.group_size(name)
+
+    def set_desired_capacity(self, name: str, desired: int) -> None:
+        first = not self.calls
+        self.calls.append(desired)
+        if first and not self.after_the_call:
+            raise _Died
+        self.adapter.set_desired_capacity(name, desired)
+        if first:
+            raise _Died
+
+
+def _refill_steps(store: DynamoDBResumeStore, scaling: Any) -> ResumeSteps:
+    unused: Any = None
+    return ResumeSteps(
+        ecs=unused,
+        store=store,
+        incidents=unused,
+        checkpoints=unused,
+        notifier=unused,
+        config=ResumeConfig(),
+        clock=lambda: NOW,
+        scaling=lambda: scaling,
+    )
+
+
+def _job(job: str = "llm") -> Job:
+    return Job(
+        job_id=job,
+        cluster_arn="arn:aws:ecs:us-east-1:1:cluster/c",
+        checkpoint_uri="s3://b/",
+        mode="auto",
+        task_count=1,
+        hosts=(),
+    )
+
+
+TOOK_ONE = SpareUse(state=SpareState.USED, hosts=("i-1",), declared=2, free=2, needed=1)
+
+
+@pytest.mark.parametrize("after_the_call", [False, True], ids=["before the call", "after the call"])
+def test_a_refill_whose_step_died_around_its_auto_scaling_call_is_completed_once_by_the_retry(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter, after_the_call: bool
+) -> None:
+    # Given a relaunch that took one spare of asg-p5 (desired 1, max 3), and a function that dies at its
+    # SetDesiredCapacity, just before Auto Scaling gets it or just after it did it
+    dying = _DiesOnce(autoscaling, after_the_call=after_the_call)
+
+    # When the step runs and dies there, and the workflow runs the step again
+    with pytest.raises(_Died):
+        _refill_steps(store, dying).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+    assert autoscaling.group_size("asg-p5") == ((2, 3) if after_the_call else (1, 3))
+    retried = _refill_steps(store, dying).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # Then the group was grown by the one spare taken, once: neither lost nor grown twice
+    assert autoscaling.group_size("asg-p5") == (2, 3)
+    assert dying.calls == ([2] if after_the_call else [2, 2])
+    assert retried is not None and (retried.state, retried.desired_before, retried.desired_after) == (
+        RefillState.ASKED,
+        1,
+        2,
+    )
+    assert "completed by a retry of the step" in describe_use(TOOK_ONE.model_copy(update={"refill": retried}))
+    # And the record is confirmed: another try returns the same refill, and asks Auto Scaling for nothing
+    again = _refill_steps(store, dying).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+    assert again == retried and autoscaling.group_size("asg-p5") == (2, 3)
+    assert len(dying.calls) == (1 if after_the_call else 2)
+
+
+def test_a_refill_is_recorded_before_its_call_and_confirmed_after_it(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    seen: list[RefillRecord | None] = []
+
+    class Watching:
+        def group_size(self, name: str) -> tuple[int, int] | None:
+            return autoscaling.group_size(name)
+
+        def set_desired_capacity(self, name: str, desired: int) -> None:
+            seen.append(store.refill_record("REFILL#c/llm#attempt-1"))
+            autoscaling.set_desired_capacity(name, desired)
+
+    asked = _refill_steps(store, Watching()).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # The call is made with the intent on record, unconfirmed; then the record is confirmed with the outcome
+    assert asked is not None and asked.state is RefillState.ASKED
+    [before_the_call] = seen
+    assert before_the_call == RefillRecord(refill=asked, confirmed=False)
+    assert store.refill_record("REFILL#c/llm#attempt-1") == RefillRecord(refill=asked, confirmed=True)
+
+
+def test_a_failed_refill_is_recorded_so_a_retry_reports_it_again_and_asks_nothing_more(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    # Given a group at its maximum size
+    autoscaling.set_desired_capacity("asg-p5", 3)
+    steps = _refill_steps(store, autoscaling)
+
+    first = steps.refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+    again = steps.refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # Then both say it failed (the step's last output pages it once), and the group is as it was
+    assert first is not None and first.state is RefillState.FAILED and "maximum size (3)" in str(first.detail)
+    assert again == first and autoscaling.group_size("asg-p5") == (3, 3)
+
+
+def test_a_marker_of_an_earlier_version_says_the_refill_was_asked_and_asks_nothing(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    # Given the marker a step of the earlier version left (asked once, nothing recorded about it)
+    assert store.mark_once("REFILL#c/llm#attempt-1", timedelta(days=1))
+
+    again = _refill_steps(store, autoscaling).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    assert again == Refill(state=RefillState.ASKED_BEFORE, group="asg-p5")
+    assert autoscaling.group_size("asg-p5") == (1, 3)

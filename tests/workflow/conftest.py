@@ -41,6 +41,7 @@ from sandbox.ecs_emulation import EcsEmulation
 from sandbox.standins import DEFAULT_SLACK_TOKEN, SANDBOX_ROUTING_KEY, StandIns
 from sandbox.template import Resolver, StackIdentity, Template, load_template, resolve_parameters
 from tests.conftest import load_app
+from tests.workflow.function_died import FunctionDied
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "statemachines" / "resume_training.asl.json"
@@ -162,8 +163,15 @@ def _dispatcher(handlers: Mapping[str, Callable[..., Any]], record: Invocations)
         name = function_name.rsplit(":", maxsplit=1)[-1]
         payload = json.loads(body or "{}")
         record.calls.append((name, payload))
+        context = _Context(name)
         try:
-            return json.dumps(handlers[name](payload, _Context(name))).encode()
+            return json.dumps(handlers[name](payload, context)).encode()
+        except FunctionDied:
+            # Lambda's answer for a function that timed out: an unhandled error naming no errorType, which Step
+            # Functions reports as Lambda.Unknown (moto's interpreter names it Exception).
+            response_headers["x-amz-function-error"] = "Unhandled"
+            message = f"{context.aws_request_id} Task timed out after 300.00 seconds"
+            return json.dumps({"errorMessage": message}).encode()
         except Exception as error:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()

@@ -15,7 +15,10 @@ Items (pk / sk):
   written in the same transaction as the attempt, so two executions cannot both restart the same tasks.
 - SPARES#<cluster>/<provider> / HOST#<EC2 instance id>: which relaunch (job and attempt) holds that warm spare, and
   until when. A relaunch claims all its spares in one transaction, each conditional on being free or expired.
-- ONCE#<key> / ONCE: something done at most once (a spare pool's refill per attempt).
+- ONCE#<key> / ONCE: something done at most once. A spare pool's refill per attempt is one
+  (`REFILL#<cluster>/<job id>#attempt-<n>`), kept as its record (`refill`: the refill as JSON, with the desired
+  capacity to set; `confirmed`): written, create-only, before the Auto Scaling call, and confirmed after it. An item
+  without `refill` is the marker of an earlier version.
 
 Everything expires through TTL (`expires_at`).
 """
@@ -38,6 +41,7 @@ from pydantic import TypeAdapter
 from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt, RecordResult, RecordStatus
 from fault_responder.resume.fault import ClaimedFault, ClaimResult, Fault
 from fault_responder.resume.jobs import TaskSpec
+from fault_responder.resume.spares import Refill, RefillRecord
 
 CLAIM_TTL = timedelta(days=30)
 LEDGER_TTL = timedelta(days=90)
@@ -358,6 +362,27 @@ class DynamoDBResumeStore:
             )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def refill_record(self, key: str) -> RefillRecord | None:
+        item = self._get(f"ONCE#{key}", "ONCE")
+        if item is None:
+            return None
+        if "refill" not in item:
+            return RefillRecord(refill=None, confirmed=True)
+        return RefillRecord(refill=Refill.model_validate_json(item["refill"]), confirmed=bool(item.get("confirmed")))
+
+    def record_refill(self, key: str, record: RefillRecord, ttl: timedelta, *, create: bool) -> bool:
+        item = {"pk": f"ONCE#{key}", "sk": "ONCE", "confirmed": record.confirmed, "expires_at": self._expiry(ttl)}
+        if record.refill is not None:
+            item["refill"] = record.refill.model_dump_json(exclude_none=True)
+        condition = {"ConditionExpression": "attribute_not_exists(pk)"} if create else {}
+        try:
+            self._db.put_item(TableName=self.table_name, Item=_typed(item), **condition)
+        except ClientError as error:
+            if create and error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False
             raise
         return True

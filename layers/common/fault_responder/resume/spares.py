@@ -5,7 +5,10 @@ A spare is a container instance of the job's capacity provider that carries the 
 host to avoid, and not claimed by another relaunch. A relaunch claims one spare per task of the job, all or none, by
 one conditional write (so two relaunches never take the same spare, and two gangs never hold half a pool each), and
 pins each task to its spare by a placement constraint. Once a job runs on them the spares are busy hosts; the
-workflow asks the provider's Auto Scaling group for as many instances again, and pages when it cannot.
+workflow asks the provider's Auto Scaling group for as many instances again, and pages when it cannot. That refill
+goes through a record of the attempt's (RefillRecord): its intent, with the desired capacity it computed, is written
+before the Auto Scaling call and confirmed after it, so a step that stops between the two leaves the refill to its
+retry, which sets that same capacity (refill_to_complete) rather than adding the spares again.
 
 Without a free spare a relaunch is placed as before, kept off the spares other relaunches hold. Managed Instances
 accepts no ec2InstanceId in a placement constraint, so its providers have no spares. Pure: no I/O.
@@ -72,6 +75,30 @@ class Refill(_Payload):
     desired_after: int | None = None
     max_size: int | None = None
     detail: str | None = None
+
+    @property
+    def grows(self) -> bool:
+        """Whether the group is to be set to a larger desired capacity (a partial refill, up to its maximum, too)."""
+        return self.desired_after is not None and self.desired_after > (self.desired_before or 0)
+
+
+class RefillRecord(_Payload):
+    """An attempt's refill as the resume store keeps it (its outbox, one per attempt): the refill worked out, with
+    the desired capacity to set, written before the Auto Scaling call; `confirmed` once Auto Scaling answered it, or
+    when no call was to be made."""
+
+    refill: Refill | None = None
+    """None: a marker written before refills were recorded, which says only that the refill was asked."""
+    confirmed: bool = True
+
+
+def refill_to_complete(intent: Refill, desired_now: int) -> int | None:
+    """The desired capacity a refill recorded but never confirmed still has to set: the one it computed, never the
+    group's size now plus the spares again (the call may have reached Auto Scaling before the step stopped, and a
+    second one would add the spares twice). None when the group is at that capacity or above it already."""
+    if intent.desired_after is None or desired_now >= intent.desired_after:
+        return None
+    return intent.desired_after
 
 
 class SpareUse(_Payload):
@@ -195,7 +222,11 @@ def _refill_text(refill_: Refill | None) -> str:
     if refill_ is None:
         return ""
     if refill_.state is RefillState.ASKED:
-        return f" Pool refill: {refill_.group} asked for {refill_.desired_before} → {refill_.desired_after} instances."
+        note = f" ({refill_.detail})" if refill_.detail else ""
+        return (
+            f" Pool refill: {refill_.group} asked for {refill_.desired_before} → {refill_.desired_after} instances"
+            f"{note}."
+        )
     if refill_.state is RefillState.ASKED_BEFORE:
         return " Pool refill: asked by an earlier try of this step."
     return f" Pool refill FAILED: {refill_.detail}."

@@ -2,8 +2,9 @@
 
 Each step reads what it needs through a port, asks the domain (fault_responder.resume) what to do, does it,
 and returns the payload the next state reads. Every step is safe to run again after a Lambda retry: the
-claim and the ledger are conditional writes, StopTask and the drain are idempotent, and RunTask carries a
-clientToken derived from the job, the attempt and the task.
+claim and the ledger are conditional writes, StopTask and the drain are idempotent, RunTask carries a
+clientToken derived from the job, the attempt and the task, and a spare pool's refill is recorded before its
+Auto Scaling call and completed from that record by a retry.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ from fault_responder.resume.relaunch import (
 )
 from fault_responder.resume.spares import (
     Refill,
+    RefillRecord,
     RefillState,
     ScalingError,
     SpareHost,
@@ -101,6 +103,7 @@ from fault_responder.resume.spares import (
     SpareUse,
     free_spares,
     refill,
+    refill_to_complete,
     spare_constraint,
     spare_owner,
     spread,
@@ -126,6 +129,8 @@ if TYPE_CHECKING:
 
 MAX_STATE_CONFLICTS = 5
 SPARE_CLAIM_ROUNDS = 5
+REFILL_RECORD_TTL = timedelta(days=1)
+"""How long an attempt's refill record is kept: far past any retry of its step."""
 """Claims of spares tried per relaunch: a claim lost to a concurrent relaunch reads the claims again and retries."""
 MAX_OPEN_MEMBERS_READ = 1000
 """Open members of a group read for the hosts to avoid (the oldest first); placement expressions fit far fewer."""
@@ -211,6 +216,15 @@ class ResumeStore(Protocol):
 
     def mark_once(self, key: str, ttl: timedelta) -> bool:
         """True the first time `key` is marked (within `ttl`), False after."""
+        ...
+
+    def refill_record(self, key: str) -> RefillRecord | None:
+        """The refill recorded under `key` (the attempt's), read consistently; None when there is none."""
+        ...
+
+    def record_refill(self, key: str, record: RefillRecord, ttl: timedelta, *, create: bool) -> bool:
+        """Write the refill's record: with `create`, only where there is none (False: there is one); else over it
+        (the step that recorded it, or its retry, confirming it)."""
         ...
 
 
@@ -670,7 +684,8 @@ class ResumeSteps:
                 failures = result.failures or ("RunTask started no task and reported no failure",)
                 return arns, failures, tuple(excluded), spare
         if spare.used:
-            spare = spare.model_copy(update={"refill": self._refill(job, attempt, providers, spare, config)})
+            refilled = self.refill_spares(job, attempt, providers, spare, config)
+            spare = spare.model_copy(update={"refill": refilled})
         return arns, (), tuple(excluded), spare
 
     def take_spares(
@@ -719,29 +734,75 @@ class ResumeSteps:
         none_free = SpareUse(state=SpareState.NONE_FREE, declared=declared, free=len(free), needed=needed)
         return none_free, tuple(sorted(others))
 
-    def _refill(
+    def refill_spares(
         self, job: Job, attempt: int, providers: dict[str, ProviderInfo], spare: SpareUse, config: ResumeConfig
     ) -> Refill | None:
-        """Ask the provider's Auto Scaling group for as many instances as the spares taken, once per attempt."""
+        """Ask the provider's Auto Scaling group for as many instances as the spares taken, once per attempt.
+
+        Through the attempt's refill record (resume.spares.RefillRecord): the refill, with the desired capacity it
+        computed, is recorded before the Auto Scaling call and confirmed after it. A try that stops between the two
+        (the function timed out or ran out of memory; the workflow retries the step) leaves the record unconfirmed,
+        and the retry sets that capacity, unless the group has it already (refill_to_complete): the refill is done
+        once, not lost and not doubled. A confirmed record is returned as it is (a failed refill is paged once, from
+        the step's last output)."""
         if not config.refill_spares or self.scaling is None:
             return None
         provider = next(iter(providers.values()), None)
         group = provider.auto_scaling_group if provider is not None else None
-        if not self.store.mark_once(f"REFILL#{spare_owner(job.key, attempt)}", timedelta(days=1)):
+        key = f"REFILL#{spare_owner(job.key, attempt)}"
+        recorded = self.store.refill_record(key)
+        if recorded is None:
+            intent = self._refill_intent(group, len(spare.hosts))
+            pending = RefillRecord(refill=intent, confirmed=not intent.grows)
+            if self.store.record_refill(key, pending, REFILL_RECORD_TTL, create=True):
+                return self._grow(key, intent, retried=False) if intent.grows else intent
+            recorded = self.store.refill_record(key)  # another try of this step recorded it first
+            if recorded is None:
+                raise RuntimeError(f"the refill record {key} exists, and then did not: the store is inconsistent")
+        if recorded.refill is None:
             return Refill(state=RefillState.ASKED_BEFORE, group=group)
+        if recorded.confirmed:
+            return recorded.refill
+        return self._grow(key, recorded.refill, retried=True)
+
+    def _refill_intent(self, group: str | None, taken: int) -> Refill:
+        """The refill to make: the group's size read now, grown by the spares taken within its maximum."""
         if group is None:
-            return refill(None, None, None, len(spare.hosts))
-        scaling = self.scaling()
+            return refill(None, None, None, taken)
         try:
-            size = scaling.group_size(group)
-            if size is None:
-                return Refill(state=RefillState.FAILED, group=group, detail=f"Auto Scaling group {group} not found")
-            asked = refill(group, size[0], size[1], len(spare.hosts))
-            if asked.desired_after is not None and asked.desired_after > (asked.desired_before or 0):
-                scaling.set_desired_capacity(group, asked.desired_after)
+            size = self.scaling().group_size(group) if self.scaling is not None else None
         except ScalingError as error:
             return Refill(state=RefillState.FAILED, group=group, detail=f"{group} could not be grown: {error}")
-        return asked
+        if size is None:
+            return Refill(state=RefillState.FAILED, group=group, detail=f"Auto Scaling group {group} not found")
+        return refill(group, size[0], size[1], taken)
+
+    def _grow(self, key: str, intent: Refill, *, retried: bool) -> Refill:
+        """Set the recorded refill's desired capacity (on a retry, only if the group is below it), then confirm the
+        record with the outcome."""
+        group = str(intent.group)
+        done = intent
+        try:
+            scaling = self.scaling() if self.scaling is not None else None
+            if scaling is None:
+                raise ScalingError("this deployment cannot reach Auto Scaling")
+            target = intent.desired_after
+            if retried:
+                size = scaling.group_size(group)
+                if size is None:
+                    raise ScalingError(f"Auto Scaling group {group} not found")
+                target = refill_to_complete(intent, size[0])
+                if intent.state is RefillState.ASKED:
+                    note = "completed by a retry of the step, which stopped before Auto Scaling answered"
+                    done = intent.model_copy(update={"detail": note})
+            if target is not None:
+                scaling.set_desired_capacity(group, target)
+        except ScalingError as error:
+            done = intent.model_copy(
+                update={"state": RefillState.FAILED, "detail": f"{group} could not be grown: {error}"}
+            )
+        self.store.record_refill(key, RefillRecord(refill=done, confirmed=True), REFILL_RECORD_TTL, create=False)
+        return done
 
 
 def _used(hosts: Sequence[str], declared: int, free: int, needed: int) -> SpareUse:
