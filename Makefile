@@ -97,15 +97,16 @@ typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
 workflow: $(VENV)/.installed ## Write statemachines/*.asl.json from their sources (statemachines/*.py)
 	$(PY) -m statemachines.build
 
-validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint (both templates), and statelint on the state machines
+validate: $(SAMVENV)/.installed $(VENV)/.installed ## sam validate --lint (the SAM templates), cfn-lint (forwarder.yaml), statelint
 	$(SAM) validate --lint
 	$(SAM) validate --lint --template quickstart.yaml
+	$(SAMVENV)/bin/cfn-lint forwarder.yaml
 	@if compgen -G "statemachines/*.asl.json" > /dev/null; then $(VENV)/bin/statelint --ignore=URI statemachines/*.asl.json; fi
 
 # Every skipped check is skipped where it applies, with its reason: checkov's in the resource's Metadata in
-# template.yaml, bandit's as `# nosec BXXX  # reason` on the line (docs/security.md).
-scan: $(SCANVENV)/.installed ## checkov on template.yaml, bandit on the code
-	$(SCANVENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
+# template.yaml and forwarder.yaml, bandit's as `# nosec BXXX  # reason` on the line (docs/security.md).
+scan: $(SCANVENV)/.installed ## checkov on the templates, bandit on the code
+	$(SCANVENV)/bin/checkov --file template.yaml --file forwarder.yaml --framework cloudformation --quiet --compact --skip-download
 	$(SCANVENV)/bin/bandit --recursive --quiet $(BANDIT_PATHS)
 
 # Four workers (pytest-xdist) on the two cores CI has, a test at a time each, a worker that runs out taking tests
