@@ -94,12 +94,53 @@ def matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
 
 
 def sample_events() -> Iterator[dict[str, Any]]:
-    """Every EventBridge envelope the repository ships under events/ (ECS, alarms, drills, and what no rule takes)."""
+    """Every EventBridge envelope the repository ships under events/ (ECS, alarms, drills, and what no rule takes),
+    and variations of each on the fields the rules filter on (a status, a stop code or reason, an alarm's name)."""
     for path in sorted((ROOT / "events").rglob("*.json")):
         document = json.loads(path.read_text(encoding="utf-8"))
         for item in document if isinstance(document, list) else [document]:
             if isinstance(item, dict) and "detail-type" in item and isinstance(item.get("detail"), dict):
                 yield item
+                yield from _variations(item)
+
+
+_VARIED: dict[str, list[tuple[str, Any]]] = {
+    "status": [("status", value) for value in ("ACTIVE", "DRAINING", "INACTIVE", "REGISTERING")],
+    "lastStatus": [("lastStatus", value) for value in ("RUNNING", "STOPPED", "DEPROVISIONING")],
+    "stopCode": [("stopCode", value) for value in ("UserInitiated", "SpotInterruption", "TerminationNotice", None)],
+    "stoppedReason": [
+        ("stoppedReason", value)
+        for value in ("Task stopped by user", "Task stopped during instance draining: ci-1", "Essential container")
+    ],
+    "alarmName": [
+        ("alarmName", value)
+        for value in (
+            f"{CENTRAL_STACK}.gpu-temperature",
+            f"{CENTRAL_STACK}.router-errors",
+            f"{CENTRAL_STACK}-other.gpu-temperature",
+            "gpu-temperature",
+        )
+    ],
+}
+
+
+def _variations(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for field, values in _VARIED.items():
+        if field not in event["detail"] and not (field in ("stopCode", "stoppedReason") and "lastStatus" in event["detail"]):
+            continue
+        for key, value in values:
+            varied = copy.deepcopy(event)
+            varied["id"] = f"{event['id']}/{key}={value}"
+            if value is None:
+                varied["detail"].pop(key, None)
+            else:
+                varied["detail"][key] = value
+            if key == "alarmName" and varied.get("resources"):
+                arn = str(varied["resources"][0])
+                varied["resources"][0] = arn[: arn.index(":alarm:") + len(":alarm:")] + value if ":alarm:" in arn else arn
+            if key in ("stopCode", "stoppedReason"):
+                varied["detail"]["lastStatus"] = "STOPPED"
+            yield varied
 
 
 # --- What it is ----------------------------------------------------------------------------------------------------
