@@ -126,7 +126,9 @@ _VARIED: dict[str, list[tuple[str, Any]]] = {
 
 def _variations(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for field, values in _VARIED.items():
-        if field not in event["detail"] and not (field in ("stopCode", "stoppedReason") and "lastStatus" in event["detail"]):
+        if field not in event["detail"] and not (
+            field in ("stopCode", "stoppedReason") and "lastStatus" in event["detail"]
+        ):
             continue
         for key, value in values:
             varied = copy.deepcopy(event)
@@ -137,7 +139,9 @@ def _variations(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 varied["detail"][key] = value
             if key == "alarmName" and varied.get("resources"):
                 arn = str(varied["resources"][0])
-                varied["resources"][0] = arn[: arn.index(":alarm:") + len(":alarm:")] + value if ":alarm:" in arn else arn
+                varied["resources"][0] = (
+                    arn[: arn.index(":alarm:") + len(":alarm:")] + value if ":alarm:" in arn else arn
+                )
             if key in ("stopCode", "stoppedReason"):
                 varied["detail"]["lastStatus"] = "STOPPED"
             yield varied
@@ -277,8 +281,8 @@ def test_in_the_central_accounts_own_region_nothing_is_forwarded_the_central_sta
     member_same_region = forwarder(MEMBER, CENTRAL_REGION)
 
     assert created(here) == {"ResponderRole"}
-    assert FORWARDING | ALARMS <= created(elsewhere)
-    assert FORWARDING | ALARMS <= created(member_same_region)
+    assert created(elsewhere) >= FORWARDING | ALARMS
+    assert created(member_same_region) >= FORWARDING | ALARMS
 
 
 def test_the_role_and_the_rules_are_deployed_apart_one_role_per_account_rules_in_every_region() -> None:
@@ -286,7 +290,7 @@ def test_the_role_and_the_rules_are_deployed_apart_one_role_per_account_rules_in
     role_only = forwarder(ForwardEvents="false")
 
     assert "ResponderRole" not in created(rules_only)
-    assert FORWARDING | ALARMS <= created(rules_only)
+    assert created(rules_only) >= FORWARDING | ALARMS
     assert created(role_only) == {"ResponderRole"}
     assert created(forwarder()) == FORWARDING | ALARMS | {"ResponderRole"}
 

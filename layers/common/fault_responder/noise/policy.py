@@ -58,10 +58,14 @@ class QuietWhenHandled:
     check_types: frozenset[str]
     deadline: timedelta = timedelta(minutes=30)
     """Pages if the workflow has neither resumed the jobs nor paged itself by this long after the fault."""
+    home: tuple[str, str] | None = None
+    """(account, Region) whose faults the workflow acts on, when faults of others reach the router (the
+    organization's bus); None: every fault that reaches it."""
 
     def applies(self, incident: Incident) -> bool:
         return (
             not incident.instance.drill  # the workflow never runs for a drill, so it must page
+            and (self.home is None or (incident.instance.account, incident.instance.region) == self.home)
             # A fleet incident is a mass fault, which the workflow does not resume (its guard pages, on the fleet's key)
             and incident.fleet is None
             and incident.instance.capacity_provider in self.capacity_providers

@@ -20,6 +20,7 @@ from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.service import AlertService
 from fault_responder.core.observability import count, logger, measure
 from fault_responder.events.ecs import UnsupportedEventError
+from fault_responder.events.enrollment import Enrollment, Refusal
 from fault_responder.events.envelope import RejectedEvent, read_envelope
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.incident_actions import BadAction
@@ -63,6 +64,15 @@ class RouterSettings(BaseModel):
     cluster_arns: Names = Field(alias="CLUSTER_ARNS", default=())
     """The watched clusters (the reconciliation sweep lists their instances); empty: every cluster."""
     reconcile_max_instances: int = Field(alias="RECONCILE_MAX_INSTANCES", default=5000, ge=1, le=100_000)
+    organization_mode: bool = Field(alias="ORGANIZATION_MODE", default=False)
+    """The stack reads the organization's bus: events of accounts and Regions not enrolled are refused."""
+    enrolled_accounts: Names = Field(alias="ENROLLED_ACCOUNTS", default=())
+    """Empty: every account the bus admits."""
+    enrolled_regions: Names = Field(alias="ENROLLED_REGIONS", default=())
+    """Empty: every Region."""
+    stack_account: str = Field(alias="STACK_ACCOUNT", default="")
+    region: str = Field(alias="AWS_REGION", default="")
+    """The Region the function runs in (Lambda sets it): the stack's, always enrolled."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -71,6 +81,17 @@ class RouterSettings(BaseModel):
         except ValidationError as error:
             fields = sorted({str(e["loc"][0]) for e in error.errors()})
             raise RuntimeError(f"AlertRouter environment is incomplete or invalid: {fields}") from None
+
+    def enrollment(self) -> Enrollment | None:
+        """Which accounts and Regions are acted on, with the organization's bus; None: this account's default bus."""
+        if not self.organization_mode:
+            return None
+        try:
+            return Enrollment.of(self.stack_account, self.region, self.enrolled_accounts, self.enrolled_regions)
+        except ValueError as error:
+            raise RuntimeError(
+                f"AlertRouter enrollment (STACK_ACCOUNT, AWS_REGION, ENROLLED_*) is invalid: {error}"
+            ) from None
 
 
 class AlertRouter:
@@ -83,6 +104,7 @@ class AlertRouter:
 
     def __init__(self, settings: RouterSettings) -> None:
         self.settings = settings
+        self.enrollment = settings.enrollment()
         routing = load_routing(settings.routing_file)
         router = Router(routing)
         self.channels = SecretChannels(
@@ -167,6 +189,9 @@ class AlertRouter:
             self._dead_letter(body, message_id, rejected.event_id, f"malformed: {rejected.reason}", receive_count)
             return None
         event_id = str(raw["id"])[:256]
+        refusal = self.enrollment.refusal(raw) if self.enrollment is not None else None
+        if refusal is not None:
+            return self._refuse(event_id, refusal)
         logger.thread_safe_append_keys(correlation_id=event_id)
         try:
             try:
@@ -189,6 +214,21 @@ class AlertRouter:
             return result
         finally:
             logger.thread_safe_remove_keys(["correlation_id"])
+
+    def _refuse(self, event_id: str, refusal: Refusal) -> dict[str, Any]:
+        """An event of an account or Region that is not enrolled: logged with its id and counted, never acted on, and
+        not dead-lettered (fault_responder.events.enrollment says why)."""
+        logger.warning(
+            "event refused: not enrolled",
+            extra={
+                "event_id": event_id,
+                "account": refusal.account,
+                "region": refusal.region,
+                "reason": refusal.detail,
+            },
+        )
+        count("EventsRefused", "Reason", refusal.reason.value)
+        return {"event_id": event_id, "kind": "refused", "ignored": refusal.detail, "receivers": {}}
 
     def _dead_letter(self, body: str, message_id: str, event_id: str | None, reason: str, receive_count: int) -> None:
         reason = reason[:MAX_REASON]
@@ -222,6 +262,8 @@ def policy_for(
             capacity_providers=frozenset(settings.training_capacity_providers),
             check_types=frozenset(settings.resume_check_types),
             deadline=timedelta(minutes=settings.resume_page_deadline_minutes),
+            # With the organization's bus, the workflow starts for this account and Region's faults only.
+            home=(settings.stack_account, settings.region) if settings.organization_mode else None,
         )
     pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
     return Policy(
