@@ -1,6 +1,12 @@
 """The default event bus: every rule's pattern evaluated with EventBridge's exact semantics, and
 matched events delivered to the rules' targets the way EventBridge delivers them.
 
+A stack with a bus of its own (template.yaml's organization mode, docs/organization.md) has its rules on that bus: a
+rule of the default bus that targets it (LocalEventsForwardRule) puts the event there, one hop, and that bus's rules
+match it. An event of another account or Region is put on the stack's bus directly, as the forwarder of that account
+and Region (forwarder.yaml) would send it there; its own filter and the bus policy are not applied (so the router's
+refusal of an account or Region that is not enrolled can be shown).
+
 moto's own matcher differs from AWS (arrays of objects never match, unknown operators match
 everything: see docs/sandbox.md#eventbridge-pattern-matching) and its PutEvents replaces the event's id,
 time and account, so the sandbox does not publish through moto. It evaluates patterns with the rule engine from the
@@ -169,7 +175,10 @@ class RuleMatcher:
 
 
 class EventBus:
-    """One event bus of the stack: matches events to rules and delivers them to the rules' targets."""
+    """One event bus of the stack: matches events to rules and delivers them to the rules' targets.
+
+    The default bus also holds the stack's other buses: a rule's target that is one of them is delivered there (the
+    one hop EventBridge makes: what a bus received from another is not sent on to a third)."""
 
     def __init__(
         self, stack: Stack, aws: AwsClients, deliverers: Mapping[str, TargetDeliverer], name: str = "default"
@@ -178,6 +187,13 @@ class EventBus:
         self.matcher = RuleMatcher(stack.rules.values(), name)
         self._aws = aws
         self._deliverers = dict(deliverers)
+        self._identity = (stack.identity.account_id, stack.identity.region)
+        self._buses: dict[str, EventBus] = {}
+        if name == "default":
+            self._buses = {
+                str(bus.attributes["Arn"]): EventBus(stack, aws, deliverers, str(bus.attributes["Name"]))
+                for bus in stack.of_type("AWS::Events::EventBus")
+            }
         self._check_target_types()
 
     @classmethod
@@ -189,7 +205,7 @@ class EventBus:
             f"{rule.spec.logical_id}/{target.target_id} ({target.service})"
             for rule in self.matcher.rules
             for target in rule.spec.targets
-            if target.service not in self._deliverers
+            if target.service not in self._deliverers and target.arn not in self._buses
         )
         if unsupported:
             # `replay` delivers to queues only; `run` also executes state machine targets.
@@ -210,11 +226,27 @@ class EventBus:
         return self.matcher.matching_rules(event)
 
     def put_event(self, event: Mapping[str, Any]) -> BusDelivery:
+        """The event as it happens in the stack's account and Region (onto the default bus), or, from another account
+        or Region of a stack with a bus of its own, as that account's forwarder sends it (onto that bus)."""
+        if self._buses and (event.get("account"), event.get("region")) != self._identity:
+            if len(self._buses) != 1:
+                raise SandboxError(f"an event of another account or Region, and {len(self._buses)} buses to put it on")
+            return next(iter(self._buses.values())).put_event(event)
         matched = self.matching_rules(event)
         # EventBridge sends compact JSON, keys in the order the event has them.
         event_json = json.dumps(event, separators=(",", ":"))
-        deliveries = [self._deliver(event_json, rule, target) for rule in matched for target in rule.targets]
-        return BusDelivery([rule.logical_id for rule in matched], deliveries)
+        rules = [rule.logical_id for rule in matched]
+        deliveries: list[TargetDelivery] = []
+        for rule in matched:
+            for target in rule.targets:
+                if target.arn in self._buses:
+                    onward = self._buses[target.arn].put_event(event)
+                    deliveries.append(TargetDelivery(target, True))
+                    rules += onward.matched_rules
+                    deliveries += onward.targets
+                else:
+                    deliveries.append(self._deliver(event_json, rule, target))
+        return BusDelivery(rules, deliveries)
 
     def _deliver(self, event_json: str, rule: RuleSpec, target: RuleTarget) -> TargetDelivery:
         try:

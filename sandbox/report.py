@@ -202,7 +202,18 @@ def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
         "RESUME_CHECK_TYPES": _joined(parameters.get("ResumeCheckTypes", "ACCELERATED_COMPUTE")),
         "RESUME_MODE": str(parameters.get("ResumeMode", "auto")),
         "RESUME_PAGE_DEADLINE_MINUTES": str(parameters.get("ResumePageDeadlineMinutes", 30)),
+        "AWS_REGION": sandbox.identity.region,
     }
+    # The organization's bus: quiet when handled applies to this account's faults only, as the router has it.
+    router_function = sandbox.stack.functions.get("AlertRouterFunction")
+    if router_function is not None:
+        environment.update(
+            {
+                name: router_function.environment[name]
+                for name in ("ORGANIZATION_MODE", "ENROLLED_ACCOUNTS", "ENROLLED_REGIONS", "STACK_ACCOUNT")
+                if name in router_function.environment
+            }
+        )
     silencer = None
     if table:
         store = DynamoDBSilenceStore(table, sandbox.aws.dynamodb)

@@ -399,6 +399,26 @@ def _create_rule(builder: StackBuilder, logical_id: str) -> DeployedResource:
     return DeployedResource(logical_id, "AWS::Events::Rule", ref, {"Arn": arn}, properties)
 
 
+def _create_event_bus(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    """A custom event bus (the organization's): created in moto so that rules can be put on it; what reaches it and
+    what its rules match is the sandbox's (sandbox/eventbridge.py)."""
+    properties = builder.resolver.properties(logical_id)
+    name = str(properties["Name"])
+    arn = builder.aws.events.create_event_bus(Name=name)["EventBusArn"]
+    return DeployedResource(logical_id, "AWS::Events::EventBus", name, {"Arn": arn, "Name": name}, properties)
+
+
+def _record_bus_policy(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    """An event bus policy is not enforced: the sandbox puts another account's events on the bus itself, as that
+    account's forwarder would (sandbox/eventbridge.py). Whom it admits is tested on the template
+    (tests/unit/test_template_organization.py)."""
+    properties = builder.resolver.properties(logical_id)
+    builder.skip(logical_id, "AWS::Events::EventBusPolicy", "not enforced: the sandbox does not evaluate IAM")
+    return DeployedResource(
+        logical_id, "AWS::Events::EventBusPolicy", str(properties.get("StatementId", logical_id)), {}, properties
+    )
+
+
 def _integers(values: Mapping[str, Any]) -> dict[str, int]:
     # A number that came through a parameter (`!Ref`) is a string; the API wants an integer.
     return {key: int(value) for key, value in values.items()}
@@ -582,6 +602,8 @@ CREATORS: dict[str, ResourceCreator] = {
     "AWS::SQS::Queue": _create_queue,
     "AWS::DynamoDB::Table": _create_table,
     "AWS::Events::Rule": _create_rule,
+    "AWS::Events::EventBus": _create_event_bus,
+    "AWS::Events::EventBusPolicy": _record_bus_policy,
     "AWS::Serverless::LayerVersion": _register_layer,
     "AWS::Serverless::Function": _register_function,
     "AWS::Serverless::StateMachine": _create_state_machine,
