@@ -385,3 +385,15 @@ def test_the_router_is_told_the_enrollment_and_this_stacks_account() -> None:
 def test_malformed_organization_parameters_are_refused(name: str, value: str) -> None:
     with pytest.raises(TemplateError, match=name):
         stack(**{name: value})
+
+
+def test_the_sweep_and_the_reconciliation_keep_quiet_only_what_the_router_does() -> None:
+    # They derive incidents with the router's policy: quiet when handled is for this account's faults there too
+    organization = stack(**RESUME, **ORGANIZATION_MODE)
+
+    for function in ("SweepFunction", "ReconcileFunction"):
+        variables = organization.properties(function)["Environment"]["Variables"]
+        assert (variables["ORGANIZATION_MODE"], variables["STACK_ACCOUNT"]) == ("true", ACCOUNT), function
+        assert not {"ORGANIZATION_MODE", "STACK_ACCOUNT"} & set(
+            stack(**RESUME).properties(function)["Environment"]["Variables"]
+        ), function
