@@ -125,6 +125,8 @@ _VARIED: dict[str, list[tuple[str, Any]]] = {
 
 
 def _variations(event: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for source in ("fault-responder.drill", "fault-responder.actions", "aws.ec2"):
+        yield {**copy.deepcopy(event), "id": f"{event['id']}/source={source}", "source": source}
     for field, values in _VARIED.items():
         if field not in event["detail"] and not (
             field in ("stopCode", "stoppedReason") and "lastStatus" in event["detail"]
