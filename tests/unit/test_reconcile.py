@@ -28,6 +28,7 @@ from fault_responder.operations.reconcile import (
     run_event_id,
 )
 from fault_responder.routing.router import Router, load_routing
+from tests.conftest import load_event
 from tests.unit.test_fleet import CLUSTER, START, Clock, instance_arn, report
 
 CHECK = "ACCELERATED_COMPUTE"
@@ -441,3 +442,23 @@ def test_a_cluster_ecs_will_not_list_is_counted_and_the_others_are_still_reconci
 
 def test_started_is_the_run_moment() -> None:
     assert run_event_id(datetime(2026, 4, 11, 1, 0, tzinfo=UTC)) == "reconcile:2026-04-11T01:00:00Z"
+
+
+def test_an_alarm_contributors_incident_is_left_alone_though_its_record_names_a_watched_cluster() -> None:
+    # Given an open incident of a GPU alarm's contributor for cluster my-cluster (its record names the cluster's ARN,
+    # as an instance's would), and ECS lists my-cluster whole, with no container instance by that record's name
+    world = World()
+    contributor = load_event("alarm/gpu-temperature-contributor-alarm.json")
+    contributor["region"] = "us-west-2"
+    contributor["detail"]["alarmContributor"] = {"id": "0a1b2c3d4e5f6071", "attributes": {"ClusterName": "my-cluster"}}
+    world.service.handle(contributor)
+    arn = f"{contributor['resources'][0]}#contributor/0a1b2c3d4e5f6071"
+
+    # When the instances' reconciliation runs over every cluster
+    tally = world.sweep()
+
+    # Then the contributor's incident is still open: it is no container instance (the alarms' reconciliation has it)
+    record = world.store.load(arn)
+    assert record is not None and record.instance.cluster_arn == CLUSTER
+    assert [k.status for known in record.incidents.values() for k in known] == ["OPEN"]
+    assert tally["gone"] == 0 and world.sent("pagerduty", "resolve") == 0

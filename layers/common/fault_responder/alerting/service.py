@@ -172,12 +172,24 @@ class AlertService:
         changed, outcomes = self._record(facts, seconds_left)
         if not changed:
             self.count("EventsIgnored", "Kind", kind)
+        elsewhere = lifecycle.closed_elsewhere(event)
+        if elsewhere is not None:
+            outcomes = {**outcomes, **self._close_elsewhere(elsewhere, seconds_left)}
         return {
             "event_id": event.id,
             "kind": kind,
             "ignored": None if changed else "already known",
             "receivers": outcomes,
         }
+
+    def _close_elsewhere(self, facts: EventFacts, seconds_left: float) -> dict[str, list[str]]:
+        """An alarm's OK on the page the reconciliation sweep made for the alarm as a whole (its clusters unknown),
+        when that page is open: one read for the alarm's OK, and no record made when there is none."""
+        record = self.store.load(facts.instance.container_instance_arn)
+        if record is None or not any(k.status == "OPEN" for known in record.incidents.values() for k in known):
+            return {}
+        _, outcomes = self._record(facts, seconds_left)
+        return {f"{name} (clusters unknown)": sent for name, sent in outcomes.items()}
 
     def act(self, action: IncidentAction, *, seconds_left: float = 60.0) -> dict[str, Any]:
         """A person's action on an incident (fault_responder.incidents.incident_actions), recorded on the incident's

@@ -31,6 +31,13 @@ attribute, and its title names the cluster, the value that crossed the threshold
 The alarm's own ALARM of such an alarm (PER_CONTRIBUTOR) is recorded but told to no one (told_by_contributors):
 its contributors are told, each with its cluster, and one fault is not paged twice.
 
+The reconciliation sweep (fault_responder.operations.alarm_reconcile) gives what it finds in CloudWatch's answers the
+same records and facts an event would (contributor_ref): a contributor it found in ALARM is the incident its event
+would have opened. Where the contributors cannot be read, it pages the alarm itself on one more record of the alarm,
+the pseudo-contributor ALL_CONTRIBUTORS (`...#contributor/*`: no contributor's id can be `*`), whose title says how
+many series are in ALARM and that their clusters are unknown (unknown_clusters_title). The alarm's OK closes it
+(unknown_clusters_ok).
+
 Pure functions, no I/O.
 """
 
@@ -39,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from fault_responder.core.domain import (
@@ -49,14 +57,13 @@ from fault_responder.core.domain import (
     InstanceRef,
     Severity,
 )
-from fault_responder.incidents.record import EventFacts, HealthFact, bounded_id, clip
+from fault_responder.incidents.record import FOUND_BY_SWEEP, EventFacts, HealthFact, bounded_id, clip
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from fault_responder.events.cloudwatch import (
         AlarmContributorStateChangeEvent,
-        AlarmEvent,
         AlarmState,
         AlarmStateChangeEvent,
     )
@@ -90,12 +97,22 @@ MAX_ATTRIBUTES = 10
 MAX_ATTRIBUTE_KEY = 64
 MAX_ATTRIBUTE_VALUE = 256
 MAX_CLUSTER_NAME = 255
+MAX_CONTRIBUTOR_RECORD_ARN = 990
+"""A contributor's record is the alarm's ARN (bounded to this) and its id: CONTRIBUTOR_MARK and 16 characters more
+stay within the 1,024 every record's key is bounded to."""
+ALL_CONTRIBUTORS = "*"
+"""The pseudo-contributor of a multi time series alarm whose contributors could not be read: the alarm paged itself.
+Not an id CloudWatch can give (letters, digits, `.`, `_`, `:` and `-` only), so no contributor event reaches it."""
+FOUND_CONTRIBUTOR = "found by the sweep: the contributor event was missed"
+FOUND_UNKNOWN_CLUSTERS = "found by the sweep: no contributor event came, and the clusters could not be read"
 _UNITS = {GPU_TEMPERATURE: " °C"}
 _SUBJECTS = {GPU_TEMPERATURE: "GPU temperature", GPU_RESTART_APP_XIDS: "GPU restart-the-application XIDs"}
 _NUMBER = r"(-?\d{1,15}(?:\.\d{1,15})?(?:[eE][+-]?\d{1,3})?)"
 _CROSSED = re.compile(r"most recent datapoint which crossed the threshold: \[\s*" + _NUMBER + r"[\s(\]]")
 _DATAPOINT = re.compile(r"datapoints? \[\s*" + _NUMBER + r"[\s(\],]")
 _THRESHOLD = re.compile(r"the threshold \(\s*" + _NUMBER + r"\s*\)")
+_SERIES = re.compile(r"(\d{1,6}) out of (\d{1,6}) time series")
+_ALARM_ARN = re.compile(r"^arn:aws[a-z-]*:cloudwatch:(?P<region>[^:]*):(?P<account>[^:]*):alarm:(?P<name>.+)$")
 
 _CLASSES: dict[str, tuple[FaultClass, Severity, str]] = {
     GPU_TEMPERATURE: (FaultClass.GPU_TEMPERATURE, Severity.CRITICAL, "GPU temperature above the alarm threshold"),
@@ -129,28 +146,81 @@ def alarm_instance(event: AlarmStateChangeEvent) -> InstanceRef:
         ),
         None,
     )
-    return _alarm_ref(event, cluster, bounded_id(event.alarm_arn, 1024))
+    return _alarm_ref(event.region, event.account, cluster, bounded_id(event.alarm_arn, 1024))
 
 
 def contributor_instance(event: AlarmContributorStateChangeEvent) -> InstanceRef:
     """One time series of the alarm: its record is the alarm's ARN and the contributor's id; its cluster is the
     `ClusterName` attribute; its attributes are kept bounded (the first MAX_ATTRIBUTES by name, each clipped)."""
     contributor = event.detail.alarm_contributor
-    attributes = tuple(
+    return contributor_ref(event.alarm_arn, event.region, event.account, contributor.id, contributor.attributes)
+
+
+def contributor_ref(
+    alarm_arn: str, region: str, account: str, contributor_id: str, attributes: Mapping[str, str]
+) -> InstanceRef:
+    """Where one contributor's facts are kept, as its event names it (contributor_instance) and as the reconciliation
+    sweep finds it in DescribeAlarmContributors' answer: the same record, so the event and the sweep merge."""
+    kept = tuple(
         (clip(key, MAX_ATTRIBUTE_KEY) or "", clip(value, MAX_ATTRIBUTE_VALUE) or "")
-        for key, value in sorted(contributor.attributes.items())[:MAX_ATTRIBUTES]
+        for key, value in sorted(attributes.items())[:MAX_ATTRIBUTES]
     )
-    record = f"{bounded_id(event.alarm_arn, 990)}{CONTRIBUTOR_MARK}{contributor.id}"
-    return _alarm_ref(event, contributor.attributes.get("ClusterName"), record, attributes)
+    record = f"{bounded_id(alarm_arn, MAX_CONTRIBUTOR_RECORD_ARN)}{CONTRIBUTOR_MARK}{contributor_id}"
+    return _alarm_ref(region, account, attributes.get("ClusterName"), record, kept)
+
+
+def alarm_ref(alarm_arn: str) -> InstanceRef | None:
+    """The alarm's own record, as its events name it (alarm_instance), from its ARN alone (the reconciliation sweep:
+    DescribeAlarms names no dimension the stack's alarms have). None for what is not an alarm's ARN."""
+    parts = alarm_arn_parts(alarm_arn)
+    if parts is None:
+        return None
+    region, account, _ = parts
+    return _alarm_ref(region, account, None, bounded_id(alarm_arn, 1024))
+
+
+def unknown_clusters_ref(alarm_arn: str) -> InstanceRef | None:
+    """The record of a multi time series alarm paged as a whole, its clusters unknown (ALL_CONTRIBUTORS)."""
+    parts = alarm_arn_parts(alarm_arn)
+    if parts is None:
+        return None
+    region, account, _ = parts
+    return contributor_ref(alarm_arn, region, account, ALL_CONTRIBUTORS, {})
+
+
+def alarm_arn_parts(arn: str) -> tuple[str, str, str] | None:
+    """(Region, account, name) of a CloudWatch alarm's ARN; None for anything else."""
+    found = _ALARM_ARN.match(arn)
+    if found is None or CONTRIBUTOR_MARK in arn:
+        return None
+    return found.group("region"), found.group("account"), found.group("name")
+
+
+def alarm_of(record_arn: str) -> str | None:
+    """The alarm's ARN a record belongs to (the alarm's own, or one of its contributors'); None for a record that is
+    not an alarm's (an instance, a group)."""
+    alarm = record_arn.split(CONTRIBUTOR_MARK, 1)[0]
+    return alarm if alarm_arn_parts(alarm) is not None else None
+
+
+def is_unknown_clusters(instance: InstanceRef) -> bool:
+    return instance.alarm_contributor == ALL_CONTRIBUTORS
+
+
+def found_by_sweep(instance: InstanceRef) -> str:
+    """What an incident the reconciliation sweep made known says of itself (an alarm's says which event was lost)."""
+    if instance.alarm_contributor is None:
+        return FOUND_BY_SWEEP
+    return FOUND_UNKNOWN_CLUSTERS if is_unknown_clusters(instance) else FOUND_CONTRIBUTOR
 
 
 def _alarm_ref(
-    event: AlarmEvent, cluster: str | None, record: str, attributes: tuple[tuple[str, str], ...] = ()
+    region: str, account: str, cluster: str | None, record: str, attributes: tuple[tuple[str, str], ...] = ()
 ) -> InstanceRef:
     """Where an alarm's (or one contributor's) facts are kept, `record`, standing where an instance would; the
-    cluster's ARN is built from its name, in the event's Region and account."""
-    region = bounded_id(event.region, 64)
-    account = bounded_id(event.account, 64)
+    cluster's ARN is built from its name, in the alarm's Region and account."""
+    region = bounded_id(region, 64)
+    account = bounded_id(account, 64)
     cluster_arn = f"arn:aws:ecs:{region}:{account}:cluster/{bounded_id(cluster, MAX_CLUSTER_NAME)}" if cluster else ""
     return InstanceRef(
         region=region,
@@ -193,6 +263,18 @@ def alarm_facts(event: AlarmStateChangeEvent, event_id: str) -> EventFacts | Non
     return EventFacts(event_id, alarm_instance(event), health=tuple(facts))
 
 
+def unknown_clusters_ok(event: AlarmStateChangeEvent, event_id: str) -> EventFacts | None:
+    """The alarm's OK as a fact of its unknown-clusters record (unknown_clusters_ref), for a multi time series alarm
+    the reconciliation sweep may have paged as a whole: the OK of the alarm is the OK of every series in it. None
+    for any other alarm or state."""
+    state = event.detail.state
+    check = alarm_check_type(event.detail.alarm_name)
+    if state.value != "OK" or check not in PER_CONTRIBUTOR:
+        return None
+    instance = contributor_ref(event.alarm_arn, event.region, event.account, ALL_CONTRIBUTORS, {})
+    return EventFacts(event_id, instance, health=(_fact(check, state, state.timestamp or event.time, event_id),))
+
+
 def _fact(check: str, state: AlarmState, at: datetime, event_id: str) -> HealthFact:
     return HealthFact(
         check_type=check,
@@ -227,7 +309,7 @@ def reading(instance: InstanceRef, check_type: str, reason: str | None) -> Contr
     threshold (90.0) ... The most recent datapoint which crossed the threshold: [93.0 (dd/mm/yy HH:MM:SS)]"):
     an absent or unreadable number is None, never an error."""
     contributor = instance.alarm_contributor
-    if contributor is None:
+    if contributor is None or contributor == ALL_CONTRIBUTORS:
         return None
     text = reason or ""
     value = _number(_CROSSED.search(text) or _DATAPOINT.search(text))
@@ -264,6 +346,27 @@ def contributor_title(check_type: str, classification: Classification, found: Co
     if found.value is None:
         return f"{subject} on {where}: value not reported ({threshold})"
     return f"{subject} {shown(found.value, found.unit)} on {where} ({threshold})"
+
+
+def series_in_alarm(reason: str | None) -> tuple[int, int] | None:
+    """(in ALARM, evaluated) from a multi time series alarm's reason ("Threshold Crossed: 3 out of 11 time series
+    evaluated to ALARM"); None when the reason does not say so readably."""
+    found = _SERIES.search(reason or "")
+    if found is None:
+        return None
+    return int(found.group(1)), int(found.group(2))
+
+
+def unknown_clusters_title(check_type: str, classification: Classification) -> str:
+    """`GPU temperature above the threshold on 3 of 11 clusters (which ones is unknown)`: what the alarm's reason says
+    of its series, and that their clusters could not be read."""
+    subject = _SUBJECTS.get(check_type, classification.title)
+    counted = series_in_alarm(classification.reason)
+    if counted is None:
+        return f"{subject} above the threshold on clusters not known (how many is not reported)"
+    hot, evaluated = counted
+    clusters = "cluster" if evaluated == 1 else "clusters"
+    return f"{subject} above the threshold on {hot} of {evaluated} {clusters} (which ones is unknown)"
 
 
 def alarm_fingerprint(instance: InstanceRef) -> str:

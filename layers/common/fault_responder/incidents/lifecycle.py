@@ -61,15 +61,18 @@ from fault_responder.incidents.alarms import (
     classify_alarm,
     contributor_facts,
     contributor_title,
+    found_by_sweep,
     is_alarm_check,
+    is_unknown_clusters,
     reading,
     told_by_contributors,
+    unknown_clusters_ok,
+    unknown_clusters_title,
 )
 from fault_responder.incidents.classify import classify_health_check
 from fault_responder.incidents.drain import attribute_drain
 from fault_responder.incidents.people import KIND_ORDER, MAX_TIMELINE, apply_actions
 from fault_responder.incidents.record import (
-    FOUND_BY_SWEEP,
     MAX_INCIDENTS_PER_CHECK,
     EventFacts,
     HealthFact,
@@ -181,6 +184,17 @@ def facts_from_event(event: EcsEvent | AlarmEvent) -> EventFacts | None:
         )
         return EventFacts(event_id, instance, status=status)
     return _task_facts(event, event_id)
+
+
+def closed_elsewhere(event: EcsEvent | AlarmEvent) -> EventFacts | None:
+    """What an event says about a record other than its own: a multi time series alarm's OK is the OK of the page the
+    reconciliation sweep made for the alarm as a whole when its clusters could not be read
+    (fault_responder.incidents.alarms.unknown_clusters_ok). None for every other event."""
+    if isinstance(event, HealthChangeEvent | InstanceStateEvent | TaskStateEvent):
+        return None
+    if event.detail_type == ALARM_CONTRIBUTOR_STATE_CHANGE:
+        return None
+    return unknown_clusters_ok(event, bounded_id(event.id))  # type: ignore[arg-type]
 
 
 def _health_facts(event: HealthChangeEvent, event_id: str) -> EventFacts | None:
@@ -439,7 +453,7 @@ def _identify(
                 check,
                 anchor,
                 known_at=now,
-                found=FOUND_BY_SWEEP if episode.reports[0].reconciled else None,
+                found=found_by_sweep(instance) if episode.reports[0].reconciled else None,
             )
         matched.append((episode, identity))
     return _Identified(matched, unclaimed, absorbed)
@@ -458,6 +472,8 @@ def _incident(
     found = reading(record.instance, episode.check_type, classification.reason)
     if found is not None:
         classification = replace(classification, title=contributor_title(episode.check_type, classification, found))
+    elif is_unknown_clusters(record.instance):
+        classification = replace(classification, title=unknown_clusters_title(episode.check_type, classification))
     within = [fact for fact in record.statuses if episode.contains(fact.at)]
     drain_facts = [fact for fact in within if _is_drain(fact) and episode.open_at(fact.at)]
     last_report = episode.close or episode.reports[-1]

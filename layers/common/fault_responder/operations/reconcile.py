@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from fault_responder.core.domain import InstanceRef
 from fault_responder.core.timefmt import as_utc
+from fault_responder.incidents.alarms import alarm_of
 from fault_responder.incidents.record import (
     RECONCILED_PREFIX,
     EventFacts,
@@ -298,7 +299,9 @@ class Reconciler:
         self._tally = Tally()
         self._undelivered = []
         event_id = run_event_id(started)
-        open_arns = {arn for arn in self.records.open_records() if not is_group(arn)}
+        # An alarm's records are the alarms' reconciliation's (operations/alarm_reconcile.py): a contributor's names its
+        # cluster, and ECS, asked about it, would answer that no such instance is there.
+        open_arns = {arn for arn in self.records.open_records() if not is_group(arn) and alarm_of(arn) is None}
         seen: set[str] = set()
         complete: set[str] = set()
         watched = list(self.clusters) or list(self.inventory.clusters())

@@ -565,7 +565,8 @@ def _step_context(incident: Incident, entry: TimelineEntry) -> dict[str, Any]:
 
 def _step_source(incident: Incident, entry: TimelineEntry) -> str:
     if is_reconciled(entry.event_id):
-        return "Found by the reconciliation sweep in ECS's answer: no event reported it"
+        answer = "CloudWatch's" if incident.instance.is_alarm else "ECS's"
+        return f"Found by the reconciliation sweep in {answer} answer: no event reported it"
     if entry.kind == EntryKind.ACTION:
         source = "a PagerDuty webhook" if entry.event_id.startswith("action:pagerduty:") else "a Slack button"
         return f"Done by a person, through {source}"
