@@ -81,9 +81,10 @@ def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, in
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def reconcile_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    """ReconcileFunction, on its schedule: the watched clusters' instances as ECS describes them, against the
-    incidents table (fault_responder.operations.reconcile): missed faults opened, missed recoveries and departures
-    closed."""
+    """ReconcileFunction, on its schedule: the stack's alarms as CloudWatch describes them
+    (fault_responder.operations.alarm_reconcile), then the watched clusters' instances as ECS describes them
+    (fault_responder.operations.reconcile), against the incidents table: missed faults opened, missed recoveries and
+    departures closed."""
     router = alert_router()
     router.start_invocation(context.get_remaining_time_in_millis() / 1000)
     return router.reconcile()

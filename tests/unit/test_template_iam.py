@@ -292,6 +292,31 @@ def test_the_reconciliation_changes_nothing_in_ecs_and_writes_only_its_log_group
     assert granting(resolver, "sqs:SendMessage", "ReconcileRole") == []
 
 
+def test_the_reconciliation_reads_only_the_stacks_alarms_and_changes_none() -> None:
+    resolver = stack(**RELAUNCH)
+    cloudwatch = [
+        (logical_id, statement)
+        for logical_id, statement in statements(resolver)
+        if any(action.startswith("cloudwatch:") for action in as_list(statement["Action"]))
+    ]
+
+    assert [logical_id for logical_id, _ in cloudwatch] == ["ReconcileRole"]
+    [(_, reading)] = cloudwatch
+    assert set(as_list(reading["Action"])) == {
+        "cloudwatch:DescribeAlarms",
+        "cloudwatch:DescribeAlarmHistory",
+        "cloudwatch:DescribeAlarmContributors",
+    }
+    assert reading["Resource"] == f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm:test.*"
+
+
+def test_the_reconciliation_is_told_the_stacks_alarm_prefix_and_its_own_rate() -> None:
+    variables = stack(ReconcileRateMinutes="7").properties("ReconcileFunction")["Environment"]["Variables"]
+
+    assert variables["ALARM_NAME_PREFIX"] == "test."
+    assert str(variables["RECONCILE_RATE_MINUTES"]) == "7"
+
+
 # --- The resume functions' table actions -----------------------------------------------------------
 
 

@@ -37,6 +37,11 @@ BUDGET_MARGIN_SECONDS = 3.0
 MAX_REASON = 1000
 LAMBDA_MAX_SECONDS = 900.0
 """The longest a Lambda invocation runs: the time budget when none was given (a direct call, a test)."""
+ALARM_SHARE = 0.5
+"""The part of a reconciliation run the alarms may take at most (they go first: a hot GPU is told before the
+instances are described); the instances have the rest."""
+ALARM_LOOKBACK_RUNS = 3
+MIN_ALARM_LOOKBACK = timedelta(minutes=15)
 
 
 class RouterSettings(BaseModel):
@@ -73,6 +78,10 @@ class RouterSettings(BaseModel):
     stack_account: str = Field(alias="STACK_ACCOUNT", default="")
     region: str = Field(alias="AWS_REGION", default="")
     """The Region the function runs in (Lambda sets it): the stack's, always enrolled."""
+    alarm_name_prefix: str = Field(alias="ALARM_NAME_PREFIX", default="", pattern=r"^([^.]{1,254}\.)?$")
+    """The stack's alarms' names begin with it (`<stack name>.`): the reconciliation reads them. Empty: it does not."""
+    reconcile_rate_minutes: int = Field(alias="RECONCILE_RATE_MINUTES", default=5, ge=1, le=1440)
+    """How often the reconciliation runs: an alarm's history is read ALARM_LOOKBACK_RUNS times as far back."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
@@ -152,8 +161,9 @@ class AlertRouter:
         return tally
 
     def reconcile(self) -> dict[str, int]:
-        """One run of the reconciliation sweep (ReconcileFunction): what ECS says now against the incidents table;
-        what an event would have said and none did is recorded and delivered as the event's would have been."""
+        """One run of the reconciliation sweep (ReconcileFunction): what CloudWatch says of the stack's alarms, then
+        what ECS says of the instances, against the incidents table; what an event would have said and none did is
+        recorded and delivered as the event's would have been."""
         # Imported here: only ReconcileFunction reconciles, and the router's cold start need not pay for it.
         from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415
         from fault_responder.operations.reconcile import Reconciler  # noqa: PLC0415
@@ -161,6 +171,8 @@ class AlertRouter:
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
         self.silences.refresh_or_keep()
         service = self.service
+        alarms = self._reconcile_alarms(seconds_left * ALARM_SHARE) if self.settings.alarm_name_prefix else {}
+        seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
         reconciler = Reconciler(
             inventory=EcsHealthInventory(boto3.client("ecs")),
             records=service.store,
@@ -171,9 +183,32 @@ class AlertRouter:
             epoch=time.time,
             max_instances=self.settings.reconcile_max_instances,
         )
-        tally = reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left)
+        tally = {**reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left), **alarms}
         logger.info("reconciliation done", extra=tally)
         return tally
+
+    def _reconcile_alarms(self, seconds_left: float) -> dict[str, int]:
+        """The stack's alarms as CloudWatch describes them, against the incidents table
+        (fault_responder.operations.alarm_reconcile): what their events would have told and none did."""
+        # Imported here, as the instances' reconciliation is: only ReconcileFunction reconciles.
+        from fault_responder.adapters.cloudwatch_alarms import CloudWatchAlarms  # noqa: PLC0415
+        from fault_responder.operations.alarm_reconcile import AlarmReconciler  # noqa: PLC0415
+
+        service = self.service
+        lookback = max(
+            MIN_ALARM_LOOKBACK, timedelta(minutes=ALARM_LOOKBACK_RUNS * self.settings.reconcile_rate_minutes)
+        )
+        reconciler = AlarmReconciler(
+            source=CloudWatchAlarms(boto3.client("cloudwatch")),
+            records=service.store,
+            observe=lambda facts, left: service.observe(facts, seconds_left=left),
+            prefix=self.settings.alarm_name_prefix,
+            lookback=lookback,
+            redeliver=lambda arn, left: service.reconcile(arn, seconds_left=left),
+            count=count,
+            epoch=time.time,
+        )
+        return reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left)
 
     def _handle(self, event: dict[str, Any]) -> dict[str, Any]:
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
