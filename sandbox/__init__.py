@@ -12,7 +12,8 @@ Where things are, in the order a replay uses them:
 - `lambda_runtime` and `lambda_bootstrap`: running a handler like Lambda, in process or in a clean
   interpreter from the `sam build` output.
 - `stepfunctions`: executions: Lambda tasks dispatched to the handlers in process, waiting, summaries.
-- `ecs_emulation`: what moto's ECS lacks (capacity provider types, placement, task lifecycle, faults).
+- `ecs_emulation`: what moto's ECS lacks (capacity provider types, placement, task lifecycle, faults);
+  `cloudwatch_emulation`: what moto's CloudWatch lacks (alarm contributors, alarm history, DescribeAlarms' pages).
 - `scenario` (the file format), `world` (seeding), `expectations` (checking): for `run`.
 - `replay`, `invoke`, `run`: the three commands; `report`: the timeline and the JSON report.
 - `serve_standins`: `standins`, the stand-ins alone on a fixed port, for `sam local invoke`.

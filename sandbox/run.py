@@ -1,8 +1,9 @@
 """`python -m sandbox run`: a scenario (docs/scenarios.md) from seeded world to checked expectations.
 
 1. The stack is deployed from the template with the scenario's parameters (waits shortened there, never
-   in the definition), the Slack/PagerDuty stand-ins get the scenario's faults, ECS gets the
-   emulation of what moto lacks (sandbox/ecs_emulation.py) and the scenario's RunTask faults.
+   in the definition), the Slack/PagerDuty stand-ins get the scenario's faults, ECS and CloudWatch get the
+   emulation of what moto lacks (sandbox/ecs_emulation.py, sandbox/cloudwatch_emulation.py) and the scenario's
+   RunTask faults.
 2. The world is seeded (sandbox/world.py), and its trainers start training (sandbox/trainer_emulation.py) until
    the run is reported.
 3. Each event step goes onto the default bus: rules match with EventBridge's semantics, SQS targets
@@ -53,6 +54,7 @@ from unittest import mock
 
 from sandbox import expectations
 from sandbox import scenario as model
+from sandbox.cloudwatch_emulation import CloudWatchEmulation
 from sandbox.drill_emulation import drill_bridge
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
@@ -76,7 +78,7 @@ from sandbox.stepfunctions import (
 )
 from sandbox.template import load_template
 from sandbox.trainer_emulation import TrainerEmulation, trainers_for
-from sandbox.world import INCIDENTS_TABLE, World, deep_merge, point_at, seed_world
+from sandbox.world import INCIDENTS_TABLE, SeededAlarm, World, deep_merge, point_at, seed_world, set_alarm
 
 SWEEP_FUNCTION = "SweepFunction"
 SLACK_ACTIONS_FUNCTION = "SlackActionsFunction"
@@ -118,7 +120,8 @@ def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
                 stop_after_describes=scenario.ecs.stop_after_describes,
             )
         )
-        run = _Run(loaded, sandbox, emulation, timeline, context)
+        cloudwatch = context.enter_context(CloudWatchEmulation(account_id=identity.account_id, region=identity.region))
+        run = _Run(loaded, sandbox, emulation, timeline, context, cloudwatch=cloudwatch)
         return run.execute()
 
 
@@ -212,6 +215,7 @@ class _Run:
     bus: EventBus | None = None
     mappings: list[SqsEventSourceMapping] = field(default_factory=list)
     clock: SandboxClock = field(default_factory=SandboxClock)
+    cloudwatch: CloudWatchEmulation | None = None
 
     def execute(self) -> RunResult:
         scenario, sandbox = self.loaded.scenario, self.sandbox
@@ -238,7 +242,7 @@ class _Run:
             if source.enabled
         ]
         self.bus, self.mappings = bus, mappings
-        world = seed_world(scenario.world, sandbox.aws, self.emulation, sandbox.stack)
+        world = seed_world(scenario.world, sandbox.aws, self.emulation, sandbox.stack, self.cloudwatch)
         self.timeline.seeded(_world_json(world))
         trainers = self.context.enter_context(trainers_for(scenario.world, sandbox.aws, self.emulation))
         self._arm_faults(scenario.faults)
@@ -261,6 +265,8 @@ class _Run:
                     self._click(number, step.click, world)
                 elif step.pagerduty is not None:
                     self._webhook(number, step.pagerduty, world)
+                elif step.alarm is not None:
+                    self._set_alarm(number, step.alarm, world)
                 else:
                     self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
@@ -329,6 +335,13 @@ class _Run:
                 filled = point_at(filled, world.instance(step.instance), self.sandbox.identity)
             events.append(deep_merge(filled, world.fill(step.overrides)))
         return events
+
+    def _set_alarm(self, number: int, alarm: model.Alarm, world: World) -> None:
+        """One of the world's alarms changes state in CloudWatch (sandbox/cloudwatch_emulation.py); no event is sent."""
+        seeded = set_alarm(alarm, world, datetime.now(UTC))
+        hot = f", {len(seeded.contributors)} contributors in ALARM" if seeded.contributors else ""
+        error = f", DescribeAlarmContributors answers {alarm.contributors_error}" if alarm.contributors_error else ""
+        self.timeline.step(number, f"alarm {seeded.full_name} is {alarm.state} in CloudWatch (no event){hot}{error}")
 
     def _run_cli(self, number: int, arguments: list[str], expected: int, world: World) -> None:
         """`python -m fault_responder.cli` in process, against the deployed stack's incidents table in moto."""
@@ -874,7 +887,16 @@ def _world_json(world: World) -> dict[str, Any]:
         "instances": {name: dataclasses.asdict(instance) for name, instance in world.instances.items()},
         "tasks": {name: dataclasses.asdict(task) for name, task in world.tasks.items()},
         "checkpoints": {prefix: list(folders) for prefix, folders in world.checkpoints.items()},
+        **({"alarms": {name: _alarm_json(alarm) for name, alarm in world.alarms.items()}} if world.alarms else {}),
     }
+
+
+def _alarm_json(alarm: SeededAlarm) -> dict[str, Any]:
+    def stamp(moment: datetime) -> str:
+        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    contributors = {key: {"since": stamp(at), "reason": reason} for key, (at, reason) in alarm.contributors.items()}
+    return {"name": alarm.full_name, "arn": alarm.arn, "since": stamp(alarm.since), "contributors": contributors}
 
 
 def _at_once(calls: Sequence[Any]) -> list[Any]:

@@ -332,6 +332,88 @@ class TrainedJob:
     start_step: int
 
 
+ContributorError = Literal["AccessDeniedException", "ResourceNotFoundException", "ValidationError"]
+"""What DescribeAlarmContributors can be made to answer instead of the contributors (cloudwatch_emulation.py)."""
+_SINCE = r"^now(?:[+-]\d+(?:\.\d+)?[smhd])?$"
+
+
+class AlarmContributor(_Model):
+    """One series of a multi time series alarm in ALARM, as DescribeAlarmContributors lists it (no event is sent)."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,16}$")
+    """CloudWatch's id for the series: 1 to 16 letters, digits, `.`, `_`, `:` or `-`."""
+    cluster: str | None = Field(default=None, min_length=1, max_length=255)
+    """Short for the attribute ClusterName."""
+    attributes: dict[str, str] = {}
+    value: float | None = None
+    """The datapoint that crossed the threshold: its reason is the one CloudWatch writes with it."""
+    reason: str | None = Field(default=None, min_length=1, max_length=1023)
+    """Its StateReason, when not the one `value` makes."""
+    since: str = Field(default="now", pattern=_SINCE)
+    """When it entered ALARM (StateTransitionedTimestamp): `now`, `now-3m`, ... when the world or the step is set."""
+
+    @property
+    def all_attributes(self) -> dict[str, str]:
+        return {**self.attributes, **({"ClusterName": self.cluster} if self.cluster else {})}
+
+    def state_reason(self, threshold: float, at: datetime) -> str:
+        """Its reason as CloudWatch words it (the datapoint's minute before `at`), unless the scenario gives one."""
+        if self.reason is not None:
+            return self.reason
+        if self.value is None:
+            return f"Threshold Crossed: 1 datapoint was greater than the threshold ({threshold:.1f})."
+        minute = (at - timedelta(minutes=1)).strftime("%d/%m/%y %H:%M:00")
+        return (
+            f"Threshold Crossed: 1 datapoint was greater than the threshold ({threshold:.1f}). The most recent "
+            f"datapoint which crossed the threshold: [{self.value:.1f} ({minute})]."
+        )
+
+
+class Alarm(_Model):
+    """One of the stack's CloudWatch alarms as CloudWatch describes it (sandbox/cloudwatch_emulation.py): seeded in
+    the world, or set by an `alarm` step. No event is sent: a scenario replays its events as steps, or loses them."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,100}$")
+    """What follows the stack's name and its dot: `gpu-temperature` is `<stack name>.gpu-temperature`."""
+    state: Literal["OK", "ALARM", "INSUFFICIENT_DATA"] = "OK"
+    reason: str | None = Field(default=None, min_length=1, max_length=1023)
+    """Its StateReason (default: as CloudWatch words it, with `series` and its contributors)."""
+    series: int | None = Field(default=None, ge=1, le=10_000)
+    """How many time series it evaluates (a GROUP BY alarm's reason counts "N out of <series>")."""
+    threshold: float = 90.0
+    since: str = Field(default="now", pattern=_SINCE)
+    """When it entered its state: `now`, `now-3m`, ... when the world or the step is set."""
+    contributors: list[AlarmContributor] = []
+    """Its series in ALARM (those of the alarm before that are not listed are OK from `since`)."""
+    contributors_error: ContributorError | None = None
+    """DescribeAlarmContributors answers this error instead of the contributors (an account or a role without it)."""
+
+    @model_validator(mode="after")
+    def _contributors_when_firing(self) -> Alarm:
+        ids = [contributor.id for contributor in self.contributors]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"alarm {self.name}: two contributors have one id")
+        if self.contributors and self.state != "ALARM":
+            raise ValueError(f"alarm {self.name}: contributors are the series in ALARM; a {self.state} alarm has none")
+        if self.series is not None and len(self.contributors) > self.series:
+            raise ValueError(f"alarm {self.name}: more contributors in ALARM than the {self.series} series it has")
+        return self
+
+    @property
+    def state_reason(self) -> str:
+        """Its reason as CloudWatch words it, unless the scenario gives one."""
+        if self.reason is not None:
+            return self.reason
+        if self.state == "OK":
+            return "Threshold Crossed: no datapoint was greater than the threshold."
+        if self.state == "INSUFFICIENT_DATA":
+            return "Insufficient Data: 1 datapoint was unknown."
+        if self.contributors or self.series is not None:
+            hot = len(self.contributors)
+            return f"Threshold Crossed: {hot} out of {self.series or hot} time series evaluated to ALARM"
+        return f"Threshold Crossed: 1 datapoint was greater than the threshold ({self.threshold:g})."
+
+
 class World(_Model):
     clusters: list[Cluster] = []
     buckets: list[str] = []
@@ -339,6 +421,15 @@ class World(_Model):
     objects: list[S3Object] = []
     ledger: list[LedgerEntry] = []
     trainers: list[Trainer] = []
+    alarms: list[Alarm] = []
+    """The stack's alarms as CloudWatch describes them (what the reconciliation reads); no event is sent."""
+
+    @model_validator(mode="after")
+    def _one_alarm_per_name(self) -> World:
+        names = [alarm.name for alarm in self.alarms]
+        if len(set(names)) != len(names):
+            raise ValueError("alarms: two alarms have one name")
+        return self
 
     @model_validator(mode="after")
     def _launched_names_are_free(self) -> World:
@@ -543,6 +634,8 @@ class EventStep(_Model):
     """A press of an incident root's button in Slack (SlackActionsFunction's function URL)."""
     pagerduty: PagerDutyStep | None = None
     """A PagerDuty v3 webhook about the newest alert (PagerDutyWebhookFunction's function URL)."""
+    alarm: Alarm | None = None
+    """One of the world's alarms changes state in CloudWatch (its state in full); no event is sent."""
     expect_exit: int | None = Field(default=None, ge=0, le=255)
     """A `cli` step's expected exit status (default 0); any other fails the scenario."""
     instance: str | None = None
@@ -567,9 +660,17 @@ class EventStep(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> EventStep:
-        sources = (self.file, self.event, self.cli, self.sweep, self.reconcile, self.click, self.pagerduty)
+        sources = (self.file, self.event, self.cli, self.sweep, self.reconcile, self.click, self.pagerduty, self.alarm)
         if sum(source is not None for source in sources) != 1:
-            raise ValueError("give exactly one of file, event, cli, sweep, reconcile, click or pagerduty")
+            raise ValueError(
+                "give exactly one of file, event, cli, sweep, reconcile, click or pagerduty (or alarm, which "
+                "changes an alarm's state)"
+            )
+        if self.alarm is not None:
+            given = self.instance is not None or bool(self.overrides) or self.concurrently != 1 or self.repeat != 1
+            if given or self.expect_exit is not None:
+                raise ValueError("an alarm step takes no instance, overrides, repeat, concurrently or expect_exit")
+            return self
         for name, sent in (("click", self.click), ("pagerduty", self.pagerduty)):
             if sent is None:
                 continue
@@ -731,6 +832,17 @@ class Scenario(_Model):
     faults: Faults = Faults()
     actions: list[Action] = []
     expect: list[Expectation] = []
+
+    @model_validator(mode="after")
+    def _alarm_steps_name_seeded_alarms(self) -> Scenario:
+        seeded = {alarm.name for alarm in self.world.alarms}
+        for number, step in enumerate(self.events, start=1):
+            if step.alarm is not None and step.alarm.name not in seeded:
+                known = ", ".join(sorted(seeded)) or "none"
+                raise ValueError(
+                    f"events: step {number} sets alarm {step.alarm.name}, not one of world.alarms ({known})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _replays_name_earlier_clicks(self) -> Scenario:

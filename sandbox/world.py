@@ -2,8 +2,9 @@
 and running tasks; S3 checkpoints; earlier resume attempts in the ledger.
 
 Everything goes through the AWS APIs (moto) where moto models it (instances' custom attributes, each
-EC2_AUTOSCALING provider's Auto Scaling group), and through sandbox/ecs_emulation.py where it does not
-(capacity provider types and auto-repair, instance membership of a provider, the group's launches).
+EC2_AUTOSCALING provider's Auto Scaling group, the stack's alarms), and through sandbox/ecs_emulation.py and
+sandbox/cloudwatch_emulation.py where it does not (capacity provider types and auto-repair, instance membership of a
+provider, the group's launches; an alarm's state, contributors and history).
 Checkpoints are written by the training helper the jobs themselves use, and the ledger by the
 workflow's own store, so the seeded data has exactly the shape production code writes.
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from sandbox import scenario as model
 from sandbox.aws import AwsClients
+from sandbox.cloudwatch_emulation import CloudWatchEmulation, Contributor
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
 from sandbox.stack import Stack, layer_on_path
@@ -58,6 +60,18 @@ class SeededInstance:
 
 
 @dataclass(frozen=True)
+class SeededAlarm:
+    """One of the stack's alarms as last set: its full name and ARN, when it entered its state, its contributors'."""
+
+    name: str
+    full_name: str
+    arn: str
+    since: datetime
+    contributors: dict[str, tuple[datetime, str]] = field(default_factory=dict)
+    """Contributor id -> when it entered ALARM, and its reason, as it was last listed in ALARM."""
+
+
+@dataclass(frozen=True)
 class SeededTask:
     name: str
     cluster: str
@@ -82,6 +96,10 @@ class World:
     """(instance name, check type) -> the seeded check's lastStatusChange."""
     emulation: EcsEmulation | None = field(default=None, repr=False, compare=False)
     """The ECS emulation the world was seeded into: it knows the instances launched since."""
+    alarms: dict[str, SeededAlarm] = field(default_factory=dict)
+    """The stack's alarms by the scenario's name for them (`gpu-temperature`), as last set."""
+    cloudwatch: CloudWatchEmulation | None = field(default=None, repr=False, compare=False)
+    """The CloudWatch emulation the alarms are set in."""
 
     def launched(self) -> dict[str, SeededInstance]:
         """The instances the capacity providers' Auto Scaling groups launched since seeding, by their names
@@ -146,6 +164,16 @@ class World:
         for prefix, folders in self.checkpoints.items():
             if folders:
                 refs[f"checkpoints.{prefix}.newest"] = folders[-1]
+        for alarm in self.alarms.values():
+            prefix = f"alarms.{alarm.name}"
+            refs |= {
+                f"{prefix}.name": alarm.full_name,
+                f"{prefix}.arn": alarm.arn,
+                f"{prefix}.since": _iso(alarm.since),
+            }
+            for contributor, (since, reason) in alarm.contributors.items():
+                refs[f"{prefix}.contributors.{contributor}.since"] = _iso(since)
+                refs[f"{prefix}.contributors.{contributor}.reason"] = reason
         for silence_id, comment in self.silences:
             refs[f"silences.{comment}"] = silence_id  # the newest with that comment
         if self.silences:
@@ -229,14 +257,74 @@ def point_at(event: dict[str, Any], instance: SeededInstance, identity: StackIde
 # --- Seeding ---------------------------------------------------------------------------------------
 
 
-def seed_world(world_model: model.World, aws: AwsClients, emulation: EcsEmulation, stack: Stack) -> World:
-    world = World(stack.identity, emulation=emulation)
+def seed_world(
+    world_model: model.World,
+    aws: AwsClients,
+    emulation: EcsEmulation,
+    stack: Stack,
+    cloudwatch: CloudWatchEmulation | None = None,
+) -> World:
+    world = World(stack.identity, emulation=emulation, cloudwatch=cloudwatch)
     for cluster in world_model.clusters:
         _seed_cluster(cluster, world, aws, emulation)
     _seed_s3(world_model, world, aws)
     if world_model.ledger:
         _seed_ledger(world_model.ledger, world, aws, stack)
+    for alarm in world_model.alarms:
+        _seed_alarm(alarm, world, aws)
     return world
+
+
+def _seed_alarm(alarm: model.Alarm, world: World, aws: AwsClients) -> None:
+    """The alarm created in moto as the template creates it (named after the stack), then set to its state."""
+    full_name = f"{world.identity.name}.{alarm.name}"
+    aws.client("cloudwatch").put_metric_alarm(
+        AlarmName=full_name,
+        AlarmDescription="Seeded by the scenario: the sandbox sets its state, it does not evaluate it.",
+        Namespace="ECS/ContainerInsights",
+        MetricName="TaskGPUTemperature",
+        Statistic="Maximum",
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=alarm.threshold,
+        ComparisonOperator="GreaterThanThreshold",
+        TreatMissingData="notBreaching",
+    )
+    set_alarm(alarm, world, datetime.now(UTC))
+
+
+def set_alarm(alarm: model.Alarm, world: World, now: datetime) -> SeededAlarm:
+    """The alarm in the state the scenario gives (its moments from `now`), in the CloudWatch emulation; no event."""
+    if world.cloudwatch is None:
+        raise SandboxError("the world has alarms, and no CloudWatch emulation to set them in")
+    now = now.astimezone(UTC).replace(microsecond=0)
+    full_name = f"{world.identity.name}.{alarm.name}"
+    since = _at(alarm.since, now)
+    contributors = []
+    for contributor in alarm.contributors:
+        at = _at(contributor.since, now)
+        reason = contributor.state_reason(alarm.threshold, at)
+        contributors.append(Contributor(contributor.id, contributor.all_attributes, reason, at))
+    world.cloudwatch.set_alarm(
+        full_name, alarm.state, alarm.state_reason, since, contributors=contributors, error=alarm.contributors_error
+    )
+    identity = world.identity
+    before = world.alarms.get(alarm.name)
+    seeded = SeededAlarm(
+        alarm.name,
+        full_name,
+        f"arn:{identity.partition}:cloudwatch:{identity.region}:{identity.account_id}:alarm:{full_name}",
+        since,
+        # Every contributor as it was last listed in ALARM: its events may come after it is OK again.
+        {**(before.contributors if before else {}), **{c.id: (c.since, c.reason) for c in contributors}},
+    )
+    world.alarms[alarm.name] = seeded
+    return seeded
+
+
+def _at(since: str, now: datetime) -> datetime:
+    when = _NOW.match(since)
+    return _shifted(now, when) if when is not None else now
 
 
 def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation) -> None:

@@ -1,6 +1,7 @@
 """The reconciliation sweep end to end: ReconcileFunction's real handler with the environment template.yaml gives
-it, against the sandbox's moto (ECS with container-instance health emulated, sandbox/ecs_emulation.py; the
-incidents table) and the Slack and PagerDuty stand-ins over HTTP."""
+it, against the sandbox's moto (ECS with container-instance health emulated, sandbox/ecs_emulation.py; the stack's
+alarms with their contributors and history, sandbox/cloudwatch_emulation.py; the incidents table) and the Slack and
+PagerDuty stand-ins over HTTP."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sandbox.cloudwatch_emulation import CloudWatchEmulation, Contributor
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.lambda_runtime import InProcessFunction, Invocation
 from sandbox.session import Sandbox
@@ -27,6 +29,22 @@ class Fleet:
     sandbox: Sandbox
     emulation: EcsEmulation
     reconcile: Callable[[], Invocation]
+    cloudwatch: CloudWatchEmulation
+
+    def alarm(self, what: str) -> str:
+        """The stack's alarm `<stack name>.<what>`, created in moto as the template names it; its full name."""
+        name = f"{self.sandbox.identity.name}.{what}"
+        self.sandbox.aws.client("cloudwatch").put_metric_alarm(
+            AlarmName=name,
+            Namespace="ECS/ContainerInsights",
+            MetricName="TaskGPUTemperature",
+            Statistic="Maximum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=90,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+        return name
 
     def cluster(self, name: str, instances: int) -> tuple[str, list[str]]:
         ecs, ec2 = self.sandbox.aws.client("ecs"), self.sandbox.aws.client("ec2")
@@ -57,10 +75,17 @@ class Fleet:
 def fleet(**parameters: str) -> Iterator[Fleet]:
     with Sandbox(TEMPLATE, parameter_overrides=parameters) as sandbox:
         identity = sandbox.identity
-        with EcsEmulation(account_id=identity.account_id, region=identity.region) as emulation:
+        with (
+            EcsEmulation(account_id=identity.account_id, region=identity.region) as emulation,
+            CloudWatchEmulation(account_id=identity.account_id, region=identity.region) as cloudwatch,
+        ):
             spec = sandbox.stack.functions["ReconcileFunction"]
             with InProcessFunction(spec, sandbox.function_environment(spec)) as function:
-                yield Fleet(sandbox, emulation, lambda: function.invoke(_scheduled_event(identity.account_id)))
+
+                def invoke() -> Invocation:
+                    return function.invoke(_scheduled_event(identity.account_id))
+
+                yield Fleet(sandbox, emulation, invoke, cloudwatch)
 
 
 def _scheduled_event(account: str) -> dict[str, Any]:
@@ -119,3 +144,43 @@ def test_only_the_watched_clusters_are_listed() -> None:
         assert {r["cluster"] for r in world.emulation.describe_requests} == {watched}
         assert world.requests("pagerduty") == []
         assert invocation.result["clusters"] == 1
+
+
+def test_a_gpu_alarms_lost_contributors_are_paged_by_the_handler_with_the_stacks_alarm_prefix() -> None:
+    with fleet() as world:
+        # Given the stack's temperature alarm in ALARM for two clusters, and another stack's alarm in ALARM, no event
+        since = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
+        name = world.alarm("gpu-temperature")
+        reason = "Threshold Crossed: 1 datapoint was greater than the threshold (90.0): [{value} (now)]."
+        hot = [
+            Contributor("8f3a2c1d9e4b7a60", {"ClusterName": "gpu-training"}, reason.format(value=93.0), since),
+            Contributor("1c7e5b9d3f2a8046", {"ClusterName": "gpu-inference"}, reason.format(value=91.5), since),
+        ]
+        world.cloudwatch.set_alarm(name, "ALARM", "Threshold Crossed: 2 out of 7 time series", since, contributors=hot)
+        world.sandbox.aws.client("cloudwatch").put_metric_alarm(
+            AlarmName="other-stack.gpu-temperature",
+            Namespace="n",
+            MetricName="m",
+            Statistic="Maximum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=1,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+        world.cloudwatch.set_alarm("other-stack.gpu-temperature", "ALARM", "2 out of 2", since)
+
+        # When the reconciliation runs, twice
+        first, second = world.reconcile(), world.reconcile()
+
+        # Then each cluster was paged once, found by the sweep; the other stack's alarm was never read
+        assert first.error is None and second.error is None, (first.error, second.error)
+        assert (first.result["alarms"], first.result["alarm_missed_contributor"]) == (1, 2)
+        assert second.result["alarm_missed_contributor"] == 0
+        triggers = [r["body"] for r in world.requests("pagerduty") if r["body"]["event_action"] == "trigger"]
+        assert sorted(t["payload"]["custom_details"]["cluster"] for t in triggers) == ["gpu-inference", "gpu-training"]
+        assert {t["payload"]["custom_details"]["found"] for t in triggers} == {
+            "found by the sweep: the contributor event was missed"
+        }
+        asked = {r["alarm"] for r in world.cloudwatch.requests if r["operation"] == "DescribeAlarmContributors"}
+        assert asked == {name}
+        assert any('"alarm_missed_contributor"' in line for line in first.logs)
