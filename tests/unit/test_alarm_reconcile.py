@@ -698,3 +698,42 @@ def test_past_episodes_are_whole_episodes_in_time_order_whatever_order_the_histo
 
     for order in (history, list(reversed(history)), copy.copy(history[2:] + history[:2])):
         assert [(began.at, ended.at) for began, ended in past_episodes(order)] == [(a, c)]
+
+
+def test_hundreds_of_hot_clusters_are_each_paged_once_in_one_run_and_the_next_adds_nothing() -> None:
+    # Given the alarm in ALARM for 300 of its 400 clusters, no contributor event
+    world = World()
+    many = [Hot(f"{n:016x}", f"gpu-{n}", 91.0, START) for n in range(300)]
+    _hot_alarm(world, *many, reason="Threshold Crossed: 300 out of 400 time series evaluated to ALARM")
+
+    # When the reconciliation runs twice
+    first = world.reconcile()
+    second = world.reconcile()
+
+    # Then every cluster is paged once, by the first run; nothing is paged as a whole
+    assert first["alarm_missed_contributor"] == 300 and second["alarm_missed_contributor"] == 0
+    assert world.sent("trigger") == 300 and len({s.target for s in world.channels.sent if s.action == "trigger"}) == 300
+    assert world.sent("trigger", key("*")) == 0
+
+
+def test_a_run_stops_starting_work_before_its_time_is_up_and_closes_nothing_it_did_not_read() -> None:
+    # Given a run whose clock moves a second with every look at it, with 30 seconds to go
+    world = World()
+    _hot_alarm(world, *THREE)
+    world.reconcile()
+    _hot_alarm(world, TRAINING)  # two clusters cooled down, their OK events lost
+    ticks = iter(range(10_000))
+    reconciler = AlarmReconciler(
+        source=_Source(world.cloudwatch),
+        records=world.store,
+        observe=lambda facts, left: world.service.observe(facts, seconds_left=left),
+        prefix=PREFIX,
+        epoch=lambda: float(next(ticks)),
+    )
+
+    # When it runs with less time than the 10-second margin
+    tally = reconciler.run(started=world.now, seconds_left=5)
+
+    # Then it read nothing and closed nothing: the next run does
+    assert tally["alarms"] == 0 and tally["alarm_deferred"] == 1 and tally["alarm_recovered"] == 0
+    assert world.reconcile()["alarm_recovered"] == 2
