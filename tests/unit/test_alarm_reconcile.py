@@ -737,3 +737,32 @@ def test_a_run_stops_starting_work_before_its_time_is_up_and_closes_nothing_it_d
     # Then it read nothing and closed nothing: the next run does
     assert tally["alarms"] == 0 and tally["alarm_deferred"] == 1 and tally["alarm_recovered"] == 0
     assert world.reconcile()["alarm_recovered"] == 2
+
+
+def test_an_alarm_of_your_own_on_a_clusters_metric_found_by_the_sweep_names_the_cluster_its_event_would() -> None:
+    # Given an alarm you added, `<stack>.gpu-memory`, on a metric with a ClusterName dimension: in one world its event
+    # came, in the other the reconciliation found it
+    name = "gpu-fault-responder.gpu-memory"
+    event = alarm_event(name, "ALARM", START, previous="OK", previous_at=START - timedelta(days=1))
+    event["detail"]["configuration"] = {
+        "metrics": [
+            {
+                "id": "m",
+                "metricStat": {
+                    "metric": {"namespace": "N", "name": "M", "dimensions": {"ClusterName": "gpu-training"}}
+                },
+            }
+        ]
+    }
+    by_event, by_sweep = World(), World()
+    by_event.handle(event)
+    by_sweep.cloudwatch.alarms[name] = ObservedAlarm(
+        name, arn(name), "ALARM", "ALARM now", START, START, "gpu-training"
+    )
+    by_sweep.reconcile()
+
+    # Then both are the same incident, on the same cluster (routes and silences may name it)
+    made = [world.record(arn(name)) for world in (by_event, by_sweep)]
+    assert made[0].instance.cluster_arn == made[1].instance.cluster_arn
+    assert made[1].instance.cluster_arn == "arn:aws:ecs:us-west-2:123456789012:cluster/gpu-training"
+    assert [k.id for k in by_sweep.incidents(arn(name))] == [k.id for k in by_event.incidents(arn(name))]

@@ -255,3 +255,25 @@ def test_a_contributor_not_as_documented_makes_the_answer_incomplete(contributor
 )
 def test_a_history_item_not_as_documented_is_skipped(item: dict[str, Any]) -> None:
     assert read_transition(item, contributors=False) is None
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"Dimensions": [{"Name": "FunctionName", "Value": "f"}, {"Name": "ClusterName", "Value": "gpu-training"}]},
+        {
+            "Metrics": [
+                {"Id": "e", "Expression": "m1 * 2"},
+                {
+                    "Id": "m1",
+                    "MetricStat": {"Metric": {"Dimensions": [{"Name": "ClusterName", "Value": "gpu-training"}]}},
+                },
+            ]
+        },
+    ],
+)
+def test_an_alarms_cluster_is_its_metrics_cluster_name_dimension(shape: dict[str, Any]) -> None:
+    read = read_alarm({**ALARM, **shape})
+
+    assert isinstance(read, ObservedAlarm) and read.cluster == "gpu-training"
+    assert isinstance(plain := read_alarm(ALARM), ObservedAlarm) and plain.cluster is None

@@ -71,6 +71,23 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
+class _Dimension(_Answer):
+    name: str = Field(alias="Name", max_length=255)
+    value: str = Field(alias="Value", max_length=1024)
+
+
+class _Metric(_Answer):
+    dimensions: list[_Dimension] = Field(default_factory=list, alias="Dimensions", max_length=30)
+
+
+class _MetricStat(_Answer):
+    metric: _Metric = Field(alias="Metric")
+
+
+class _Query(_Answer):
+    metric_stat: _MetricStat | None = Field(default=None, alias="MetricStat")
+
+
 class _Alarm(_Answer):
     name: Name = Field(alias="AlarmName")
     arn: AlarmArn = Field(alias="AlarmArn")
@@ -78,6 +95,16 @@ class _Alarm(_Answer):
     reason: str | None = Field(default=None, alias="StateReason")
     updated: Moment | None = Field(default=None, alias="StateUpdatedTimestamp")
     transitioned: Moment | None = Field(default=None, alias="StateTransitionedTimestamp")
+    dimensions: list[_Dimension] = Field(default_factory=list, alias="Dimensions", max_length=30)
+    metrics: list[_Query] = Field(default_factory=list, alias="Metrics", max_length=20)
+
+    @property
+    def cluster(self) -> str | None:
+        """The ClusterName dimension of its metric (a metric alarm's, or one of its metric math queries')."""
+        found = [*self.dimensions, *(d for q in self.metrics if q.metric_stat for d in q.metric_stat.metric.dimensions)]
+        return next(
+            (dimension.value for dimension in found if dimension.name == "ClusterName" and dimension.value), None
+        )
 
 
 class _Contributor(_Answer):
@@ -184,6 +211,7 @@ def read_alarm(raw: Any) -> ObservedAlarm | UnreadableAlarm:
         reason=_state_reason(alarm.reason),
         since=alarm.transitioned or alarm.updated,
         updated=alarm.updated,
+        cluster=alarm.cluster,
     )
 
 

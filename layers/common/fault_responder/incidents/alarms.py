@@ -169,14 +169,14 @@ def contributor_ref(
     return _alarm_ref(region, account, attributes.get("ClusterName"), record, kept)
 
 
-def alarm_ref(alarm_arn: str) -> InstanceRef | None:
-    """The alarm's own record, as its events name it (alarm_instance), from its ARN alone (the reconciliation sweep:
-    DescribeAlarms names no dimension the stack's alarms have). None for what is not an alarm's ARN."""
+def alarm_ref(alarm_arn: str, cluster: str | None = None) -> InstanceRef | None:
+    """The alarm's own record, as its events name it (alarm_instance), from its ARN and the ClusterName dimension of
+    its metric, if it has one (the reconciliation sweep, from DescribeAlarms). None for what is not an alarm's ARN."""
     parts = alarm_arn_parts(alarm_arn)
     if parts is None:
         return None
     region, account, _ = parts
-    return _alarm_ref(region, account, None, bounded_id(alarm_arn, 1024))
+    return _alarm_ref(region, account, cluster, bounded_id(alarm_arn, 1024))
 
 
 def unknown_clusters_ref(alarm_arn: str) -> InstanceRef | None:

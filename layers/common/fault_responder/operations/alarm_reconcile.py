@@ -86,6 +86,8 @@ class ObservedAlarm:
     """When it entered its state (StateTransitionedTimestamp; StateUpdatedTimestamp where the answer has no other)."""
     updated: datetime | None = None
     """StateUpdatedTimestamp: the last change of its state or its reason."""
+    cluster: str | None = None
+    """The ClusterName dimension of its metric, if it has one (as its events' configuration shows it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,7 +429,7 @@ class AlarmReconciler:
 
     def _reconcile(self, look: _Look, event_id: str, started: datetime) -> None:
         alarm, check = look.alarm, look.check
-        own = alarm_ref(alarm.arn)
+        own = alarm_ref(alarm.arn, alarm.cluster)
         if own is None:
             self._unreadable(UnreadableAlarm(alarm.name, "its ARN is not a CloudWatch alarm's"))
             return
@@ -515,7 +517,7 @@ class AlarmReconciler:
         if not changed and not contributors:
             return
         parts = alarm_arn_parts(alarm.arn)
-        own = alarm_ref(alarm.arn)
+        own = alarm_ref(alarm.arn, alarm.cluster)
         if parts is None or own is None:
             return
         region, account, _ = parts
