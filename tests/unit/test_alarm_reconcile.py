@@ -453,6 +453,31 @@ def test_contributor_events_that_account_for_every_series_leave_the_alarm_unpage
     assert world.sent("trigger") == 3 and world.sent("trigger", key("*")) == 0
 
 
+def test_the_page_as_a_whole_comes_back_when_the_series_are_no_longer_accounted_for_within_the_episode() -> None:
+    # Given the alarm paged as a whole, then its three contributor events came (the page resolved: accounted for)
+    world = World()
+    _hot_alarm(world, *THREE)
+    world.cloudwatch.refused[TEMPERATURE] = "DescribeAlarmContributors answered AccessDeniedException"
+    world.reconcile()
+    for hot in THREE:
+        world.handle(contributor_event(hot))
+    world.later(5)
+    assert world.reconcile()["alarm_explained"] == 1
+    world.service.sweep(seconds_left=60)  # (the minute sweep: the page, resolved and told, leaves the Open list)
+    assert UNKNOWN not in set(world.store.open_records())
+
+    # When gpu-batch's OK event comes while the alarm's reason still counts three series in ALARM
+    world.handle(contributor_event(BATCH, "OK", at=world.now - timedelta(minutes=1)))
+    world.later(5)
+    tally = world.reconcile()
+
+    # Then the alarm is paged as a whole again, from now: a new incident, a new page
+    assert tally["alarm_unknown_clusters"] == 1
+    first, second = sorted(world.incidents(UNKNOWN), key=lambda k: k.anchor)
+    assert (first.status, second.status) == ("CLOSED", "OPEN") and second.anchor == world.now
+    assert world.sent("trigger", key("*")) == 2
+
+
 def test_fewer_contributor_incidents_than_series_in_alarm_page_the_alarm_saying_how_many_are_known() -> None:
     # Given one of the three hot clusters' events came
     world = World()

@@ -501,6 +501,8 @@ class AlarmReconciler:
             self._record("explained", ending(unknown_record, check, read_at, accounted, event_id=event_id))
             return
         at = alarm.since or started
+        if unknown_record is None:
+            unknown_record = self.records.load(unknown_arn)  # (closed, it is off the Open list: read it all the same)
         if knows(unknown_record, check, ALARM, at):
             at = started  # paged as a whole earlier in this episode, then accounted for: a new page from now
         reason = unknown_clusters_reason(alarm, why, len(firing_now))
