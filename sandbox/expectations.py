@@ -21,6 +21,8 @@ from sandbox.scenario import Count, Expectation
 _MISSING = object()
 INCIDENT_METADATA = "gpu_fault_incident"
 """The metadata event type of an incident's root message (fault_responder.notification.delivery)."""
+FLEET_MARK = "fleet:"
+"""How a fleet incident's id begins (fault_responder.noise.fleet): `fleet:<its dedup key>@<when it opened>`."""
 _SHOWN_PROBLEMS = 3
 
 
@@ -60,11 +62,12 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
 def slack_messages(
     channels: Mapping[str, Sequence[Mapping[str, Any]]], instance_names: Mapping[str, str]
 ) -> list[dict[str, Any]]:
-    """One item per Slack message: channel, ts, thread_ts, reply, text (with every text of its blocks), and
-    `incident`: the instance (by scenario name) whose incident thread the message is in, or starts. A root
-    names its incident in its metadata (`cluster/container-instance-id/check-type@opened`)."""
+    """One item per Slack message: channel, ts, thread_ts, reply, text (with every text of its blocks),
+    `incident`: the instance (by scenario name) whose incident thread the message is in, or starts, and `fleet`: the
+    fleet incident (its dedup key, `fleet/cluster/provider/check`) whose thread it is in, or starts. A root names its
+    incident in its metadata (`cluster/container-instance-id/check-type@opened`, a fleet's `fleet:<dedup key>@...`)."""
     by_instance_id = {arn.rsplit("/", 1)[-1]: name for arn, name in instance_names.items()}
-    threads: dict[str, tuple[str | None, str | None]] = {}
+    threads: dict[str, tuple[str | None, str | None, str | None]] = {}
     for posted in channels.values():
         for message in posted:
             metadata = message.get("metadata") or {}
@@ -72,13 +75,17 @@ def slack_messages(
             if metadata.get("event_type") != INCIDENT_METADATA or not incident or message.get("thread_ts"):
                 continue
             fingerprint = incident.split("@", 1)[0]
+            if fingerprint.startswith(FLEET_MARK):
+                dedup_key = fingerprint.removeprefix(FLEET_MARK)
+                threads[str(message["ts"])] = (None, dedup_key.rsplit("/", 1)[-1], dedup_key)
+                continue
             _, instance_id, check = [*fingerprint.split("/"), "", "", ""][:3]
-            threads[str(message["ts"])] = (by_instance_id.get(instance_id, instance_id), check)
+            threads[str(message["ts"])] = (by_instance_id.get(instance_id, instance_id), check, None)
     messages = []
     for channel, posted in channels.items():
         for message in posted:
             root = message.get("thread_ts") or message["ts"]
-            thread_owner, check_type = threads.get(str(root), (None, None))
+            thread_owner, check_type, fleet = threads.get(str(root), (None, None, None))
             texts = [message.get("text") or "", *block_texts(message.get("blocks") or [])]
             messages.append(
                 {
@@ -88,6 +95,7 @@ def slack_messages(
                     "reply": bool(message.get("thread_ts")),
                     "text": "\n".join(text for text in texts if text),
                     "incident": thread_owner,
+                    "fleet": fleet,
                     "check_type": check_type,
                     "edits": len(message.get("edits") or []),
                 }

@@ -332,6 +332,23 @@ def test_slack_messages_know_their_incident_thread() -> None:
     ]
 
 
+def test_slack_messages_know_their_fleet_incidents_thread() -> None:
+    fleet = {"event_type": "gpu_fault_incident", "event_payload": {"id": "fleet:fleet/gpu/p5/ACCELERATED_COMPUTE@2026"}}
+    channels = {
+        "gpu-alerts": [
+            {"ts": "2.1", "thread_ts": None, "text": "fleet root", "blocks": [], "metadata": fleet},
+            {"ts": "2.2", "thread_ts": "2.1", "text": "Resumed llm", "blocks": []},
+        ]
+    }
+
+    messages = slack_messages(channels, {"arn:aws:ecs:us-east-1:1:container-instance/gpu/ci": "gpu-a"})
+
+    assert [(m["fleet"], m["incident"], m["check_type"], m["reply"]) for m in messages] == [
+        ("fleet/gpu/p5/ACCELERATED_COMPUTE", None, "ACCELERATED_COMPUTE", False),
+        ("fleet/gpu/p5/ACCELERATED_COMPUTE", None, "ACCELERATED_COMPUTE", True),
+    ]
+
+
 def test_pagerduty_requests_tell_alerts_from_change_events() -> None:
     requests = [
         {"service": "slack", "path": "/api/chat.postMessage", "body": {}},
