@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, instance_pk
 from fault_responder.alerting.store import ConcurrentUpdateError, LeaseLostError, MemoryInstanceStore
-from fault_responder.core.domain import FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.core.domain import FaultClass, FleetMember, InstanceRef, ResumeNote, Severity
 from fault_responder.incidents.record import (
     Backoff,
     Delivery,
@@ -25,6 +25,7 @@ from fault_responder.incidents.record import (
     InstanceRecord,
     KnownIncident,
     Lease,
+    NoticeFact,
     ReportedAction,
     StatusFact,
     TaskStopFact,
@@ -100,6 +101,32 @@ def test_a_record_written_reads_back_the_same(store: DynamoDBInstanceStore) -> N
         record.tasks,
         record.incidents,
     )
+
+
+def test_a_held_back_notice_reads_back_with_what_it_says_and_whom_it_held_back(store: DynamoDBInstanceStore) -> None:
+    # Given a notice of the resume workflow held back from both receivers (a silence), and one told to everyone
+    note = ResumeNote(
+        title="Resumed llm from step 300, attempt 1 of 3",
+        text="Resumed llm from step 300 on i-new, attempt 1 of 3 (1 task(s), RESUME_ATTEMPT=1).",
+        summary="Resumed llm from step 300, attempt 1 of 3 (XID 79 on i-1, cluster gpu)",
+        severity=Severity.INFO,
+        pagerduty="change",
+        job_id="llm",
+        held=("gpu-alerts", "gpu-oncall"),
+    )
+    record = record_with(impaired())
+    record.add_notice(
+        NoticeFact("run/Notify/llm/1", "ACCELERATED_COMPUTE", AT, AT, note.title, kind="resumed", note=note)
+    )
+    record.add_notice(NoticeFact("run/NotifyJobsFound/-/0", "ACCELERATED_COMPUTE", AT, AT, "1 job found"))
+
+    # When it is written with the record kept on the sweep's list for it, and read back
+    store.commit(record, listed=True)
+    loaded = store.load(ARN)
+
+    # Then both notices read back as they were, and the record is on the sweep's list
+    assert loaded is not None and loaded.notices == record.notices
+    assert ARN in list(store.open_records())
 
 
 def test_a_write_from_a_stale_read_is_refused_with_what_is_stored(store: DynamoDBInstanceStore) -> None:

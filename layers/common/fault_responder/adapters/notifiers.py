@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.http import Budget, HttpSession, RetryPolicy
-from fault_responder.adapters.pagerduty import PagerDutyEvents
+from fault_responder.adapters.pagerduty import PagerDutyChangeEvents, PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
 from fault_responder.notification.contract import DeliveryError
 
@@ -139,6 +139,11 @@ class SecretChannels:
 
     def pagerduty(self) -> PagerDutyEvents:
         return PagerDutyEvents(self._pagerduty_url, self._session, self._policy, budget=self.budget)
+
+    def pagerduty_changes(self) -> PagerDutyChangeEvents:
+        """Change Events, at the Events API's own host (…/v2/enqueue -> …/v2/change/enqueue)."""
+        url = f"{self._pagerduty_url.removesuffix('/v2/enqueue')}/v2/change/enqueue"
+        return PagerDutyChangeEvents(url, self._session, self._policy, budget=self.budget)
 
     def routing_key(self, service: str) -> str:
         secret: PagerDutySecret = self._secret("pagerduty")

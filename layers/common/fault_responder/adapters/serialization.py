@@ -15,7 +15,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from fault_responder.core.domain import DRILL_MARK, FaultClass, FleetMember, InstanceRef, Severity
+from fault_responder.core.domain import DRILL_MARK, FaultClass, FleetMember, InstanceRef, ResumeNote, Severity
 from fault_responder.events.envelope import EARLIEST
 from fault_responder.incidents.record import (
     ActionFact,
@@ -318,6 +318,7 @@ def instance_facts_to_dict(record: InstanceRecord) -> dict[str, Any]:
                 "title": f.title,
                 "pages": f.pages,
                 "kind": f.kind,
+                **({"note": note_to_dict(f.note)} if f.note is not None else {}),
             }
             for f in record.notices
         ],
@@ -362,6 +363,7 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
             title=f["title"],
             pages=bool(f.get("pages")),
             kind=f.get("kind"),
+            note=note_from_dict(f["note"]) if f.get("note") else None,
         )
         for f in data.get("notices") or []
     ]
@@ -374,6 +376,34 @@ def apply_instance_facts(record: InstanceRecord, data: dict[str, Any]) -> None:
         quarantine,
         notices,
         actions,
+    )
+
+
+def note_to_dict(note: ResumeNote) -> dict[str, Any]:
+    return {
+        "title": note.title,
+        "text": note.text,
+        "summary": note.summary,
+        "severity": note.severity.value,
+        "pagerduty": note.pagerduty,
+        "dedup_key": note.dedup_key,
+        "job_id": note.job_id,
+        "approval_id": note.approval_id,
+        "held": list(note.held),
+    }
+
+
+def note_from_dict(data: dict[str, Any]) -> ResumeNote:
+    return ResumeNote(
+        title=str(data["title"]),
+        text=str(data["text"]),
+        summary=str(data["summary"]),
+        severity=Severity(data["severity"]),
+        pagerduty=data.get("pagerduty"),
+        dedup_key=data.get("dedup_key"),
+        job_id=data.get("job_id"),
+        approval_id=data.get("approval_id"),
+        held=tuple(str(name) for name in data.get("held") or []),
     )
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from fault_responder.alerting.places import fleet_place
 from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore, LeaseLostError, with_open_members
 from fault_responder.core.domain import FleetMember, Incident
 from fault_responder.events.ecs import EcsEvent, HealthChangeEvent, InstanceStateEvent, TaskStateEvent
@@ -333,7 +334,8 @@ class AlertService:
             for name, receiver in self.receivers.items()
             if plan(name, receiver, view, record, dashboard_url=self.courier.dashboard_url)
         ]
-        if not is_open and not pending:
+        notes = isinstance(record, InstanceRecord) and isinstance(view, InstanceView) and self.holds_notes(record, view)
+        if not is_open and not pending and not notes:
             self.store.unlist(arn, record.version)
         since = [b.since for name, b in record.backoff.items() if name in pending]
         return {"open": is_open, "pending_since": None if is_open or not since else min(since)}
@@ -386,7 +388,37 @@ class AlertService:
         return derive_fleet(group, self.grouping, self.router.route, self.clock(), self.policy)
 
     def derive(self, record: InstanceRecord) -> InstanceView:
-        return derive(record, self.settings, self.router.route, self.clock(), self.policy)
+        now = self.clock()
+        view = derive(record, self.settings, self.router.route, now, self.policy)
+        for incident in view.incidents:
+            if self._untold_notes(record, incident):
+                # Where the notices the workflow held back go once nothing holds them back: the fleet incident the
+                # incident belongs to, if any (one read of the group's head, only while such a notice waits).
+                incident.fleet_place = fleet_place(
+                    self.store, incident, self.grouping, route=self.router.route, now=now, policy=self.policy
+                )
+        return view
+
+    def _untold_notes(self, record: InstanceRecord, incident: Incident) -> bool:
+        """Whether a notice the workflow held back from some receivers of the incident is still to be told to one of
+        them (by the receiver's delivery that records it: the incident's own, or its PagerDuty alert's)."""
+        for entry in incident.timeline:
+            note = entry.note
+            if note is None:
+                continue
+            for name in note.held:
+                receiver = self.receivers.get(name)
+                if receiver is None or (receiver.pagerduty is not None and not note.pagerduty):
+                    continue
+                subject = pagerduty_subject(incident.fingerprint) if receiver.pagerduty is not None else incident.id
+                if entry.key not in record.delivery(name, subject).steps:
+                    return True
+        return False
+
+    def holds_notes(self, record: InstanceRecord, view: InstanceView) -> bool:
+        """Whether the record keeps a held-back notice not told yet: it stays on the sweep's list until it is, open
+        incident or not (the sweep tells it once nothing holds it back)."""
+        return any(self._untold_notes(record, incident) for incident in view.incidents)
 
     # --- 1. Facts ---------------------------------------------------------------------------------------
 
@@ -456,7 +488,8 @@ class AlertService:
             forget = _forgotten(record, view)
             try:
                 # On the sweep's list while anything is left to tell (a closure PagerDuty has not heard of yet).
-                committed = self.store.commit(record, leases=leases, forget=forget, listed=bool(leases))
+                listed = bool(leases) or self.holds_notes(record, view)
+                committed = self.store.commit(record, leases=leases, forget=forget, listed=listed)
                 self._count_incidents(before, view.known)
                 return committed.record, committed.leases, True
             except ConcurrentUpdateError as conflict:

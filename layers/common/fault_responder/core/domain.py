@@ -211,7 +211,8 @@ class EntryKind(StrEnum):
     RECOVERED = "recovered"
     """The check is OK again."""
     NOTICE = "notice"
-    """What the training auto-resume workflow did (it posts its own thread replies)."""
+    """What the training auto-resume workflow did (it posts its own thread replies; those it held back from a
+    receiver, the router tells once nothing holds them back: `TimelineEntry.note`)."""
     ACTION = "action"
     """What a person did: acknowledged, resolved, reassigned or silenced it (from Slack or in PagerDuty)."""
 
@@ -233,6 +234,54 @@ class TimelineEntry:
     """Why this step notifies nobody (an inhibition rule): recorded, shown nowhere new."""
     classification: Classification | None = None
     """A health report's own classification (an incident is classified by its most severe report)."""
+    note: ResumeNote | None = None
+    """A training auto-resume notice that the workflow held back from some receivers: what they are told once
+    nothing holds it back."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeNote(Value):
+    """A training auto-resume notice held back from some of its incident's receivers (a silence, a maintenance window,
+    an inhibition, or the same on the fleet incident that tells the incident's notices): kept with the incident's
+    facts, bounded, so that the router tells it at the next event or the sweep once nothing holds it back."""
+
+    title: str
+    text: str
+    """The notice's body, clipped to MAX_NOTE_TEXT characters (with a mark where it was cut)."""
+    summary: str
+    """Its one-line summary for PagerDuty: the notice, the fault and the host."""
+    severity: Severity
+    pagerduty: str | None = None
+    """`trigger` (a page), `change` (a change event, which never pages) or None (Slack only)."""
+    dedup_key: str | None = None
+    """A page's dedup key when it goes to the incident's own alert (a fleet's goes to the fleet's)."""
+    job_id: str | None = None
+    approval_id: str | None = None
+    """An approval request's opaque id, for its Approve and Reject buttons (never the task token)."""
+    held: tuple[str, ...] = ()
+    """The receivers it was held back from: the workflow told the others."""
+
+
+MAX_NOTE_TEXT = 1500
+"""Characters of a held-back notice's body kept with the incident's facts."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlace:
+    """Where an instance's incident tells its training auto-resume notices when it belongs to a fleet incident (it
+    joined it, or counts in the open one): the fleet incident, and its receivers' threads and mutes."""
+
+    incident: str
+    """The fleet incident's id."""
+    dedup_key: str
+    """Its PagerDuty alert's dedup key: a page about one of its members joins it."""
+    receivers: tuple[str, ...]
+    threads: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Receiver -> the channel and ts of the fleet incident's root it posted (its thread)."""
+    muted: dict[str, str] = field(default_factory=dict)
+    """Receiver -> why it hears nothing new of the fleet incident now (a silence, a maintenance window)."""
+    is_open: bool = True
+    """A closed fleet incident's alert is resolved: a page about one of its members goes to the job's own alert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +410,13 @@ class Incident:
     muted: dict[str, str] = field(default_factory=dict)
     """Receiver -> why it hears nothing new of this incident now (a silence, a maintenance window, an
     inhibition, the fleet incident, the resume workflow handling it). Updates in place and resolves still go."""
+    held: dict[str, str] = field(default_factory=dict)
+    """Receiver -> why a training auto-resume notice about it is held back now: its silences, maintenance windows
+    and inhibitions (a fleet incident it belongs to tells its notices instead; the workflow's own quiet never holds
+    back its notices)."""
+    fleet_place: FleetPlace | None = None
+    """Set where its training auto-resume notices are told (the workflow, and the router for those it held back):
+    the fleet incident it belongs to, whose thread tells them."""
     acknowledged: PersonAction | None = None
     """Who said "on it" (Slack's Acknowledge, or PagerDuty's), unless it was taken back since."""
     acknowledge_key: str | None = None

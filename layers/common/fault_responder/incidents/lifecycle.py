@@ -552,7 +552,11 @@ def _timeline(record: InstanceRecord, episode: _Episode, statuses: list[StatusFa
     for notice in record.notices:
         if notice.check_type == check and episode.contains(notice.fault_at):
             key = f"notice:{notice.key}"
-            entries.append(TimelineEntry(key, notice.at, key, "RESUME", notice.title, EntryKind.NOTICE, notice.pages))
+            entries.append(
+                TimelineEntry(
+                    key, notice.at, key, "RESUME", notice.title, EntryKind.NOTICE, notice.pages, note=notice.note
+                )
+            )
     entries.sort(key=lambda entry: (entry.at, KIND_ORDER[entry.kind], entry.key))
     if len(entries) > MAX_TIMELINE:
         entries = [entries[0], *entries[-(MAX_TIMELINE - 1) :]]

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from fault_responder.core.copying import Record, Value
-from fault_responder.core.domain import InstanceRef
+from fault_responder.core.domain import InstanceRef, ResumeNote
 
 MAX_HEALTH_FACTS = 50
 """Per check type; the oldest transitions go first."""
@@ -158,6 +158,9 @@ class NoticeFact(Value):
     pages: bool = False
     kind: str | None = None
     """What the workflow did (resumed, give_up, ...): a resumed job keeps the incident quiet."""
+    note: ResumeNote | None = None
+    """Set when the workflow held the notice back from some receivers: what the router tells them, and who they are,
+    once nothing holds it back (the fact is written once: the first delivery's decision stands for its retries)."""
 
 
 @dataclass(frozen=True, slots=True)

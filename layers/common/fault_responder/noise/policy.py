@@ -5,7 +5,8 @@ message (no root, no reply, no notice, no PagerDuty trigger); what it already ha
 (a root is updated, an open alert is resolved), and the facts, the timeline and the metrics are recorded as
 ever. A mute is a reason, shown to people and in `status`; when the reason ends while the incident is open
 (a silence expires, a window closes, a deadline passes) the incident notifies then, at the next event for its
-instance or the sweep.
+instance or the sweep. The training auto-resume workflow's notices are held back the same way (by `Incident.held`),
+and told by the same delivery then, open incident or not (fault_responder.notification.delivery, `held_notes`).
 
 - **Silences** match an incident's or notice's labels (fault_responder.routing.matchers) between their start and end.
 - **Maintenance windows**: a route's mute_time_intervals (and active_time_intervals) mute its receivers.
@@ -13,7 +14,8 @@ instance or the sweep.
   matchers, an incident, notice or report that matches its target matchers and has the same values for its
   `equal` labels is muted. Sources are the open incidents of the same instance (a fleet incident mutes its
   members itself).
-- **Fleets**: an incident that joined an open fleet incident is muted; the fleet incident tells its story.
+- **Fleets**: an incident that joined an open fleet incident is muted; the fleet incident tells its story, the
+  workflow's notices about it included (`Incident.held` is what holds those back: the other mutes).
 - **Quiet when handled**: on a capacity provider whose faults the training auto-resume workflow handles, an
   incident of a check it handles pages nobody on PagerDuty while the workflow works: not when the jobs are
   resumed, not when the workflow pages itself (give-up, approval, ...: one page, its own, with the evidence),
@@ -95,11 +97,16 @@ class Policy:
             labels = incident_labels(incident)
             reason = self._common(labels, incident.id, open_sources, now)
             muted = dict.fromkeys(incident.receivers, reason) if reason else {}
+            # What holds back the workflow's notices about it: all but the fleet incident (whose thread tells them)
+            # and quiet-when-handled (whose point is that those notices are what the receiver hears).
+            held = dict(muted)
             if incident.fleet_id is not None:
                 muted.update(dict.fromkeys(incident.receivers, f"part of fleet incident {incident.fleet_id}"))
             if now is not None and self.window_mutes is not None and incident.route:
                 for receiver, why in self.window_mutes(tuple(incident.route.split(",")), now).items():
                     muted.setdefault(receiver, why)
+                    held.setdefault(receiver, why)
+            incident.held = {receiver: why for receiver, why in held.items() if receiver in incident.receivers}
             quiet = _quiet_reason(self.quiet, incident, notices, now) if self.quiet else None
             if quiet is not None:
                 for receiver in incident.receivers:

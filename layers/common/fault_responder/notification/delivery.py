@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from fault_responder.core.domain import Alert, EntryKind, Incident, TimelineEntry
+from fault_responder.core.domain import Alert, EntryKind, FleetPlace, Incident, ResumeNote, TimelineEntry
 from fault_responder.incidents.record import Delivery, Pending
 from fault_responder.noise.fleet import journal_seq
 from fault_responder.notification.contract import DeliveryError, SlackPostRef
@@ -32,6 +32,12 @@ from fault_responder.notification.render.fleet import (
     render_fleet_steps,
     render_fleet_trigger,
     steps_that_fit,
+)
+from fault_responder.notification.render.notes import (
+    render_note_change,
+    render_note_message,
+    render_note_reply,
+    render_note_trigger,
 )
 from fault_responder.notification.render.pagerduty import (
     render_acknowledge,
@@ -99,6 +105,9 @@ class StepKind(StrEnum):
     UPDATE_NOTICE = "update_notice"
     TRIGGER_NOTICE = "trigger_notice"
     RESOLVE_NOTICE = "resolve_notice"
+    NOTE = "note"
+    """A training auto-resume notice the workflow held back from this receiver, told now that nothing holds it back:
+    a thread reply (the incident's, or its fleet incident's), a message of its own, a change event or a page."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +121,17 @@ class Step:
     """The incident to render, when it is not the subject (a PagerDuty trigger)."""
     batch: tuple[TimelineEntry, ...] = ()
     """A fleet incident's thread reply (or webhook message) names every member step since the last one."""
+    thread: tuple[str, str] | None = None
+    """A held-back notice's thread (channel, ts): the incident's root, or the root of the fleet incident it belongs
+    to; None: a message of its own."""
+    place: FleetPlace | None = None
+    """A held-back notice's fleet incident, when the incident belongs to one (its page joins the fleet's alert)."""
 
     def marker(self, receiver: Receiver) -> str | None:
         """For a Slack post that must never happen twice, what its metadata names (its intent is recorded
         before it is made); None for every other step."""
         bot = receiver.slack is not None and receiver.slack.channel is not None
-        if bot and self.kind in (StepKind.POST_ROOT, StepKind.POST_NOTICE, StepKind.REPLY):
+        if bot and self.kind in (StepKind.POST_ROOT, StepKind.POST_NOTICE, StepKind.REPLY, StepKind.NOTE):
             return step_marker(self.subject, self.entry)
         return None
 
@@ -192,9 +206,34 @@ def _pagerduty_plan(name: str, incidents: list[Incident], alerts: list[Alert], r
                 resolves.append(Step(StepKind.RESOLVE_NOTICE, alert.key))
         elif sent.alert is None and name in alert.receivers and name not in alert.muted:
             triggers.append(Step(StepKind.TRIGGER_NOTICE, alert.key))
+    notes: list[Step] = []
+    for incident in incidents:
+        subject = pagerduty_subject(incident.fingerprint)
+        for entry, place in held_notes(name, incident, record.delivery(name, subject)):
+            if entry.note is not None and entry.note.pagerduty:
+                notes.append(Step(StepKind.NOTE, subject, entry, incident=incident.id, place=place))
     # Resolves first: a new alert on the same dedup key opens only once the old one is closed; an acknowledge only
     # for the alert as triggered.
-    return resolves + triggers + acks
+    return resolves + triggers + acks + notes
+
+
+def held_notes(name: str, incident: Incident, sent: Delivery) -> list[tuple[TimelineEntry, FleetPlace | None]]:
+    """The workflow's notices about the incident that it held back from `name`, that nothing holds back any more
+    and that `name` was not told yet (`sent`: its delivery that records them), each with the fleet incident whose
+    thread tells it (None: the incident's own). Held back while the incident's own silences, windows or inhibitions
+    hold `name` back, and while the fleet incident's do."""
+    if name in incident.held:
+        return []
+    place = incident.fleet_place
+    if place is not None and name not in place.receivers:
+        place = None
+    if place is not None and name in place.muted:
+        return []
+    return [
+        (entry, place)
+        for entry in incident.timeline
+        if entry.note is not None and name in entry.note.held and entry.key not in sent.steps
+    ]
 
 
 def acknowledge_due(incident: Incident, sent: Delivery) -> bool:
@@ -215,6 +254,16 @@ def _slack_plan(
     for incident in incidents:
         sent = record.delivery(name, incident.id)
         muted = name in incident.muted
+        for entry, place in held_notes(name, incident, sent):
+            if place is not None:
+                thread = place.threads.get(name)
+                if thread is not None:  # (else the fleet incident's root is not posted yet: it is, then this)
+                    steps.append(Step(StepKind.NOTE, incident.id, entry, thread=thread, place=place))
+            elif sent.ts is not None and sent.channel is not None:
+                steps.append(Step(StepKind.NOTE, incident.id, entry, thread=(sent.channel, sent.ts)))
+            elif muted or name not in incident.receivers:
+                steps.append(Step(StepKind.NOTE, incident.id, entry))  # no root to reply to comes: its own message
+            # (else the incident's root goes first, below, and the notice into its thread after it)
         if sent.ts is None:
             if name in incident.receivers and not muted:
                 steps.append(Step(StepKind.POST_ROOT, incident.id))
@@ -245,6 +294,7 @@ def _webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], rec
     steps: list[Step] = []
     for incident in incidents:
         sent = record.delivery(name, incident.id)
+        steps.extend(Step(StepKind.NOTE, incident.id, entry) for entry, _ in held_notes(name, incident, sent))
         if (name not in incident.receivers and not sent.steps) or name in incident.muted:
             continue
         unsent = [
@@ -385,6 +435,12 @@ class PagerDuty(Protocol):
     def send(self, event: dict[str, object]) -> str: ...
 
 
+class ChangeEvents(Protocol):
+    """PagerDuty's Change Events: informational, they never page."""
+
+    def send(self, event: dict[str, Any]) -> None: ...
+
+
 class Channels(Protocol):
     """Clients with their secrets resolved; fetched lazily so an unused channel needs no secret."""
 
@@ -393,6 +449,8 @@ class Channels(Protocol):
     def slack_webhook(self, name: str) -> SlackHook: ...
 
     def pagerduty(self) -> PagerDuty: ...
+
+    def pagerduty_changes(self) -> ChangeEvents: ...
 
     def routing_key(self, service: str) -> str: ...
 
@@ -452,6 +510,13 @@ class Courier:
             message = root_message(_incident(view, step.subject), self.dashboard_url)
             api.update_message(*_posted_root(sent), message)
             return replace(sent, digest=message_digest(message))
+        if step.kind == StepKind.NOTE:
+            incident, entry, note = _noted(view, step)
+            if step.thread is None:
+                message = render_note_message(incident, entry, note, dashboard_url=self.dashboard_url)
+                return self._post(api, channel, message, step, sent, thread_ts=None)
+            thread_channel, ts = step.thread
+            return self._post(api, thread_channel, render_note_reply(incident, entry, note), step, sent, thread_ts=ts)
         alert = _alert(view, step.subject)
         message = notice_message(alert, view, self.dashboard_url)
         if step.kind == StepKind.UPDATE_NOTICE:
@@ -478,6 +543,10 @@ class Courier:
 
     def _webhook(self, webhook: str, step: Step, view: View, sent: Delivery) -> Delivery:
         hook = self.channels.slack_webhook(webhook)
+        if step.kind == StepKind.NOTE:
+            incident, entry, note = _noted(view, step)
+            hook.post(render_note_message(incident, entry, note, dashboard_url=self.dashboard_url))
+            return replace(sent, steps=[*sent.steps, entry.key])
         if step.kind == StepKind.POST_STEP:
             incident = _incident(view, step.subject)
             entry = _required(step.entry, "a webhook step without its step")
@@ -498,6 +567,8 @@ class Courier:
 
     def _pagerduty(self, service: str, step: Step, view: View, sent: Delivery) -> Delivery:
         key = self.channels.routing_key(service)
+        if step.kind == StepKind.NOTE:
+            return self._note_to_pagerduty(key, step, view, sent)
         events = self.channels.pagerduty()
         if step.kind == StepKind.RESOLVE:
             events.send(render_resolve(step.subject.removeprefix("pd:"), key))
@@ -524,6 +595,20 @@ class Courier:
             return replace(sent, alert="resolve")
         events.send(render_alert_trigger(alert, key, alert_dedup_key(alert)))
         return replace(sent, alert="trigger")
+
+    def _note_to_pagerduty(self, key: str, step: Step, view: View, sent: Delivery) -> Delivery:
+        """A held-back notice: a change event, or a page (on the alert of the fleet incident it belongs to while that is
+        open, as the workflow's pages about a fleet's members are; else on the one the workflow named)."""
+        incident, entry, note = _noted(view, step)
+        place = step.place
+        fleet = (place.incident, place.dedup_key) if place is not None else None
+        if note.pagerduty == "trigger":
+            dedup_key = place.dedup_key if place is not None and place.is_open else note.dedup_key
+            event = render_note_trigger(incident, entry, note, key, dedup_key or incident.dedup_key, fleet=fleet)
+            self.channels.pagerduty().send(event)
+        else:
+            self.channels.pagerduty_changes().send(render_note_change(incident, entry, note, key, fleet=fleet))
+        return replace(sent, steps=[*sent.steps, entry.key])
 
 
 def alert_dedup_key(alert: Alert) -> str:
@@ -605,6 +690,13 @@ def _incident(view: View, incident_id: str) -> Incident:
     if incident is None:
         raise LookupError(f"incident {incident_id} is not in the view")
     return incident
+
+
+def _noted(view: View, step: Step) -> tuple[Incident, TimelineEntry, ResumeNote]:
+    """A held-back notice's incident, its timeline entry and what it says."""
+    incident = _incident(view, step.incident or step.subject)
+    entry = _required(step.entry, "a held-back notice without its step")
+    return incident, entry, _required(entry.note, "a held-back notice without what it says")
 
 
 def _alert(view: View, key: str) -> Alert:

@@ -28,7 +28,7 @@ class Sent:
     service: str
     """slack, webhook or pagerduty."""
     action: str
-    """post, reply, update; trigger, resolve."""
+    """post, reply, update; trigger, resolve, change."""
     target: str
     """The Slack channel (or webhook name), or the PagerDuty dedup key."""
     text: str
@@ -58,6 +58,9 @@ class RecordingChannels:
 
     def pagerduty(self) -> RecordingChannels:
         return self
+
+    def pagerduty_changes(self) -> _Changes:
+        return _Changes(self)
 
     def routing_key(self, service: str) -> str:
         return f"{service:0<32}"[:32]
@@ -97,6 +100,16 @@ class RecordingChannels:
         summary = str(payload.get("summary", ""))
         self._record(Sent("pagerduty", action, key, summary, severity=payload.get("severity"), body=details))
         return key
+
+
+@dataclass
+class _Changes:
+    channels: RecordingChannels
+
+    def send(self, event: dict[str, Any]) -> None:
+        payload = event.get("payload") or {}
+        details = json.dumps(payload.get("custom_details") or {}, sort_keys=True, default=str)
+        self.channels._record(Sent("pagerduty", "change", "", str(payload.get("summary", "")), body=details))
 
 
 @dataclass
