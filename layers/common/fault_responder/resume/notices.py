@@ -85,8 +85,13 @@ class Delivered:
     """Where a notice went."""
 
     receivers: tuple[str, ...]
+    """The receivers told now."""
     threaded: bool
     """False when the notice went out as standalone messages (no incident thread to reply in)."""
+    held: tuple[str, ...] = ()
+    """The receivers held back (a silence, a maintenance window, an inhibition): the router tells them later."""
+    fleet: str | None = None
+    """The fleet incident whose thread told it, when the fault's incident belongs to one."""
 
 
 class NoticeRequest(_Payload):

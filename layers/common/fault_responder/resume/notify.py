@@ -6,6 +6,14 @@ RESUME entry in its timeline, a reply in each of its threads, and the root messa
 pages are Events v2 triggers (deduplicated per job) and everything informational is a Change Event, which
 never pages.
 
+A notice follows the incident it belongs to. An incident that belongs to a fleet incident (it joined it, or counts in
+its group's open one: fault_responder.alerting.places) has its story told by the fleet incident: the notice is a reply
+in the fleet incident's thread, its change event names the fleet incident, and a page joins the fleet's alert. A
+receiver that a silence, a maintenance window or an inhibition holds back (the incident's, or the fleet incident's
+where the notice goes there) is not told now: who was held back, and what to tell them, is recorded with the notice
+in the incident's facts, and the router tells them at the next event or the sweep once nothing holds them back
+(fault_responder.notification.delivery, `held_notes`), as it tells the incident's own news. Nothing is dropped.
+
 The alert pipeline handles the same ECS event concurrently, so the incident or its Slack thread may not
 exist yet: `IncidentNotReady` makes the workflow retry the notification, and after its retries the notice
 goes out as a standalone message, so nothing is lost.
@@ -16,15 +24,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
+from fault_responder.alerting.places import fleet_place
 from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
-from fault_responder.core.domain import Incident
+from fault_responder.core.domain import MAX_NOTE_TEXT, FleetPlace, Incident, ResumeNote
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import NoticeFact
 from fault_responder.noise.fleet import fingerprint as fleet_fingerprint
-from fault_responder.noise.policy import QUIET_REASON_PREFIX, Policy
+from fault_responder.noise.policy import Policy
 from fault_responder.notification.buttons import ActionId
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.delivery import Channels
@@ -75,6 +85,17 @@ class NotificationFailedError(Exception):
         super().__init__(f"{len(failures)} delivery failure(s): {summary}")
 
 
+class _Where(StrEnum):
+    """Where a notice goes for one receiver."""
+
+    OWN = "own"
+    """The incident's thread (or a message of its own), the incident's PagerDuty service."""
+    FLEET = "fleet"
+    """The thread of the fleet incident the incident belongs to; on PagerDuty, next to the fleet's alert."""
+    HELD = "held"
+    """Nowhere now: held back (a silence, a maintenance window, an inhibition); the router tells it later."""
+
+
 class ResumeNotifier:
     def __init__(
         self,
@@ -103,35 +124,92 @@ class ResumeNotifier:
         """Linked from the roots it posts (standalone notices) and updates (the incident's), as the router does."""
 
     def deliver(self, notice: Notice, fault: Fault, *, allow_standalone: bool) -> Delivered:
-        """Deliver to every receiver the routing file names; raise IncidentNotReady while the incident's
-        threads are missing (unless `allow_standalone`), NotificationFailedError when a receiver failed."""
+        """Tell every receiver the routing file names where the notice belongs (the incident's thread, or the fleet
+        incident's it belongs to), but those held back (recorded with the notice, for the router to tell later); raise
+        IncidentNotReady while a thread to reply in is missing (unless `allow_standalone`), NotificationFailedError
+        when a receiver failed."""
         incident = self._incident(fault)
-        # A receiver held back from the incident (a silence, a maintenance window, a fleet incident that tells its
-        # story) is held back from its notices too: the notice is recorded in the incident's timeline all the same.
-        names = [
-            name
-            for name in self.router.route(route_context(fault, incident)).receivers
-            if incident is None or not _held_back(incident.muted.get(name))
-        ]
-        not_ready = self._not_ready(fault, incident, names)
+        place = self._place(incident)
+        routing = self._routing(notice, fault, incident, place)
+        not_ready = self._not_ready(fault, incident, place, routing)
         if not_ready is not None and not allow_standalone:
             raise IncidentNotReady(not_ready)
         if incident is not None:
-            incident = self._record(fault, notice) or incident
+            held = sorted(name for name, where in routing.items() if where is _Where.HELD)
+            recorded = self._record(fault, notice, self._note(notice, fault, held) if held else None)
+            if recorded is not None:
+                incident, fact = recorded[0] or incident, recorded[1]
+                routing = _as_recorded(routing, fact.note.held if fact.note is not None else (), place)
+            else:
+                routing = _as_recorded(routing, (), place)  # no record to keep it for the router: told now
         failures: list[DeliveryFailure] = []
-        for name in names:
-            receiver = self.receivers.get(name)
-            if receiver is None:
+        for name, where in routing.items():
+            receiver = self.receivers[name]
+            if where is _Where.HELD:
                 continue
             channel = "slack" if receiver.slack is not None else "pagerduty"
             try:
-                self._deliver_to(name, receiver, notice, fault, incident)
+                if where is _Where.FLEET and place is not None and incident is not None:
+                    self._deliver_to_fleet(name, receiver, notice, fault, incident=incident, place=place)
+                else:
+                    self._deliver_to(name, receiver, notice, fault, incident)
             except DeliveryError as error:
                 self.on_delivery(channel, False)
                 failures.append(DeliveryFailure(name, channel, error))
         if failures:
             raise NotificationFailedError(failures)
-        return Delivered(tuple(names), threaded=not_ready is None)
+        told = tuple(name for name, where in routing.items() if where is not _Where.HELD)
+        return Delivered(
+            told,
+            threaded=not_ready is None,
+            held=tuple(name for name, where in routing.items() if where is _Where.HELD),
+            fleet=place.incident if place is not None and _Where.FLEET in routing.values() else None,
+        )
+
+    def _place(self, incident: Incident | None) -> FleetPlace | None:
+        if incident is None:
+            return None
+        return fleet_place(
+            self.store, incident, self.grouping, route=self.router.route, now=self.clock(), policy=self.policy
+        )
+
+    def _routing(
+        self, notice: Notice, fault: Fault, incident: Incident | None, place: FleetPlace | None
+    ) -> dict[str, _Where]:
+        """Per receiver the routing file names, where the notice goes. Held back by the incident's silences, windows
+        and inhibitions (`Incident.held`: a fleet incident it belongs to tells its notices, and quiet-when-handled
+        never holds back the workflow's own), and, where the fleet incident tells it, by the fleet's."""
+        routing: dict[str, _Where] = {}
+        # Only a notice in the incident's timeline (the fault's time within it) can be told later: any other is told
+        # now, whatever holds the incident back.
+        may_hold = incident is not None and _within(fault, incident)
+        for name in self.router.route(route_context(fault, incident)).receivers:
+            receiver = self.receivers.get(name)
+            if receiver is None:
+                continue
+            if incident is None or (receiver.pagerduty is not None and notice.pagerduty is None):
+                routing[name] = _Where.OWN  # (no incident yet: standalone; a PagerDuty receiver with nothing to hear)
+            elif name in incident.held and may_hold:
+                routing[name] = _Where.HELD
+            elif place is not None and name in place.receivers:
+                routing[name] = _Where.HELD if name in place.muted and may_hold else _Where.FLEET
+            else:
+                routing[name] = _Where.OWN
+        return routing
+
+    def _note(self, notice: Notice, fault: Fault, held: list[str]) -> ResumeNote:
+        """What the router tells the receivers held back, once nothing holds them back (bounded)."""
+        return ResumeNote(
+            title=notice.title,
+            text=_clip(notice.text, MAX_NOTE_TEXT),
+            summary=_summary(notice, fault),
+            severity=notice.severity,
+            pagerduty=notice.pagerduty.value if notice.pagerduty is not None else None,
+            dedup_key=trigger_dedup_key(notice, fault, self.grouping) if notice.pages else None,
+            job_id=notice.job_id,
+            approval_id=notice.approval_id,
+            held=tuple(held),
+        )
 
     def _incident(self, fault: Fault) -> Incident | None:
         record = self.store.load(fault.container_instance_arn)
@@ -141,25 +219,32 @@ class ResumeNotifier:
             lifecycle.derive(record, self.settings, self.router.route, self.clock(), self.policy).incidents, fault
         )
 
-    def _not_ready(self, fault: Fault, incident: Incident | None, names: list[str]) -> str | None:
-        """Why the notice cannot go into the incident yet: no incident, or a bot-token Slack receiver of the
-        incident whose root message the alert pipeline has not posted yet."""
+    def _not_ready(
+        self, fault: Fault, incident: Incident | None, place: FleetPlace | None, routing: dict[str, _Where]
+    ) -> str | None:
+        """Why the notice cannot go where it belongs yet: no incident, or a bot-token Slack receiver whose thread
+        there (the incident's root, or the fleet incident's) the alert pipeline has not posted yet."""
         if incident is None:
             return f"incident {fault.fingerprint} does not exist yet"
         threaded = {thread.receiver for thread in incident.slack_threads}
-        pending = [
-            name
-            for name in names
-            if (receiver := self.receivers.get(name)) is not None
-            and receiver.slack is not None
-            and receiver.slack.channel is not None
-            and name in incident.receivers
-            and name not in threaded
-        ]
+        pending: list[str] = []
+        for name, where in routing.items():
+            slack = self.receivers[name].slack
+            if slack is None or slack.channel is None:
+                continue
+            if where is _Where.FLEET and place is not None and name not in place.threads:
+                pending.append(f"{name} (fleet incident {place.incident})")
+            elif where is _Where.OWN and name in incident.receivers and name not in {*incident.muted, *threaded}:
+                pending.append(name)
         return f"incident {fault.fingerprint} has no Slack thread yet in {', '.join(pending)}" if pending else None
 
-    def _record(self, fault: Fault, notice: Notice) -> Incident | None:
-        """Add the notice to the incident's facts (once), re-reading when the alert pipeline wrote meanwhile."""
+    def _record(
+        self, fault: Fault, notice: Notice, note: ResumeNote | None
+    ) -> tuple[Incident | None, NoticeFact] | None:
+        """Add the notice to the incident's facts (once), re-reading when the alert pipeline wrote meanwhile: the
+        incident, and the notice as recorded (by this delivery, or by an earlier one of the same notice, whose
+        decision of who is held back stands). A notice that holds some receivers back keeps the record on the sweep's
+        list: the sweep tells them once nothing holds them back."""
         fact = NoticeFact(
             key=notice.key,
             check_type=fault.check_type,
@@ -168,21 +253,24 @@ class ResumeNotifier:
             title=notice.title,
             pages=notice.pages,
             kind=notice.kind.value,
+            note=note,
         )
         for _ in range(MAX_SAVE_CONFLICTS):
             record = self.store.load(fault.container_instance_arn)
             if record is None:
                 return None
             added = record.add_notice(fact)
+            stored = next((known for known in record.notices if known.key == fact.key), fact)
             view = lifecycle.derive(record, self.settings, self.router.route, self.clock(), self.policy)
+            incident = _fault_incident(view.incidents, fault)
             if not added:
-                return _fault_incident(view.incidents, fault)
+                return incident, stored
             record.incidents = view.known
             try:
-                self.store.commit(record)
+                self.store.commit(record, listed=note is not None)
             except ConcurrentUpdateError:
                 continue
-            return _fault_incident(view.incidents, fault)
+            return incident, stored
         raise ConcurrentUpdateError(f"incident {fault.fingerprint} kept changing")
 
     def _deliver_to(
@@ -197,6 +285,29 @@ class ResumeNotifier:
         elif receiver.pagerduty is not None:
             self._pagerduty(name, receiver.pagerduty.service, notice, fault)
 
+    def _deliver_to_fleet(
+        self, name: str, receiver: Receiver, notice: Notice, fault: Fault, *, incident: Incident, place: FleetPlace
+    ) -> None:
+        """The notice where the fleet incident tells it: a reply in its thread (the incident's own root, if this
+        receiver has one, updated in place), next to its alert on PagerDuty (a page joins the alert while it is
+        open). A webhook has no thread: a message of its own, as ever."""
+        if receiver.slack is not None and receiver.slack.channel is not None:
+            thread = place.threads.get(name)
+            if thread is None:  # (not posted yet, and no more retries to wait for it: a message of its own)
+                self._slack_bot(name, receiver.slack.channel, notice, fault, None)
+                return
+            api = self.channels.slack_api()
+            reply = render_resume_reply(notice, fault)
+            self._step(notice, name, "reply", "slack", lambda: _discard(api.post_message(thread[0], reply, thread[1])))
+            own = next((t for t in incident.slack_threads if t.receiver == name), None)
+            if own is not None:
+                root = render_incident_root(incident, dashboard_url=self.dashboard_url)
+                self._step(notice, name, "update", "slack", lambda: api.update_message(own.channel, own.ts, root))
+        elif receiver.pagerduty is not None:
+            self._pagerduty(name, receiver.pagerduty.service, notice, fault, place)
+        else:
+            self._deliver_to(name, receiver, notice, fault, incident)
+
     def _slack_bot(self, name: str, channel: str, notice: Notice, fault: Fault, incident: Incident | None) -> None:
         api = self.channels.slack_api()
         thread = next((t for t in incident.slack_threads if t.receiver == name), None) if incident else None
@@ -209,17 +320,27 @@ class ResumeNotifier:
         root = render_incident_root(incident, dashboard_url=self.dashboard_url)
         self._step(notice, name, "update", "slack", lambda: api.update_message(thread.channel, thread.ts, root))
 
-    def _pagerduty(self, name: str, service: str, notice: Notice, fault: Fault) -> None:
+    def _pagerduty(
+        self, name: str, service: str, notice: Notice, fault: Fault, place: FleetPlace | None = None
+    ) -> None:
+        """A page or a change event; about a member of a fleet incident (`place`), it names the fleet incident, and a
+        page goes to the fleet's alert while that is open."""
         if notice.pagerduty is None:
             return
         key = self.channels.routing_key(service)
         now = self.clock()
+        fleet = {"fleet_incident": place.incident, "fleet_dedup_key": place.dedup_key} if place is not None else {}
         if notice.pagerduty == PagerDutyAction.TRIGGER:
-            event = render_resume_trigger(notice, fault, key, now, trigger_dedup_key(notice, fault, self.grouping))
+            dedup_key = trigger_dedup_key(notice, fault, self.grouping)
+            if place is not None and place.is_open:
+                dedup_key = place.dedup_key
+            event = render_resume_trigger(notice, fault, key, now, dedup_key)
+            event["payload"]["custom_details"].update(fleet)
             events = self.channels.pagerduty()
             self._step(notice, name, "trigger", "pagerduty", lambda: _discard(events.send(event)))
         else:
             change = render_change_event(notice, fault, key, now)
+            change["payload"]["custom_details"].update(fleet)
             self._step(notice, name, "change", "pagerduty", lambda: self.change_events.send(change))
 
     def _step(self, notice: Notice, receiver: str, step: str, channel: str, send: Callable[[], None]) -> None:
@@ -260,20 +381,33 @@ def fault_labels(fault: Fault) -> dict[str, str]:
     }
 
 
-def _held_back(reason: str | None) -> bool:
-    """Whether a mute holds back the workflow's notices: all do, but quiet-when-handled, whose point is that the
-    workflow's own notices are what the receiver hears."""
-    return reason is not None and not reason.startswith(QUIET_REASON_PREFIX)
+def _as_recorded(routing: dict[str, _Where], held: tuple[str, ...], place: FleetPlace | None) -> dict[str, _Where]:
+    """The routing as the notice was first recorded: whom it held back is the router's to tell (whatever holds them
+    back now), and everyone else the workflow tells (a mute that began since does not drop a notice on its way)."""
+    recorded: dict[str, _Where] = {}
+    for name, where in routing.items():
+        if name in held:
+            recorded[name] = _Where.HELD
+        elif where is not _Where.HELD:
+            recorded[name] = where
+        else:
+            recorded[name] = _Where.FLEET if place is not None and name in place.receivers else _Where.OWN
+    return recorded
 
 
 def _fault_incident(incidents: list[Incident], fault: Fault) -> Incident | None:
     """The incident of the fault's check that contains the fault's time (else the latest of that check)."""
     mine = [incident for incident in incidents if incident.check_type == fault.check_type]
     for incident in mine:
-        ends = incident.closed_at
-        if incident.opened_at <= fault.impaired_at and (ends is None or fault.impaired_at <= ends):
+        if _within(fault, incident):
             return incident
     return mine[-1] if mine else None
+
+
+def _within(fault: Fault, incident: Incident) -> bool:
+    """Whether the fault's time is within the incident (its notices are in the incident's timeline then)."""
+    ends = incident.closed_at
+    return incident.opened_at <= fault.impaired_at and (ends is None or fault.impaired_at <= ends)
 
 
 def route_context(fault: Fault, incident: Incident | None) -> RouteContext:
@@ -400,6 +534,7 @@ def _context_text(notice: Notice, fault: Fault) -> str:
     parts = ["Training auto-resume"]
     if notice.job_id:
         parts.append(f"job `{escape_mrkdwn(notice.job_id)}`")
+    parts.append(f"host `{escape_mrkdwn(fault.host)}`")
     parts.append(f"incident `{escape_mrkdwn(fault.fingerprint)}`")
     return " · ".join(parts)
 

@@ -596,6 +596,8 @@ class ResumeSteps:
             "pages": notice.pages,
             "receivers": list(delivered.receivers),
             "threaded": delivered.threaded,
+            "held": list(delivered.held),
+            "fleet": delivered.fleet,
         }
         if "recovery" in notice.details:
             # A resumed job's figures, for the handler's metrics (and the execution's history).
