@@ -408,7 +408,9 @@ class AlertService:
                 continue
             for name in note.held:
                 receiver = self.receivers.get(name)
-                if receiver is None or (receiver.pagerduty is not None and not note.pagerduty):
+                if receiver is None or name not in incident.receivers:
+                    continue  # (no longer routed to it: nothing is told to it any more)
+                if receiver.pagerduty is not None and not note.pagerduty:
                     continue
                 subject = pagerduty_subject(incident.fingerprint) if receiver.pagerduty is not None else incident.id
                 if entry.key not in record.delivery(name, subject).steps:

@@ -221,8 +221,8 @@ def held_notes(name: str, incident: Incident, sent: Delivery) -> list[tuple[Time
     """The workflow's notices about the incident that it held back from `name`, that nothing holds back any more
     and that `name` was not told yet (`sent`: its delivery that records them), each with the fleet incident whose
     thread tells it (None: the incident's own). Held back while the incident's own silences, windows or inhibitions
-    hold `name` back, and while the fleet incident's do."""
-    if name in incident.held:
+    hold `name` back, and while the fleet incident's do; none for a receiver the incident is not routed to any more."""
+    if name in incident.held or name not in incident.receivers:
         return []
     place = incident.fleet_place
     if place is not None and name not in place.receivers:
@@ -261,7 +261,7 @@ def _slack_plan(
                     steps.append(Step(StepKind.NOTE, incident.id, entry, thread=thread, place=place))
             elif sent.ts is not None and sent.channel is not None:
                 steps.append(Step(StepKind.NOTE, incident.id, entry, thread=(sent.channel, sent.ts)))
-            elif muted or name not in incident.receivers:
+            elif muted:
                 steps.append(Step(StepKind.NOTE, incident.id, entry))  # no root to reply to comes: its own message
             # (else the incident's root goes first, below, and the notice into its thread after it)
         if sent.ts is None:
