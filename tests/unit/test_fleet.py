@@ -9,8 +9,10 @@ from typing import Any
 
 from fault_responder.alerting.service import AlertService
 from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.domain import FaultClass, InstanceRef, Severity
 from fault_responder.incidents import lifecycle
-from fault_responder.noise.fleet import fingerprint, group_arn
+from fault_responder.incidents.record import digest
+from fault_responder.noise.fleet import MAX_FOUNDERS, Recent, fingerprint, group_arn
 from fault_responder.noise.policy import Policy
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
 from fault_responder.routing.router import Grouping, Router, load_routing
@@ -194,6 +196,34 @@ def test_faults_at_the_same_moment_are_each_a_member_once() -> None:
     arns = [member.instance.container_instance_arn for member in fleet.fleet.listed]
     assert sorted(arns) == [instance_arn(number) for number in range(5)]
     assert "5 instances" in fleet.classification.title
+
+
+def test_founders_past_the_ones_a_fleet_remembers_are_counted_once_when_they_report_again() -> None:
+    # Given 105 members registered among the group's recent ones before anyone looked at the threshold (a burst of
+    # routers that each registered its fault and had not looked yet), and the 106th one's fault, which opens the fleet
+    # incident with all of them as its founders
+    world = World()
+    arn = group_arn(GROUP)
+    where = InstanceRef("us-west-2", "123456789012", CLUSTER, "", None, "my-capacity-provider")
+    recent = Recent(START, Severity.CRITICAL, FaultClass.XID_CRITICAL, "XID 79: GPU has fallen off the bus", 79)
+    for number in range(105):
+        world.store.register(arn, GROUP, where, instance_arn(number), recent)
+    world.service.handle(report(105, "IMPAIRED", START))
+    head = world.store.load_group(arn)
+    assert head is not None and head.fleet() is not None
+    fleet = head.fleet()
+    assert fleet is not None and len(fleet.founders) == MAX_FOUNDERS
+
+    # Then the head counts the founders the fleet remembers; and a founder it could not remember is counted once,
+    # when its fault is next reported (twice here), as one that joins, while a remembered one is not counted again
+    assert head.joined == MAX_FOUNDERS
+    remembered = {instance_arn(n) for n in range(106) if digest(instance_arn(n), 24) in fleet.founders}
+    forgotten = next(n for n in range(106) if instance_arn(n) not in remembered)
+    known = next(n for n in range(106) if instance_arn(n) in remembered)
+    for number in (forgotten, known, forgotten):
+        world.service.handle(report(number, "IMPAIRED", START))
+    again = world.store.load_group(arn)
+    assert again is not None and again.joined == MAX_FOUNDERS + 1
 
 
 # --- People's actions on a fleet incident ----------------------------------------------------------------------

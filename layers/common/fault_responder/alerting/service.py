@@ -659,7 +659,9 @@ class AlertService:
         founders = founders_of(head, moment, window)
         identity = opened_identity(head, moment, window, founders, now=self.clock())
         head.incidents = trimmed([*head.incidents, identity])
-        head.open_fleet, head.joined = identity.id, len(founders)
+        # Counted now: the founders it remembers. One it cannot (a burst past MAX_FOUNDERS before anyone looked) is
+        # counted when it is next reported, as a member that joins: never twice.
+        head.open_fleet, head.joined = identity.id, len(identity.founders)
         try:
             self.store.commit_fleets(head, forget=sorted(head.recent))
         except ConcurrentUpdateError:

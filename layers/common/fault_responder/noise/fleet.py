@@ -78,8 +78,9 @@ JOURNAL_PAGE = 100
 MAX_TITLE = 200
 """Characters of a member's title its group's head keeps (a fleet incident's title is that of its members)."""
 MAX_FOUNDERS = 100
-"""Founding members a fleet incident remembers by name; more (a burst larger than this before anyone crossed the
-threshold, which each member written checks) are counted when they are next reported, as members that join."""
+"""Founding members a fleet incident remembers by name, and counts when it opens; more (a burst larger than this before
+anyone crossed the threshold, which each member written checks) are counted when they are next reported, as members
+that join (counting them when it opened too counted each of those twice)."""
 ABANDONED_AFTER = timedelta(minutes=16)
 """A journal number taken but never written (its worker died in between) is passed over after this long: no
 Lambda invocation outlives 15 minutes, so nothing can write it any more."""
