@@ -24,10 +24,11 @@ in decorator mode and with the in-process moto server alike. While installed:
   DescribeTasks of it, which shows it RUNNING; with `stop_after_describes` = N > 0 a stopped task is STOPPING
   until the Nth DescribeTasks shows it STOPPED. With 0 (the default) tasks are RUNNING / STOPPED at once, as
   in moto. (moto's own lifecycle moves every RUNNING task towards STOPPED each time it is described; that is
-  switched off.) StopTask on a task already stopping or stopped changes nothing (moto would release its
-  resources a second time). A process emulated on a task (an emulated trainer) does each unit of its work inside
-  `task_statuses_held()`, so its task does not turn STOPPED in the middle of a write: a container is STOPPED only
-  once its process has exited.
+  switched off.) DescribeTasks shows the times of a stop, which moto never sets: `stoppingAt` from the StopTask
+  (or the early stop), `executionStoppedAt` and `stoppedAt` once STOPPED. StopTask on a task already stopping or
+  stopped changes nothing (moto would release its resources a second time). A process emulated on a task (an
+  emulated trainer) does each unit of its work inside `task_statuses_held()`, so its task does not turn STOPPED
+  in the middle of a write: a container is STOPPED only once its process has exited.
 - Container instances carry custom attributes (PutAttributes, through moto). ListContainerInstances honours a
   `filter` of cluster query language clauses joined by `and` (`attribute:NAME exists`, `attribute:NAME not_exists`,
   `attribute:NAME == VALUE`, `attribute:NAME != VALUE`, `ec2InstanceId in [...]`), applied before the pages are cut,
@@ -433,7 +434,10 @@ class EcsEmulation:
                         self.backend, task.cluster_arn, task.task_arn, reason
                     )
                     task.stop_code = stop_code
+                    _began_stopping(task)
                 task.last_status = countdown.target
+                if countdown.target == "STOPPED":
+                    _stopped(task)
 
     @contextmanager
     def task_statuses_held(self) -> Iterator[None]:
@@ -448,10 +452,13 @@ class EcsEmulation:
                 return existing
             task = _originals[(ecs_models.EC2ContainerServiceBackend, "stop_task")](backend, cluster, task_arn, reason)
             task.stop_code = "UserInitiated"
+            _began_stopping(task)
             self._countdowns.pop(task.task_arn, None)
             if self.stop_after_describes > 0:
                 task.last_status = "STOPPING"
                 self._countdowns[task.task_arn] = _Countdown(self.stop_after_describes, "STOPPED")
+            else:
+                _stopped(task)
         return task
 
     def desired_capacity_changed(self, group_name: str) -> None:
@@ -859,6 +866,17 @@ def _find_task(backend: Any, task_arn: str) -> Any | None:
 
 def _cluster_arn(emulation: EcsEmulation, request: dict[str, Any]) -> str:
     return str(emulation.backend._get_cluster(request.get("cluster") or "default").arn)
+
+
+def _began_stopping(task: Any) -> None:
+    """The task's `stoppingAt`, which moto never sets: now, as it leaves RUNNING (the moment ECS tells its
+    containers to stop). moto's serializer shows it by the API's member name."""
+    task.stopping_at = datetime.now(UTC)
+
+
+def _stopped(task: Any) -> None:
+    """`executionStoppedAt` and `stoppedAt`, which moto never sets: now, as the task turns STOPPED."""
+    task.execution_stopped_at = task.stopped_at = datetime.now(UTC)
 
 
 def _iso(moment: datetime) -> str:
