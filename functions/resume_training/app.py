@@ -56,6 +56,8 @@ class PlannedJobInput(JobInput):
 
 class RelaunchInput(PlannedJobInput):
     execution: str
+    stopped: TaskWatch | None = None
+    """RelaunchJob: the last check of the stop (when the tasks replaced were told to stop)."""
 
 
 class RetryInput(PlannedJobInput):
@@ -174,7 +176,9 @@ def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any
 @tracer.capture_lambda_handler
 @event_parser(model=RelaunchInput)
 def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
-    launch = resume_steps().relaunch(event.fault, event.config, event.job, event.plan, event.execution)
+    launch = resume_steps().relaunch(
+        event.fault, event.config, event.job, event.plan, event.execution, stopped=event.stopped
+    )
     spare = launch.spare.state.value if launch.spare is not None else None
     logger.info(
         "relaunch",

@@ -428,7 +428,7 @@ class ResumeSteps:
             requested_by=f"fault-responder workflow {execution.rsplit(':', 1)[-1]}"[:MAX_TEXT],
         )
         before = plan.checkpoint.step if plan.checkpoint else None
-        before_at = plan.checkpoint.written_at if plan.checkpoint else None
+        before_at = plan.checkpoint.saved if plan.checkpoint else None
         try:
             placed = self.requests().place(parse_checkpoint_uri(job.checkpoint_uri), request, now)
         except CheckpointStoreError as error:
@@ -491,16 +491,28 @@ class ResumeSteps:
         state = judge_stop(states, waited, timedelta(seconds=config.stop_timeout_seconds))
         return watch_result(state, states, want_running=False)
 
-    def relaunch(self, fault: Fault, config: ResumeConfig, job: Job, plan: Plan, execution: str) -> Launch:
+    def relaunch(
+        self,
+        fault: Fault,
+        config: ResumeConfig,
+        job: Job,
+        plan: Plan,
+        execution: str,
+        *,
+        stopped: TaskWatch | None = None,
+    ) -> Launch:
         """Record the attempt, then RunTask each task of the job, kept off the hosts to avoid where the provider
-        allows it; stops at the first task ECS cannot place."""
+        allows it; stops at the first task ECS cannot place. `stopped`: the check that saw the tasks replaced
+        stopped, with when ECS told them to stop."""
         specs = self.store.load_tasks(job.key, fault.key)
         fresh = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
         checkpoint = chosen_checkpoint(plan.checkpoint, fresh)
         self.store.add_failed_hosts(job.key, [fault.host])
         asked = plan.checkpoint_now
-        # The old tasks are STOPPED by now: a job that trained on after the fault lost what it trained until then.
-        stopped_at, answered = self.clock(), asked.request_id if asked else None
+        # The old tasks are STOPPED by now: a job that trained on after the fault lost what it trained until ECS
+        # told them to stop (the job's own tasks; a failed attempt's trained nothing), or, without ECS's time, now.
+        told = stopped.stopping_at if stopped is not None and plan.replaces is None else None
+        stopped_at, answered = told or self.clock(), asked.request_id if asked else None
         lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
         record = self.store.record_attempt(
             job.key,
@@ -540,6 +552,7 @@ class ResumeSteps:
             failures=failures,
             checkpoint=checkpoint,
             launched_at=now,
+            stopped_at=told,
             capacity_providers=providers,
             avoided=len(avoid.in_priority),
             excluded_hosts=excluded,
