@@ -522,7 +522,9 @@ def _lost(
         return f" (saved after the {_what(fault)} began{answering}: no work lost)"
     trained_on = stopped_at is not None and fault.fault_class in TRAINS_ON
     ended = "the job was stopped" if trained_on else f"the {_what(fault)}"
-    return f" (saved {format_duration(lost)} before {ended}{answering}, so about {format_duration(lost)} of work lost)"
+    # Under a second (a stop dated by ECS, a save dated by its manifest) is said to the tenth, never as "0s".
+    said = _seconds(lost) if lost < timedelta(seconds=1) else format_duration(lost)
+    return f" (saved {said} before {ended}{answering}, so about {said} of work lost)"
 
 
 def _moved_lost(r: NoticeRequest, launch: Launch) -> str:
