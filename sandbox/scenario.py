@@ -253,6 +253,15 @@ class Checkpoints(_Model):
     """Interrupted saves: the files without the manifest."""
     files_per_step: int = Field(default=2, ge=1, le=1000)
     file_size: int = Field(default=64, ge=1, le=1_000_000)
+    answers: dict[int, str] = {}
+    """Complete steps whose manifest answers a checkpoint-now request: step -> the request's id."""
+
+    @model_validator(mode="after")
+    def _answers_complete_steps(self) -> Checkpoints:
+        unknown = sorted(set(self.answers) - set(self.steps))
+        if unknown:
+            raise ValueError(f"answers names steps that are not complete checkpoints (steps): {unknown}")
+        return self
 
     @field_validator("uri")
     @classmethod

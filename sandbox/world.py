@@ -584,7 +584,8 @@ def _write_checkpoints(helper: ModuleType, checkpoints: model.Checkpoints, s3: A
             for index in range(checkpoints.files_per_step)
         }
         if step in checkpoints.steps:
-            complete.append(str(helper.save_checkpoint(checkpoints.uri, step, files, client=s3)))
+            answers = checkpoints.answers.get(step)
+            complete.append(str(helper.save_checkpoint(checkpoints.uri, step, files, answers=answers, client=s3)))
         else:
             folder = helper.prepare_checkpoint_folder(checkpoints.uri, step, client=s3)
             helper.write_checkpoint_files(folder, files, client=s3)
