@@ -18,7 +18,7 @@ PY := $(VENV)/bin/python
 SAM := $(SAMVENV)/bin/sam
 # bandit scans what is deployed and the tools around it. tests/ is not scanned: asserts, fake credentials and
 # subprocesses are what tests are made of, and none of it is deployed.
-BANDIT_PATHS := layers/common/fault_responder functions sandbox training benchmarks
+BANDIT_PATHS := layers/common/fault_responder functions sandbox local training benchmarks
 
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
@@ -46,7 +46,7 @@ EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 INVOKE_PARAMETERS ?= $(if $(filter AlertRouterFunction,$(FN)),,TrainingCapacityProviders=gpu-training)
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck workflow validate scan pytest build build-quickstart build-host invoke smoke standins scenarios demo route fuzz test clean
+.PHONY: help setup lint format typecheck workflow validate scan pytest build build-quickstart build-host invoke smoke local-invoke local-up local-down local-image standins scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -91,7 +91,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff format .
 
 typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
-	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox statemachines
+	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox local statemachines
 
 # statemachines/*.asl.json are generated from their Python sources: edit those, then run this (statemachines/README.md).
 workflow: $(VENV)/.installed ## Write statemachines/*.asl.json from their sources (statemachines/*.py)
@@ -181,6 +181,31 @@ SMOKE_WORLD := events/world.yaml
 smoke: build-host $(VENV)/.installed ## Invoke every built function with its sample in the sandbox, in the samples' world
 	$(PY) -m sandbox smoke $(SMOKE_INVOCATIONS) --world $(SMOKE_WORLD) --build-dir .aws-sam/build-host \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) TrainingCapacityProviders=gpu-training
+
+# The same, in real Lambda containers (sam local), against moto and the stand-ins served where the containers reach
+# them: local/ (local/__init__.py says what each part does). It needs root: it installs Debian's Docker engine when
+# missing and starts a daemon, a bridge and firewall rules of its own, which it removes when it ends, however it ends.
+# The functions are those the template creates; each needs a sample in SMOKE_INVOCATIONS. INVOCATIONS="F=EVENT ...":
+# those functions only. LOCAL_LAMBDA_IMAGE=official|local: AWS's image or the equivalent built here (default: AWS's
+# where it can be pulled).
+# Invoked first with a plain `sam local invoke`, as README.md shows it (the others through sam local start-lambda).
+LOCAL_PLAIN_INVOKE := AlertRouterFunction=events/sqs/alert-router-xid46.json
+LOCAL_PARAMETERS := PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH) TrainingCapacityProviders=gpu-training
+LOCAL_STACK := --world $(SMOKE_WORLD) --build-dir .aws-sam/build-host --sam $(SAM) --uv $(UV) \
+	--parameter-overrides $(LOCAL_PARAMETERS)
+
+local-invoke: build-host $(VENV)/.installed $(SAMVENV)/.installed ## Invoke every function in a Lambda container (sam local) with its sample, against the local stack
+	$(PY) -m local invoke $(or $(INVOCATIONS),--every-function $(SMOKE_INVOCATIONS)) $(LOCAL_STACK) \
+		--plain $(LOCAL_PLAIN_INVOKE)
+
+local-up: build-host $(VENV)/.installed $(SAMVENV)/.installed ## Start the local stack in the background for sam local invoke / start-lambda (README.md)
+	$(PY) -m local up $(SMOKE_INVOCATIONS) $(LOCAL_STACK)
+
+local-down: $(VENV)/.installed ## Stop the local stack, its Docker daemon, bridge and firewall rules
+	$(PY) -m local down
+
+local-image: $(VENV)/.installed | $(UV) ## Make the Lambda base image of local-invoke ready: AWS's, or built from Debian and PyPI (cached)
+	$(PY) -m local image --runtime $(BUILD_RUNTIME) --architecture $(HOST_ARCH) --uv $(UV)
 
 standins: $(VENV)/.installed ## Serve the Slack/PagerDuty stand-ins env.json points sam local invoke at, until Ctrl-C
 	$(PY) -m sandbox standins --host $(STANDINS_HOST) --port $(STANDINS_PORT)
