@@ -186,8 +186,8 @@ smoke: build-host $(VENV)/.installed ## Invoke every built function with its sam
 # them: local/ (local/__init__.py says what each part does). It needs root: it installs Debian's Docker engine when
 # missing and starts a daemon, a bridge and firewall rules of its own, which it removes when it ends, however it ends.
 # The functions are those the template creates; each needs a sample in SMOKE_INVOCATIONS. INVOCATIONS="F=EVENT ...":
-# those functions only. LOCAL_LAMBDA_IMAGE=official|local: AWS's image or the equivalent built here (default: AWS's
-# where it can be pulled).
+# those functions only. REPORT=<file>: each invocation's outcome as JSON. LOCAL_LAMBDA_IMAGE=official|local: AWS's
+# image or the equivalent built here (default: AWS's where it can be pulled).
 # Invoked first with a plain `sam local invoke`, as README.md shows it (the others through sam local start-lambda).
 LOCAL_PLAIN_INVOKE := AlertRouterFunction=events/sqs/alert-router-xid46.json
 LOCAL_PARAMETERS := PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH) TrainingCapacityProviders=gpu-training
@@ -196,7 +196,7 @@ LOCAL_STACK := --world $(SMOKE_WORLD) --build-dir .aws-sam/build-host --sam $(SA
 
 local-invoke: build-host $(VENV)/.installed $(SAMVENV)/.installed ## Invoke every function in a Lambda container (sam local) with its sample, against the local stack
 	$(PY) -m local invoke $(or $(INVOCATIONS),--every-function $(SMOKE_INVOCATIONS)) $(LOCAL_STACK) \
-		--plain $(LOCAL_PLAIN_INVOKE)
+		--plain $(LOCAL_PLAIN_INVOKE) $(if $(REPORT),--report $(REPORT))
 
 local-up: build-host $(VENV)/.installed $(SAMVENV)/.installed ## Start the local stack in the background for sam local invoke / start-lambda (README.md)
 	$(PY) -m local up $(SMOKE_INVOCATIONS) $(LOCAL_STACK)

@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m local {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
-        print(f"python -m local {args.command}: interrupted ({exc or 'SIGINT'}); everything it started is stopped",
+        print(f"python -m local {args.command}: interrupted ({str(exc) or 'SIGINT'}); everything it started is stopped",
               file=sys.stderr)  # fmt: skip
         return 130
 

@@ -160,6 +160,9 @@ def start_engine(out: TextIO) -> Engine:
         _close_firewall()
         daemon = _start_daemon()
         _ENGINE_FILE.write_text(json.dumps({"pid": daemon, "subnet": str(subnet), "gateway": gateway}))
+        removed = _remove_containers()  # a killed run's, kept in the cached data root
+        if removed:
+            print(f"local: removed what an earlier run left: {removed[0]}", file=out, flush=True)
         driver = docker("info", "--format", "{{.Driver}}").strip()
     except BaseException:
         stop_engine()
@@ -186,11 +189,7 @@ def stop_engine() -> list[str]:
     removed: list[str] = []
     recorded = _recorded()
     if SOCKET.exists():
-        with contextlib.suppress(LocalError):
-            containers = docker("ps", "--all", "--quiet", timeout=30).split()
-            if containers:
-                docker("rm", "--force", "--volumes", *containers, timeout=120, check=False)
-                removed.append(f"{len(containers)} container(s)")
+        removed += _remove_containers()
     daemon = _daemon_pid(recorded)
     if daemon is not None:
         _terminate([daemon], _STOP_SECONDS)
@@ -214,6 +213,15 @@ def stop_engine() -> list[str]:
     return removed
 
 
+def _remove_containers() -> list[str]:
+    with contextlib.suppress(LocalError):
+        containers = docker("ps", "--all", "--quiet", timeout=30).split()
+        if containers:
+            docker("rm", "--force", "--volumes", *containers, timeout=120, check=False)
+            return [f"{len(containers)} container(s)"]
+    return []
+
+
 def leftovers() -> list[str]:
     """What of a run is still on this machine (nothing, once a run has ended, however it ended)."""
     found = [f"process {pid}: {_cmdline(pid)}" for pid in own_processes(_recorded())]
@@ -224,6 +232,8 @@ def leftovers() -> list[str]:
         found.append(f"iptables chain {CHAIN}")
     if SOCKET.exists():
         found.append(f"socket {SOCKET}")
+    containers = cache_dir() / "docker" / "containers"
+    found += [f"container {entry.name}" for entry in containers.glob("*")] if containers.is_dir() else []
     return found
 
 

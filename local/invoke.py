@@ -33,6 +33,7 @@ from sandbox.serve_standins import describe
 # config file local/stack.py writes, and nothing else.
 SAM_LOCAL_INVOKE = "sam local invoke {function} --config-file .aws-sam/local/samconfig.toml -e {event}"
 SAM_LOCAL_START_LAMBDA = "sam local start-lambda --config-file .aws-sam/local/samconfig.toml"
+_START_LAMBDA_LOG = FILES_DIR / "start-lambda.log"
 _START_LAMBDA_SECONDS = 180
 _INVOKE_SECONDS = 300
 
@@ -45,6 +46,8 @@ class Outcome:
     seconds: float
     failure: str | None
     result: Any
+    container: str | None = None
+    """The id of the Lambda container that answered (SAM CLI logs it when it creates one)."""
     requests: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -77,7 +80,12 @@ def invoke_all(
     with _start_lambda(sam, port, out) if warm else contextlib.nullcontext(_no_client) as lambda_client:
         for item in [*plain, *warm]:
             seen = stack.sandbox.standins.request_count()
+            logged = _START_LAMBDA_LOG.stat().st_size if _START_LAMBDA_LOG.exists() else 0
             outcome = _plain_invoke(item, sam) if item in plain else _warm_invoke(item, lambda_client())
+            if item not in plain:
+                with _START_LAMBDA_LOG.open(errors="replace") as log:
+                    log.seek(logged)
+                    outcome.container = _container_id(log.read())
             outcome.requests = [describe(request) for request in stack.sandbox.standins.requests_since(seen)]
             print(outcome.line(), file=out, flush=True)
             outcomes.append(outcome)
@@ -90,16 +98,18 @@ def _plain_invoke(item: Planned, sam: Path) -> Outcome:
     completed = run([str(sam), *command[1:]], env=sam_environment(), timeout=_INVOKE_SECONDS, check=False)
     seconds = time.monotonic() - started
     (FILES_DIR / f"{item.function}.log").write_text(completed.stderr)
+    container = _container_id(completed.stderr)
     lines = [line for line in completed.stdout.splitlines() if line.strip()]
     try:
         result = json.loads(lines[-1]) if lines else None
     except json.JSONDecodeError:
         result = None
+    failure: str | None
     if completed.returncode != 0 or not lines:
         failure = f"sam local invoke exited {completed.returncode}: {_tail(completed.stderr)}"
-        return Outcome(item.function, str(item.sample), "sam local invoke", seconds, failure, result)
-    error = result if isinstance(result, dict) and "errorType" in result else None
-    return Outcome(item.function, str(item.sample), "sam local invoke", seconds, judge(item, result, error), result)
+    else:
+        failure = judge(item, result, result if _is_error(result) else None)
+    return Outcome(item.function, str(item.sample), "sam local invoke", seconds, failure, result, container)
 
 
 def _warm_invoke(item: Planned, client: Any) -> Outcome:
@@ -111,10 +121,17 @@ def _warm_invoke(item: Planned, client: Any) -> Outcome:
         result = json.loads(body) if body else None
     except json.JSONDecodeError:
         result = body
-    error = result if response.get("FunctionError") else None
-    if error is not None and not isinstance(error, dict):
-        error = {"errorType": response["FunctionError"], "errorMessage": str(error)[:500]}
+    # SAM CLI marks an error (X-Amz-Function-Error) only when the runtime's error object has exactly the keys it
+    # expects; awslambdaric adds requestId. So an error object is an error, marked or not.
+    error = result if _is_error(result) else None
+    if error is None and response.get("FunctionError"):
+        error = {"errorType": response["FunctionError"], "errorMessage": str(result)[:500]}
     return Outcome(item.function, str(item.sample), "start-lambda", seconds, judge(item, result, error), result)
+
+
+def _is_error(result: Any) -> bool:
+    """Lambda's error object, as the runtime reports an exception the handler raised."""
+    return isinstance(result, dict) and {"errorType", "errorMessage"} <= set(result)
 
 
 def judge(item: Planned, result: Any, error: Mapping[str, Any] | None) -> str | None:
@@ -139,7 +156,7 @@ def judge(item: Planned, result: Any, error: Mapping[str, Any] | None) -> str | 
 def _start_lambda(sam: Path, port: int, out: TextIO) -> Iterator[Callable[[], Any]]:
     """`sam local start-lambda`, started at once and stopped when the block ends (its process group and all); yields
     what gives a Lambda client of it, once it listens."""
-    log = FILES_DIR / "start-lambda.log"
+    log = _START_LAMBDA_LOG
     log.write_text("")
     command = shlex.split(SAM_LOCAL_START_LAMBDA)
     started = time.monotonic()
@@ -206,6 +223,11 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _container_id(log: str) -> str | None:
+    ids = [line.split("SAM_CONTAINER_ID:", 1)[1].strip() for line in log.splitlines() if "SAM_CONTAINER_ID:" in line]
+    return ids[-1] if ids else None
 
 
 def _counts(requests: list[str]) -> str:

@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from local.engine import Engine
 from local.image import LambdaImage
 from sandbox.event_fit import Trigger, check_fit
 from sandbox.invoke import load_built_template, prepare_event, prepare_request, require_function
@@ -34,9 +33,20 @@ from sandbox.smoke import OntoWorld, SampleWorld, load_sample_world, seeded
 from sandbox.template import Resolver, StackIdentity, Template, TemplateError, resolve_parameters
 
 FILES_DIR = Path(".aws-sam/local")
-SAMCONFIG = FILES_DIR / "samconfig.toml"
-ENV_VARS = FILES_DIR / "env.json"
 ENDPOINT_PARAMETER = "LocalAwsEndpointUrl"
+
+
+class Network(Protocol):
+    """Where the containers are (local.engine.Engine): this machine's address on their bridge, and the firewall."""
+
+    @property
+    def gateway(self) -> str: ...
+
+    @property
+    def subnet(self) -> str: ...
+
+    def allow(self, port: int) -> None:
+        """Let the containers open TCP connections to `port` on `gateway`."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class Planned:
     payload: Any
     note: str
     event_file: Path
-    """The sample itself when the function takes it as it is, else FILES_DIR/events/<Function>.json."""
+    """The sample itself when the function takes it as it is, else <files>/events/<Function>.json."""
 
 
 def functions_of(template: Template, parameter_overrides: Mapping[str, str]) -> list[str]:
@@ -83,7 +93,8 @@ class LocalStack:
         build_dir: Path,
         world: Path | None,
         parameter_overrides: Mapping[str, str],
-        engine: Engine,
+        engine: Network,
+        files: Path = FILES_DIR,
     ) -> None:
         self.build_dir = build_dir
         self.template = load_built_template(build_dir)
@@ -91,6 +102,7 @@ class LocalStack:
         self.region = self.world.region if self.world is not None else DEFAULT_REGION
         self.parameter_overrides = dict(parameter_overrides)
         self.engine = engine
+        self.files = files
         self.sandbox = Sandbox(
             self.template, region=self.region, parameter_overrides=self.parameter_overrides, host=engine.gateway
         )
@@ -126,7 +138,7 @@ class LocalStack:
         else:
             prepared = prepare_event(document, self.sandbox.stack.functions[function], self.region)
         unchanged = prepared.payload == original
-        event_file = sample if unchanged else FILES_DIR / "events" / f"{function}.json"
+        event_file = sample if unchanged else self.files / "events" / f"{function}.json"
         return Planned(function, sample, trigger, prepared.payload, prepared.note, event_file)
 
     def sam_parameters(self) -> str:
@@ -145,15 +157,16 @@ class LocalStack:
 
     def write_files(self, image: LambdaImage, planned: list[Planned], start_lambda_port: int) -> None:
         """samconfig.toml, env.json and events/ for this stack (the module's docstring)."""
-        (FILES_DIR / "events").mkdir(parents=True, exist_ok=True)
-        ENV_VARS.write_text(json.dumps(self.environment_file(), indent=2) + "\n")
+        (self.files / "events").mkdir(parents=True, exist_ok=True)
+        env_vars = self.files / "env.json"
+        env_vars.write_text(json.dumps(self.environment_file(), indent=2) + "\n")
         for item in planned:
             if item.event_file != item.sample:
                 item.event_file.write_text(json.dumps(item.payload, indent=2) + "\n")
         common = {
             "template_file": str((self.build_dir / "template.yaml").resolve()),
             "parameter_overrides": self.sam_parameters(),
-            "env_vars": str(ENV_VARS.resolve()),
+            "env_vars": str(env_vars.resolve()),
             "region": self.region,
             "skip_pull_image": True,
         }
@@ -171,7 +184,7 @@ class LocalStack:
             "[default.local_start_lambda.parameters]",
             *(_toml(name, value) for name, value in start_lambda.items()),
         ]
-        SAMCONFIG.write_text("\n".join(lines) + "\n")
+        (self.files / "samconfig.toml").write_text("\n".join(lines) + "\n")
 
 
 def _toml(name: str, value: Any) -> str:
