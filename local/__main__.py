@@ -125,10 +125,12 @@ def _run_invoke(args: argparse.Namespace, out: TextIO) -> int:
             print(f"local: invoking in Lambda containers of {image.name}", file=out, flush=True)
             outcomes = invoke_all(stack, plain, warm, sam=args.sam, port=port, out=out)
     failed = [outcome.function for outcome in outcomes if outcome.failure is not None]
-    functions = len({outcome.function for outcome in outcomes})
+    functions = list(dict.fromkeys(outcome.function for outcome in outcomes))
+    answered = [function for function in functions if function not in failed]
     print(
-        f"{len(outcomes) - len(failed)} of {len(outcomes)} invocations ok ({functions} function(s), each in a Lambda "
-        f"container; {time.monotonic() - started:.0f} s)" + (f"; FAILED: {', '.join(failed)}" if failed else ""),
+        f"{len(answered)} of {len(functions)} functions answered correctly, each in a Lambda container "
+        f"({len(outcomes)} invocations, {time.monotonic() - started:.0f} s)"
+        + (f"; FAILED: {', '.join(dict.fromkeys(failed))}" if failed else ""),
         file=out,
     )
     if args.report is not None:

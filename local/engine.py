@@ -225,6 +225,7 @@ def _remove_containers() -> list[str]:
 def leftovers() -> list[str]:
     """What of a run is still on this machine (nothing, once a run has ended, however it ended)."""
     found = [f"process {pid}: {_cmdline(pid)}" for pid in own_processes(_recorded())]
+    found += [f"container process {pid}: {_cmdline(pid)}" for pid in _pids() if _program(pid) == _EMULATOR]
     found += [f"mount {mount}" for mount in _own_mounts()]
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         found.append(f"bridge {BRIDGE}")
@@ -242,18 +243,28 @@ def own_processes(recorded: dict[str, str] | None = None) -> list[int]:
     proxies of its containers (which name a container address of the bridge's subnet)."""
     subnet = ipaddress.ip_network((recorded or {}).get("subnet") or _CANDIDATE_SUBNETS[0].supernet(new_prefix=16))
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for pid in _pids():
+        words, program = _cmdline(pid).split(), _program(pid)
+        if program not in _ENGINE_PROGRAMS:
             continue
-        words = _cmdline(int(entry.name)).split()
         mine = any(str(STATE_DIR) in word for word in words)
-        if not mine and words and Path(words[0]).name == "docker-proxy" and "-container-ip" in words:
-            address = words[words.index("-container-ip") + 1] if words[-1] != "-container-ip" else ""
+        if not mine and program == "docker-proxy" and "-container-ip" in words[:-1]:
             with contextlib.suppress(ValueError):
-                mine = ipaddress.ip_address(address) in subnet
+                mine = ipaddress.ip_address(words[words.index("-container-ip") + 1]) in subnet
         if mine:
-            found.append(int(entry.name))
+            found.append(pid)
     return found
+
+
+_ENGINE_PROGRAMS = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc", "docker-proxy"}
+_EMULATOR = "aws-lambda-rie"
+"""What runs in every Lambda container sam local starts (SAM CLI's Runtime Interface Emulator)."""
+
+
+def _pids() -> list[int]:
+    return [
+        int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and int(entry.name) != os.getpid()
+    ]
 
 
 # --- The bridge and the firewall -------------------------------------------------------------------------------------
@@ -400,6 +411,11 @@ def _alive(pid: int) -> bool:
             return False
     status = _read(Path(f"/proc/{pid}/stat"))
     return bool(status) and status.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _program(pid: int) -> str:
+    words = _cmdline(pid).split()
+    return Path(words[0]).name if words else ""
 
 
 def _cmdline(pid: int) -> str:

@@ -87,7 +87,7 @@ def test_a_ctrl_c_mid_invoke_leaves_no_container_network_or_daemon_of_the_run_be
     # Then the run stopped mid-way, saying it was interrupted
     assert process.returncode != 0, text[-3000:]
     assert "interrupted" in text, text[-3000:]
-    assert "invocations ok" not in text
+    assert "functions answered correctly" not in text
     # And (local_run checks it) no daemon, container, bridge, firewall rule or mount of the run is left; nor any sam
     sam = [pid for pid in _processes() if ".aws-sam/local/samconfig.toml" in _cmdline(pid)]
     assert not sam, [_cmdline(pid) for pid in sam]
