@@ -226,17 +226,20 @@ fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: 
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
 # The three environments are created side by side (downloads and disk more than CPU); then the checks that do not run
-# the suite, and the build the smoke test invokes, two at a time (each is one process, mostly on one core: ruff, mypy,
-# sam validate, checkov and bandit, sam build); then the suite beside the smoke test, which is one process invoking
-# one function after another (run alone after the suite, it left a core idle); then `sam build` for Lambda, which the
-# suite's documentation test has made by then. The smoke test's build is made first so that it never reads a build
-# being made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam builds, one at a
-# time: they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite and the smoke
-# test both finish before the failure of either is reported.
+# the suite, and the build the smoke test invokes (each is one process, mostly on one core: ruff, mypy, sam validate,
+# checkov and bandit, sam build), two at a time beside the Lambda image of local-invoke while it is made (the Docker
+# engine installed, debootstrap and the image's packages downloaded: network and disk more than CPU), three at a time
+# once it is (a few seconds, when it is cached from an earlier run); then the suite beside the smoke test and
+# local-invoke, each one process (or container) invoking one function after another (run alone after the suite, they
+# left a core idle); then `sam build` for Lambda, which the suite's documentation test has made by then. The smoke test's build is made first so that it never reads a build being
+# made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam builds, one at a time:
+# they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite, the smoke test and
+# local-invoke all finish before the failure of any is reported. The suite's own local runs (tests/local, the
+# documentation's `make local-up`) wait for local-invoke's: one Docker daemon of the runs' at a time on a machine.
 test: ## Everything CI runs
 	$(MAKE) --no-print-directory -j3 setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck validate scan build-host
-	$(MAKE) --no-print-directory -j2 --output-sync=target pytest smoke
+	$(MAKE) --no-print-directory -j3 --output-sync=target local-image lint typecheck validate scan build-host
+	$(MAKE) --no-print-directory -j3 --output-sync=target pytest smoke local-invoke
 	$(MAKE) --no-print-directory build
 	@echo "make test: all checks passed"
 
