@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, checkout_lock
+from tests.conftest import ROOT, checkout_lock, local_runs_idle
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 _MARKER = re.compile(r"^\s*<!-- doc-check: (?P<kind>[a-z-]+)(?: (?P<argument>\S+))? -->\s*$")
@@ -219,8 +219,15 @@ def _builds(block: Block) -> bool:
     return any(_program(command)[:1] == ["make"] for command in block.commands)
 
 
+def _starts_a_local_run(block: Block) -> bool:
+    """Whether the block starts a local run (Docker, `make local-up`), of which a machine runs one at a time."""
+    return any(_program(command)[:2] in (["make", "local-up"], ["make", "local-invoke"]) for command in block.commands)
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
 def test_a_runnable_block_runs_as_written(block: Block) -> None:
+    if _starts_a_local_run(block):
+        local_runs_idle()  # another's first, without holding the checkout meanwhile
     with checkout_lock(shared=not _builds(block)):
         # Given a bash block the documentation presents as runnable, and the checkout's state
         before = _git_status()
