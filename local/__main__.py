@@ -201,16 +201,23 @@ def _run_up(args: argparse.Namespace, out: TextIO) -> int:
     _SERVE_PID.write_text(f"{process.pid}\n")
     deadline = time.monotonic() + _UP_SECONDS
     shown = 0
-    while not _READY.exists():
-        text = _SERVE_LOG.read_text(errors="replace")
-        print(text[shown:], end="", file=out, flush=True)
-        shown = len(text)
-        if process.poll() is not None:
-            _SERVE_PID.unlink(missing_ok=True)
-            raise LocalError(f"the local stack did not start (exit status {process.returncode}): see {_SERVE_LOG}")
-        if time.monotonic() > deadline:
-            raise LocalError(f"the local stack was not up within {_UP_SECONDS} s: make local-down, see {_SERVE_LOG}")
-        time.sleep(0.5)
+    try:
+        while not _READY.exists():
+            text = _SERVE_LOG.read_text(errors="replace")
+            print(text[shown:], end="", file=out, flush=True)
+            shown = len(text)
+            if process.poll() is not None:
+                raise LocalError(f"the local stack did not start (exit status {process.returncode}): see {_SERVE_LOG}")
+            if time.monotonic() > deadline:
+                raise LocalError(f"the local stack was not up within {_UP_SECONDS} s: see {_SERVE_LOG}")
+            time.sleep(0.5)
+    except BaseException:
+        # Interrupted or failed while it starts: it stops (and tears down what it started) before this returns.
+        if process.poll() is None:
+            process.terminate()
+            process.wait(_DOWN_SECONDS)
+        _SERVE_PID.unlink(missing_ok=True)
+        raise
     print(_SERVE_LOG.read_text(errors="replace")[shown:], end="", file=out, flush=True)
     return 0
 
