@@ -229,7 +229,7 @@ def leftovers() -> list[str]:
     found += [f"mount {mount}" for mount in _own_mounts()]
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         found.append(f"bridge {BRIDGE}")
-    if run(["iptables", "-S", CHAIN], check=False).returncode == 0:
+    if shutil.which("iptables") is not None and _iptables("-S", CHAIN, check=False):
         found.append(f"iptables chain {CHAIN}")
     if SOCKET.exists():
         found.append(f"socket {SOCKET}")
