@@ -27,7 +27,7 @@ from fault_responder.incidents.incident_actions import BadAction
 from fault_responder.noise.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
 from fault_responder.notification.delivery import Courier
 from fault_responder.routing.router import Router, RoutingConfig, load_routing
-from fault_responder.wiring.envtypes import Names
+from fault_responder.wiring.envtypes import Names, declared
 
 SECRET_CACHE_SECONDS = 300
 QUIET_MODES = frozenset({"auto", "approve"})
@@ -86,7 +86,7 @@ class RouterSettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
         try:
-            return cls.model_validate(dict(env))
+            return cls.model_validate(declared(cls, env))
         except ValidationError as error:
             fields = sorted({str(e["loc"][0]) for e in error.errors()})
             raise RuntimeError(f"AlertRouter environment is incomplete or invalid: {fields}") from None

@@ -28,7 +28,7 @@ from fault_responder.adapters.s3_checkpoints import S3CheckpointRequests, S3Chec
 from fault_responder.core.observability import count
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.steps import ResumeSteps
-from fault_responder.wiring.envtypes import Names
+from fault_responder.wiring.envtypes import Names, declared
 
 if TYPE_CHECKING:
     from fault_responder.adapters.autoscaling import AutoScalingAdapter
@@ -89,7 +89,7 @@ class ResumeSettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ResumeSettings:
         try:
-            return cls.model_validate(dict(env))
+            return cls.model_validate(declared(cls, env))
         except ValidationError as error:
             fields = sorted({str(e["loc"][0]) for e in error.errors()})
             raise RuntimeError(f"ResumeTraining environment is incomplete or invalid: {fields}") from None
