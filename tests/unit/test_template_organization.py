@@ -397,3 +397,16 @@ def test_the_sweep_and_the_reconciliation_keep_quiet_only_what_the_router_does()
         assert not {"ORGANIZATION_MODE", "STACK_ACCOUNT"} & set(
             stack(**RESUME).properties(function)["Environment"]["Variables"]
         ), function
+
+
+def test_the_reconciliation_is_told_the_member_role_and_the_external_id_the_forwarder_requires() -> None:
+    organization = stack(EnrolledAccounts=MEMBER, EnrolledRegions="us-west-2", MemberRoleName="gfr-member", **RESUME)
+    variables = organization.properties("ReconcileFunction")["Environment"]["Variables"]
+    outputs = organization.template.body["Outputs"]
+
+    assert (variables["ENROLLED_ACCOUNTS"], variables["ENROLLED_REGIONS"]) == (MEMBER, "us-west-2")
+    assert variables["MEMBER_ROLE_NAME"] == "gfr-member"
+    assert variables["MEMBER_ROLE_EXTERNAL_ID"] == organization.resolve(outputs["MemberRoleExternalId"]["Value"])
+    assert variables["MEMBER_ROLE_EXTERNAL_ID"] == StackIdentity(STACK, REGION, ACCOUNT).stack_id.split("/")[2]
+    single = stack(**RESUME).properties("ReconcileFunction")["Environment"]["Variables"]
+    assert not {"ENROLLED_ACCOUNTS", "ENROLLED_REGIONS", "MEMBER_ROLE_NAME", "MEMBER_ROLE_EXTERNAL_ID"} & set(single)
