@@ -423,8 +423,8 @@ def policy_for(
             capacity_providers=frozenset(settings.training_capacity_providers),
             check_types=frozenset(settings.resume_check_types),
             deadline=timedelta(minutes=settings.resume_page_deadline_minutes),
-            # With the organization's bus, the workflow starts for this account and Region's faults only.
-            home=(settings.stack_account, settings.region) if settings.organization_mode else None,
+            # With the organization's bus the workflow starts for every enrolled account and Region's faults
+            # (MemberResumeTrainingRule) and acts there: no account's is left out of the quiet.
         )
     pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
     return Policy(
