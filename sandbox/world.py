@@ -194,6 +194,7 @@ class World:
     def references(self) -> dict[str, str]:
         """Every `{{...}}` placeholder but `now`, with its value."""
         refs = {"account": self.identity.account_id, "region": self.identity.region}
+        refs["stack.external_id"] = self.identity.stack_id.split("/")[2]  # the MemberRoleExternalId output
         for name, arn in self.clusters.items():
             refs |= {f"clusters.{name}.arn": arn, f"clusters.{name}.name": name.rsplit("/", 1)[-1]}
         for instance in self.all_instances().values():

@@ -460,3 +460,13 @@ def test_the_role_grants_exactly_what_the_sweep_and_the_workflow_call() -> None:
     assert {"ecs:ListClusters", "ecs:RunTask", "ecs:UpdateContainerInstancesState", "s3:PutObject"} <= calls
     assert sorted(calls - actions) == []
     assert sorted(actions - calls) == sorted(IMPLIED)
+
+
+def test_drills_put_only_a_drills_events_on_this_accounts_default_bus_and_only_when_allowed() -> None:
+    allowed = granted(forwarder(AllowDrills="true"))
+
+    [putting] = allowed["events:PutEvents"]
+    assert putting["Resource"] == f"arn:aws:events:*:{MEMBER}:event-bus/default"
+    assert putting["Condition"] == {"StringEquals": {"events:source": "fault-responder.drill"}}
+    assert "events:PutEvents" not in granted(forwarder())
+    assert set(allowed) - {"events:PutEvents"} == set(granted(forwarder()))

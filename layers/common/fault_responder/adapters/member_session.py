@@ -122,6 +122,7 @@ class MemberSessions:
         sts: BaseClient | None = None,
         clock: Callable[[], float] = time.time,
         make_session: Callable[..., Any] = boto3.session.Session,
+        endpoint_url: str | None = None,
     ) -> None:
         self.home = home
         self.role_name = role_name
@@ -131,6 +132,8 @@ class MemberSessions:
         self._sts = sts
         self._clock = clock
         self._make_session = make_session
+        self._endpoint = {"endpoint_url": endpoint_url} if endpoint_url else {}
+        """Another endpoint for every client (a command-line user's --endpoint-url)."""
         self._credentials: dict[str, _Credentials] = {}
         self._clients: OrderedDict[tuple[str, Place, str], BaseClient] = OrderedDict()
         self._lock = threading.RLock()
@@ -216,7 +219,9 @@ class MemberSessions:
 
     def _home_client(self, service: str, region: str) -> BaseClient:
         with self._lock:  # boto3's default session is not safe for creating clients from several threads
-            made: BaseClient = self._make_session().client(service, region_name=region, config=self._config)
+            made: BaseClient = self._make_session().client(
+                service, region_name=region, config=self._config, **self._endpoint
+            )
         return made
 
     def _member_client(self, service: str, region: str, credentials: _Credentials) -> BaseClient:
@@ -226,7 +231,7 @@ class MemberSessions:
             aws_session_token=credentials.values["SessionToken"],
             region_name=region,
         )
-        made: BaseClient = session.client(service, region_name=region, config=self._config)
+        made: BaseClient = session.client(service, region_name=region, config=self._config, **self._endpoint)
         return made
 
     def _kept(self, key: tuple[str, Place, str], make: Callable[[], BaseClient]) -> BaseClient:
