@@ -164,6 +164,9 @@ class BusDelivery:
 
     matched_rules: list[str]
     targets: list[TargetDelivery]
+    event: Mapping[str, Any] | None = None
+    """The event as the bus saw it, when EventBridge made it another than the one put (PutEvents by another account:
+    its `account` and `region`)."""
 
 
 Place = tuple[str, str]
@@ -374,14 +377,14 @@ class EventBus:
         put = RuleTarget("PutEvents", f"from-{sender}", arn, None, None)
         if str(sent.get("source", "")).startswith("aws."):
             why = f"NotAuthorizedForSourceException: Not authorized for the source {sent.get('source')}"
-            return BusDelivery([], [TargetDelivery(put, False, why)])
+            return BusDelivery([], [TargetDelivery(put, False, why)], sent)
         if sender != self._identity[0]:
             policy = self._policy or BusPolicy(arn, _policy_statements(self._stack), lambda account: None)
             refused = policy.refusal(sender)
             if refused is not None:
-                return BusDelivery([], [TargetDelivery(put, False, f"AccessDeniedException: {refused}")])
+                return BusDelivery([], [TargetDelivery(put, False, f"AccessDeniedException: {refused}")], sent)
         onward = bus.put_event(sent)
-        return BusDelivery(onward.matched_rules, [TargetDelivery(put, True), *onward.targets])
+        return BusDelivery(onward.matched_rules, [TargetDelivery(put, True), *onward.targets], sent)
 
     def _put_remote(self, event_json: str, event: Mapping[str, Any], rule: RuleSpec, target: RuleTarget) -> BusDelivery:
         """A member's rule delivering to the stack's bus: admitted as its policy says for this account, else failed

@@ -348,13 +348,14 @@ class _Run:
                 deliveries = _at_once([lambda e=e: bus.put_event(e) for e in copies])
             for delivery in deliveries:
                 targets = [target.to_json() for target in delivery.targets]
+                seen = delivery.event if delivery.event is not None else event
                 self.report.add_event(
                     self.loaded.path if step.file is None else self.loaded.find(step.file),
-                    event,
+                    seen,
                     delivery.matched_rules,
                     targets,
                 )
-                self.timeline.event(event, delivery.matched_rules, targets)
+                self.timeline.event(seen, delivery.matched_rules, targets)
 
     def _events(self, step: model.EventStep, world: World) -> list[dict[str, Any]]:
         raw = load_event_file(self.loaded.find(step.file)).events if step.file is not None else [dict(step.event or {})]

@@ -863,6 +863,7 @@ class Action(_Model):
 # --- Expectations ----------------------------------------------------------------------------------
 
 Collection = Literal[
+    "events",
     "executions",
     "tasks",
     "instances",

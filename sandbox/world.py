@@ -44,7 +44,8 @@ from sandbox.template import StackIdentity, Template, load_template, resolve_par
 CHECKPOINT_HELPER = model.REPO_ROOT / "training" / "fault_responder_checkpoint.py"
 FORWARDER_TEMPLATE = model.REPO_ROOT / "forwarder.yaml"
 FORWARDER_STACK = "gpu-fault-responder-forwarder"
-"""The name a member account's forwarder stack is deployed under."""
+"""The name a member account's forwarder stack is deployed under, with its Region (`...-us-west-2`): each StackSet
+instance is a stack of its own, and its roles' names (IAM is global) must differ between an account's Regions."""
 ORGANIZATION_BUS = "OrganizationEventBus"
 INCIDENTS_TABLE = "IncidentsTable"
 _AMI = "ami-12345678"
@@ -396,7 +397,7 @@ def _deploy_forwarder(template: Template, clients: AwsClients, place: Place, par
     """forwarder.yaml deployed into the member account and Region as the sandbox deploys template.yaml, its roles
     created in IAM (AssumeRole checks them: sandbox/accounts.py)."""
     account, region = place
-    identity = StackIdentity(FORWARDER_STACK, region, account)
+    identity = StackIdentity(f"{FORWARDER_STACK}-{region}", region, account)
     try:
         resolved = resolve_parameters(template, parameters)
         return deploy_stack(template, identity, resolved, clients, creators={"AWS::IAM::Role": _create_iam_role})
