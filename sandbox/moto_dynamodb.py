@@ -316,7 +316,22 @@ def _cached(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return functools.lru_cache(maxsize=512)(function)
 
 
-method_names = _cached(_moto_method_names)
+_method_names: dict[Any, tuple[tuple[str, ...], list[str]]] = {}
+
+
+def method_names(clazz: Any) -> list[str]:
+    """moto's method_names_from_class (the actions a response class answers), listed again only when the class's own
+    attributes changed: the sandbox's emulations add actions to moto's response classes while a run goes on
+    (sandbox/cloudwatch_emulation.py adds DescribeAlarmContributors), after the class may have answered a request."""
+    own = tuple(vars(clazz))
+    cached = _method_names.get(clazz)
+    if cached is not None and cached[0] == own:
+        return cached[1]
+    names: list[str] = _moto_method_names(clazz)
+    _method_names[clazz] = (own, names)
+    return names
+
+
 camelcase = _cached(_moto_camelcase)
 
 

@@ -323,3 +323,20 @@ def test_a_condition_cut_into_tokens_once_answers_alike_each_time(client: Any, c
 
     theirs, ours = both(client, update_twice)
     assert ours == theirs
+
+
+def test_an_action_added_to_a_response_class_after_it_answered_is_answered_and_one_removed_is_not() -> None:
+    # Given a response class whose actions were listed once (the class answered a request)
+    class Response:
+        def describe_alarms(self) -> None: ...
+
+    assert "describe_alarms" in moto_dynamodb.method_names(Response)
+    assert "describe_alarm_contributors" not in moto_dynamodb.method_names(Response)
+
+    # When an emulation adds an action to it, Then it is listed; and once taken off again, it is not
+    def describe_alarm_contributors(self: Any) -> None: ...
+
+    setattr(Response, "describe_alarm_contributors", describe_alarm_contributors)  # noqa: B010
+    assert "describe_alarm_contributors" in moto_dynamodb.method_names(Response)
+    delattr(Response, "describe_alarm_contributors")
+    assert "describe_alarm_contributors" not in moto_dynamodb.method_names(Response)
