@@ -16,8 +16,10 @@ from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
+from fault_responder.adapters.organizations import organizations_lookup
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.service import AlertService
+from fault_responder.core.accounts import Accounts, accounts_of
 from fault_responder.core.observability import count, logger, measure
 from fault_responder.events.ecs import UnsupportedEventError
 from fault_responder.events.enrollment import Enrollment, Refusal
@@ -76,6 +78,8 @@ class RouterSettings(BaseModel):
     enrolled_regions: Names = Field(alias="ENROLLED_REGIONS", default=())
     """Empty: every Region."""
     stack_account: str = Field(alias="STACK_ACCOUNT", default="")
+    account_names: str = Field(alias="ACCOUNT_NAMES", default="")
+    """AccountNames (`id=name,...`): the accounts' names an organization's pages show beside their ids."""
     region: str = Field(alias="AWS_REGION", default="")
     """The Region the function runs in (Lambda sets it): the stack's, always enrolled."""
     alarm_name_prefix: str = Field(alias="ALARM_NAME_PREFIX", default="", pattern=r"^([^.]{1,254}\.)?$")
@@ -101,6 +105,13 @@ class RouterSettings(BaseModel):
             raise RuntimeError(
                 f"AlertRouter enrollment (STACK_ACCOUNT, AWS_REGION, ENROLLED_*) is invalid: {error}"
             ) from None
+
+    def accounts(self) -> Accounts:
+        """The stack's home and the accounts' names (fault_responder.core.accounts), AWS Organizations naming those
+        AccountNames does not."""
+        return accounts_of(
+            self.organization_mode, self.stack_account, self.region, self.account_names, organizations_lookup
+        )
 
 
 class AlertRouter:
@@ -136,6 +147,7 @@ class AlertRouter:
             lifecycle.Settings(
                 drain_window=timedelta(minutes=settings.drain_attribution_window_minutes),
                 hold_down=routing.flapping.hold_down,
+                accounts=settings.accounts(),
             ),
             count=count,
             measure=measure,

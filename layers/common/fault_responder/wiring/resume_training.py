@@ -59,6 +59,11 @@ class ResumeSettings(BaseModel):
     incident_wait_retries: int = Field(alias="INCIDENT_WAIT_RETRIES", default=6, ge=0, le=6)
     dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
     """The stack's CloudWatch dashboard, linked from the Slack roots the notices post or update; empty: no link."""
+    # NotifyFunction's, with the organization's bus: the notices name the account and Region as the router's pages.
+    organization_mode: bool = Field(alias="ORGANIZATION_MODE", default=False)
+    stack_account: str = Field(alias="STACK_ACCOUNT", default="")
+    account_names: str = Field(alias="ACCOUNT_NAMES", default="")
+    region: str = Field(alias="AWS_REGION", default="")
 
     mode: Mode = Field(alias="RESUME_MODE", default=Mode.AUTO)
     capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
@@ -121,8 +126,10 @@ def _notifier() -> ResumeNotifier:
     # and every other task function's cold start would pay for them.
     from fault_responder.adapters.http import RetryPolicy  # noqa: PLC0415
     from fault_responder.adapters.notifiers import SecretChannels  # noqa: PLC0415
+    from fault_responder.adapters.organizations import organizations_lookup  # noqa: PLC0415
     from fault_responder.adapters.pagerduty import PagerDutyChangeEvents  # noqa: PLC0415
     from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
+    from fault_responder.core.accounts import accounts_of  # noqa: PLC0415
     from fault_responder.incidents import lifecycle  # noqa: PLC0415
     from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
     from fault_responder.resume.notify import ResumeNotifier  # noqa: PLC0415
@@ -159,6 +166,13 @@ def _notifier() -> ResumeNotifier:
         settings=lifecycle.Settings(
             drain_window=timedelta(minutes=current.drain_attribution_window_minutes),
             hold_down=routing.flapping.hold_down,
+            accounts=accounts_of(
+                current.organization_mode,
+                current.stack_account,
+                current.region,
+                current.account_names,
+                organizations_lookup,
+            ),
         ),
         on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
         policy=held_back,
