@@ -25,9 +25,14 @@ from fault_responder.noise.fleet import group_arn, group_from_labels
 from fault_responder.noise.policy import Policy
 from fault_responder.noise.silences import new_silence
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
+from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo
+from fault_responder.resume.notices import NoticeKind, build_notice
+from fault_responder.resume.notify import render_resume_standalone, render_resume_trigger, trigger_dedup_key
 from fault_responder.routing.matchers import incident_labels, parse_matchers
 from fault_responder.routing.router import Grouping, Router, RoutingConfig
 from tests.conftest import health_check, load_event, vary
+from tests.unit.test_resume_domain import NOW, a_fault
+from tests.unit.test_resume_notices import request
 
 START = datetime(2026, 4, 11, 1, 0, tzinfo=UTC)
 HOME = ("123456789012", "us-east-1")
@@ -329,3 +334,29 @@ def test_every_page_names_the_account_by_name_and_id_and_the_region_in_an_organi
     [single_page] = [s for s in single.sent("pagerduty") if s.action == "trigger"]
     assert "prod-ml" not in single_root.text + single_root.body + single_page.text + single_page.body
     assert "*Account*" not in single_root.body
+
+
+# --- The training workflow's notices ----------------------------------------------------------------------------------
+
+
+def test_the_workflows_notices_of_a_member_account_name_it_and_its_mass_fault_page_is_that_accounts_fleet() -> None:
+    home, member = a_fault(), a_fault().model_copy(update={"account": PROD, "region": "us-west-2"})
+    provider = ProviderInfo(name=member.capacity_provider, type="EC2_AUTOSCALING", auto_repair=None)
+    guards = Guards(verdict=GuardVerdict.MASS_FAULT, provider=provider, impaired=3, instances=5, allowed=1)
+    notice = build_notice(request(NoticeKind.MASS_FAULT, guards=guards), NOW)
+
+    # The mass fault's page is the fleet alert of the fault's own account and Region (the router's key for it), the
+    # home's as it always was
+    single = trigger_dedup_key(notice, home, Grouping(), SINGLE_ACCOUNT)
+    assert trigger_dedup_key(notice, home.model_copy(update={"account": HOME[0], "region": HOME[1]}), Grouping(),
+                             ORGANIZATION) == single  # fmt: skip
+    key = trigger_dedup_key(notice, member, Grouping(), ORGANIZATION)
+    assert key == f"{single}/{PROD}/us-west-2"
+    # and it says where, by the account's name and id
+    where = ORGANIZATION.where(member.instance_ref())
+    page = render_resume_trigger(notice, member, "k" * 32, NOW, key, where=where)
+    assert "account prod-ml (111111111111), us-west-2" in page["payload"]["summary"]
+    assert page["payload"]["custom_details"]["account_name"] == "prod-ml"
+    message = render_resume_standalone(notice, member, where=where)
+    assert "prod-ml (111111111111), us-west-2" in message.text
+    assert "*Account:* prod-ml (111111111111)" in json.dumps(message.blocks)

@@ -30,7 +30,8 @@ MAX_ACCOUNTS = 2000
 CLIENT_CONFIG = Config(connect_timeout=2, read_timeout=3, retries={"mode": "standard", "max_attempts": 2})
 """A lookup happens while an event is handled: it must never hold it up for long."""
 DENIED = frozenset({"AccessDeniedException", "AccessDenied", "AWSOrganizationsNotInUseException"})
-"""Not a management account or a delegated administrator (or no organization): no lookup will ever answer."""
+"""Not a management account or a delegated administrator, no organization, or a role not allowed to ask (any HTTP 403
+too): no lookup will ever answer."""
 
 
 class OrganizationsAccountNames:
@@ -66,7 +67,8 @@ class OrganizationsAccountNames:
             answer = self._client.describe_account(AccountId=account)
         except ClientError as error:
             code = str(error.response.get("Error", {}).get("Code", ""))
-            if code in DENIED:
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in DENIED or status == 403 or code == "403":
                 self._off = True
                 log.warning(
                     "account names: AWS Organizations' DescribeAccount is refused here (%s): only the management "
