@@ -372,6 +372,23 @@ class AlertService:
         self.measure("PendingClosureAgeMinutes", "Sweep", "closures", age)
         return tally
 
+    def open_incidents(self, *, limit: int = SWEEP_LIMIT) -> list[Incident]:
+        """The open incidents and fleet incidents as derived now, of at most `limit` records on the sweep's list (what a
+        silence mutes, to tell its channels: fault_responder.alerting.announce)."""
+        found: list[Incident] = []
+        for number, arn in enumerate(self.store.open_records()):
+            if number >= limit:
+                log.warning("open incidents: only the first %d records on the sweep's list were read", limit)
+                break
+            if is_group(arn):
+                head = self.load_fleets(arn)
+                incidents = self.derive_fleet(head).incidents if head is not None else []
+            else:
+                record = self.store.load(arn)
+                incidents = self.derive(record).incidents if record is not None else []
+            found.extend(incident for incident in incidents if incident.is_open)
+        return found
+
     def _pending_after_failure(self, arn: str) -> dict[str, Any]:
         """What a failed reconciliation left: a closure whose delivery failed is still pending."""
         try:

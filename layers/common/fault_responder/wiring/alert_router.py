@@ -137,6 +137,7 @@ class AlertRouter:
         )
         store = DynamoDBInstanceStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
         silence_store = DynamoDBSilenceStore(settings.incidents_table)
+        self.silence_store = silence_store
         self.silences = SilenceCache(
             lambda: silence_store.active(datetime.now(UTC)), refresh_seconds=settings.silence_refresh_seconds
         )
@@ -169,8 +170,35 @@ class AlertRouter:
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
         self.silences.refresh_or_keep()  # what ended since the last run is what the sweep is for
         tally = self.service.sweep(seconds_left=seconds_left)
+        if self.service.settings.accounts.organization:
+            # With the organization's bus, a silence's start and end are told to the channels it mutes.
+            seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+            tally.update(self._silence_news(seconds_left))
         logger.info("sweep done", extra=tally)
         return tally
+
+    def _silence_news(self, seconds_left: float) -> dict[str, int]:
+        """Tell the channels each silence mutes that it started, or ended (fault_responder.alerting.announce)."""
+        # Imported here: only the sweep tells of silences.
+        from fault_responder.alerting.announce import Announcer  # noqa: PLC0415
+
+        service = self.service
+        announcer = Announcer(
+            self.silence_store,
+            self.channels,
+            service.receivers,
+            service.open_incidents,
+            service.settings.accounts,
+            clock=service.clock,
+            epoch=service.epoch,
+            dashboard_url=self.settings.dashboard_url,
+            count=count,
+        )
+        try:
+            return announcer.run(seconds_left=seconds_left)
+        except Exception as error:  # the silences cannot be read: the next run tries again; the sweep's work stands
+            logger.warning("silences' starts and ends not told this run", extra={"reason": f"{error}"[:MAX_REASON]})
+            return {"silences_told": 0, "silences_left": 0}
 
     def reconcile(self) -> dict[str, int]:
         """One run of the reconciliation sweep (ReconcileFunction): what CloudWatch says of the stack's alarms, then
