@@ -5,6 +5,7 @@ silences in the incidents table on moto: who is told, once, and what a sweep tha
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,11 +18,13 @@ from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.announce import ANNOUNCE_WITHIN, Announcer
 from fault_responder.core.accounts import Accounts
 from fault_responder.core.domain import Incident, Where
-from fault_responder.noise.silences import Phase, Silence, new_silence
+from fault_responder.noise.silences import Muted, Phase, Silence, new_silence
 from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.render.silences import render_silence_news
 from fault_responder.notification.render.slack import SlackMessage
 from fault_responder.routing.matchers import parse_matchers
 from fault_responder.routing.router import RoutingConfig
+from sandbox.standins import block_errors
 from tests.builders import INSTANCE, an_incident
 from tests.fakes import FakeWorld
 from tests.integration.tables import create_incidents_table
@@ -215,3 +218,30 @@ def test_old_news_and_a_silence_that_mutes_nothing_are_told_nowhere(store: Dynam
     assert channels.messages == [] and channels.hooked == []
     [(_, announced)] = [(s, a) for s, a in store.announcements(clock.now, ANNOUNCE_WITHIN) if s.id == quiet.id]
     assert announced[Phase.STARTED].done and announced[Phase.STARTED].receivers == ()
+
+
+def test_the_news_of_the_largest_silence_and_of_many_places_keeps_slacks_limits() -> None:
+    clock = Clock()
+    matchers = [f'instance=~"{"&<>*|" * 51}"'] + [f'cluster=~"{chr(65 + n)}{"`~_" * 85}"' for n in range(19)]
+    largest = new_silence(
+        parse_matchers(matchers),
+        ends_at=clock.now + timedelta(days=7),
+        created_by="@channel <!here> " + "x" * 80,
+        comment="&amp; *bold* " + "y" * 480,
+        now=clock.now,
+    )
+    muted = [
+        Muted(
+            f"{'z' * 200}/{n}@2026-11-06T16:02:11+00:00", f"name-{n % 30} ({n % 30:012d}), us-west-2", ("gpu-alerts",)
+        )
+        for n in range(300)
+    ]
+
+    for phase in Phase:
+        message = render_silence_news(largest, phase, muted, dashboard_url="https://example.com/dashboard")
+        assert block_errors(message.blocks) == []
+        assert len(message.text) <= 40_000
+        texts = json.dumps(message.blocks)
+        assert "@channel" not in texts.replace("&lt;!here&gt;", "")  # escaped: never a mention
+        # the places it does not list are counted
+        assert "more accounts and Regions (or clusters) not listed here" in texts
