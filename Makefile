@@ -18,7 +18,7 @@ PY := $(VENV)/bin/python
 SAM := $(SAMVENV)/bin/sam
 # bandit scans what is deployed and the tools around it. tests/ is not scanned: asserts, fake credentials and
 # subprocesses are what tests are made of, and none of it is deployed.
-BANDIT_PATHS := layers/common/fault_responder functions sandbox training benchmarks
+BANDIT_PATHS := layers/common/fault_responder functions sandbox local training benchmarks
 
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
@@ -46,7 +46,7 @@ EVENT ?= events/aws-docs/health-change-accelerated-compute-xid46.json
 INVOKE_PARAMETERS ?= $(if $(filter AlertRouterFunction,$(FN)),,TrainingCapacityProviders=gpu-training)
 DEMO_EVENTS := $(sort $(wildcard events/incident-xid79/*.json))
 
-.PHONY: help setup lint format typecheck workflow validate scan pytest build build-quickstart build-host invoke smoke standins scenarios demo route fuzz test clean
+.PHONY: help setup lint format typecheck workflow validate scan pytest build build-quickstart build-host invoke smoke local-invoke local-up local-down local-image standins scenarios demo route fuzz test clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -91,7 +91,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff format .
 
 typecheck: $(VENV)/.installed ## mypy (strict on the layer package)
-	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox statemachines
+	$(VENV)/bin/mypy layers/common/fault_responder functions sandbox local statemachines
 
 # statemachines/*.asl.json are generated from their Python sources: edit those, then run this (statemachines/README.md).
 workflow: $(VENV)/.installed ## Write statemachines/*.asl.json from their sources (statemachines/*.py)
@@ -182,6 +182,31 @@ smoke: build-host $(VENV)/.installed ## Invoke every built function with its sam
 	$(PY) -m sandbox smoke $(SMOKE_INVOCATIONS) --world $(SMOKE_WORLD) --build-dir .aws-sam/build-host \
 		--parameter-overrides PythonRuntime=$(BUILD_RUNTIME) TrainingCapacityProviders=gpu-training
 
+# The same, in real Lambda containers (sam local), against moto and the stand-ins served where the containers reach
+# them: local/ (local/__init__.py says what each part does). It needs root: it installs Debian's Docker engine when
+# missing and starts a daemon, a bridge and firewall rules of its own, which it removes when it ends, however it ends.
+# The functions are those the template creates; each needs a sample in SMOKE_INVOCATIONS. INVOCATIONS="F=EVENT ...":
+# those functions only. REPORT=<file>: each invocation's outcome as JSON. LOCAL_LAMBDA_IMAGE=official|local: AWS's
+# image or the equivalent built here (default: AWS's where it can be pulled).
+# Invoked first with a plain `sam local invoke`, as README.md shows it (the others through sam local start-lambda).
+LOCAL_PLAIN_INVOKE := AlertRouterFunction=events/sqs/alert-router-xid46.json
+LOCAL_PARAMETERS := PythonRuntime=$(BUILD_RUNTIME) Architecture=$(HOST_ARCH) TrainingCapacityProviders=gpu-training
+LOCAL_STACK := --world $(SMOKE_WORLD) --build-dir .aws-sam/build-host --sam $(SAM) --uv $(UV) \
+	--parameter-overrides $(LOCAL_PARAMETERS)
+
+local-invoke: build-host $(VENV)/.installed $(SAMVENV)/.installed ## Invoke every function in a Lambda container (sam local) with its sample, against the local stack
+	$(PY) -m local invoke $(or $(INVOCATIONS),--every-function $(SMOKE_INVOCATIONS)) $(LOCAL_STACK) \
+		--plain $(LOCAL_PLAIN_INVOKE) $(if $(REPORT),--report $(REPORT))
+
+local-up: build-host $(VENV)/.installed $(SAMVENV)/.installed ## Start the local stack in the background for sam local invoke / start-lambda (README.md)
+	$(PY) -m local up $(SMOKE_INVOCATIONS) $(LOCAL_STACK)
+
+local-down: $(VENV)/.installed ## Stop the local stack, its Docker daemon, bridge and firewall rules
+	$(PY) -m local down
+
+local-image: $(VENV)/.installed | $(UV) ## Make the Lambda base image of local-invoke ready: AWS's, or built from Debian and PyPI (cached)
+	$(PY) -m local image --runtime $(BUILD_RUNTIME) --architecture $(HOST_ARCH) --uv $(UV)
+
 standins: $(VENV)/.installed ## Serve the Slack/PagerDuty stand-ins env.json points sam local invoke at, until Ctrl-C
 	$(PY) -m sandbox standins --host $(STANDINS_HOST) --port $(STANDINS_PORT)
 
@@ -201,17 +226,20 @@ fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: 
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
 # The three environments are created side by side (downloads and disk more than CPU); then the checks that do not run
-# the suite, and the build the smoke test invokes, two at a time (each is one process, mostly on one core: ruff, mypy,
-# sam validate, checkov and bandit, sam build); then the suite beside the smoke test, which is one process invoking
-# one function after another (run alone after the suite, it left a core idle); then `sam build` for Lambda, which the
-# suite's documentation test has made by then. The smoke test's build is made first so that it never reads a build
-# being made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam builds, one at a
-# time: they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite and the smoke
-# test both finish before the failure of either is reported.
+# the suite, and the build the smoke test invokes (each is one process, mostly on one core: ruff, mypy, sam validate,
+# checkov and bandit, sam build), two at a time beside the Lambda image of local-invoke while it is made (the Docker
+# engine installed, debootstrap and the image's packages downloaded: network and disk more than CPU), three at a time
+# once it is (a few seconds, when it is cached from an earlier run); then the suite beside the smoke test and
+# local-invoke, each one process (or container) invoking one function after another (run alone after the suite, they
+# left a core idle); then `sam build` for Lambda, which the suite's documentation test has made by then. The smoke test's build is made first so that it never reads a build being
+# made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam builds, one at a time:
+# they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite, the smoke test and
+# local-invoke all finish before the failure of any is reported. The suite's own local runs (tests/local, the
+# documentation's `make local-up`) wait for local-invoke's: one Docker daemon of the runs' at a time on a machine.
 test: ## Everything CI runs
 	$(MAKE) --no-print-directory -j3 setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck validate scan build-host
-	$(MAKE) --no-print-directory -j2 --output-sync=target pytest smoke
+	$(MAKE) --no-print-directory -j3 --output-sync=target local-image lint typecheck validate scan build-host
+	$(MAKE) --no-print-directory -j3 --output-sync=target pytest smoke local-invoke
 	$(MAKE) --no-print-directory build
 	@echo "make test: all checks passed"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -21,20 +22,34 @@ class AwsClients:
 
     Explicit rather than read from the environment, so the sandbox's own calls cannot go to real AWS
     even if a handler under test changes `os.environ`.
+
+    moto answers fake credentials as its default account (the stack's); `credentials` that moto's STS handed out
+    (AccessKeyId, SecretAccessKey, SessionToken) act in the account of the role they were assumed from
+    (sandbox/accounts.py).
     """
 
-    def __init__(self, endpoint_url: str, region: str) -> None:
+    def __init__(self, endpoint_url: str, region: str, credentials: Mapping[str, str] | None = None) -> None:
         self.endpoint_url = endpoint_url
         self.region = region
+        self.credentials = dict(credentials) if credentials is not None else None
+        keys = credentials or {
+            "AccessKeyId": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "SecretAccessKey": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "SessionToken": FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+        }
         self._session = boto3.session.Session(
-            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+            aws_access_key_id=keys["AccessKeyId"],
+            aws_secret_access_key=keys["SecretAccessKey"],
+            aws_session_token=keys["SessionToken"],
             region_name=region,
         )
         self._clients: dict[str, Any] = {}
         # A sandbox call that fails should fail at once, not after the SDK's retries.
         self._config = Config(retries={"max_attempts": 1, "mode": "standard"})
+
+    def in_region(self, region: str) -> AwsClients:
+        """The same credentials' clients in another Region."""
+        return self if region == self.region else AwsClients(self.endpoint_url, region, self.credentials)
 
     def client(self, service: str) -> Any:
         if service not in self._clients:

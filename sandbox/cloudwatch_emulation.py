@@ -15,6 +15,9 @@ mode and with the in-process moto server alike. While installed:
   its contributors' (AlarmContributorStateUpdate: in ALARM when listed, OK when no longer listed), with CloudWatch's
   HistoryData (oldState, newState), from StartDate to EndDate, newest first unless ScanBy says otherwise, in pages.
 
+Alarms are kept per account and Region, as moto keeps them (the account from the caller's credentials): `set_alarm`
+sets one of `account_id` and `region` unless told another.
+
 Only what the reconciliation reads is modelled: alarms are not evaluated against metrics, and no event is put on any
 bus (a scenario replays an alarm's events as steps of their own, or loses them).
 """
@@ -81,7 +84,8 @@ class CloudWatchEmulation:
     """DescribeAlarmContributors' page size (CloudWatch does not document one; a scenario may make it small)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Every DescribeAlarmContributors and DescribeAlarmHistory request, in order: operation, alarm, error."""
-    _alarms: dict[str, _Alarm] = field(default_factory=dict)
+    _alarms: dict[tuple[str, str, str], _Alarm] = field(default_factory=dict)
+    """(account, Region, alarm name) -> what moto does not keep of it."""
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _tokens: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -96,16 +100,20 @@ class CloudWatchEmulation:
         *,
         contributors: Sequence[Contributor] | None = None,
         error: str | None = None,
+        account: str | None = None,
+        region: str | None = None,
     ) -> None:
         """The alarm (created in moto before) is in `state` from `at` on, with `reason`; `contributors`, when given,
         are the series in ALARM from now on (each one's own moment), those no longer listed OK since `at`; `error` is
-        what DescribeAlarmContributors answers instead of them (None: it answers)."""
+        what DescribeAlarmContributors answers instead of them (None: it answers). In `account` and `region` (default:
+        the emulation's)."""
         if error and error not in CONTRIBUTOR_ERRORS:
             raise ValueError(f"DescribeAlarmContributors cannot be set to answer {error}: {sorted(CONTRIBUTOR_ERRORS)}")
         at = at.astimezone(UTC)
+        where = (account or self.account_id, region or self.region)
         with self._lock:
-            alarm = self._moto_alarm(name)
-            kept = self._alarms.setdefault(name, _Alarm())
+            alarm = self._moto_alarm(name, *where)
+            kept = self._alarms.setdefault((*where, name), _Alarm())
             before = (alarm.state_value, alarm.state_reason)
             if state != alarm.state_value or not hasattr(alarm, "state_transitioned_timestamp"):
                 alarm.state_transitioned_timestamp = at
@@ -117,9 +125,9 @@ class CloudWatchEmulation:
                 self._contribute(name, kept, list(contributors), at)
             kept.error = error
 
-    def contributors(self, name: str) -> list[Contributor]:
+    def contributors(self, name: str, account: str | None = None, region: str | None = None) -> list[Contributor]:
         with self._lock:
-            kept = self._alarms.get(name)
+            kept = self._alarms.get((account or self.account_id, region or self.region, name))
             return list(kept.contributors.values()) if kept else []
 
     def _contribute(self, name: str, kept: _Alarm, contributors: list[Contributor], at: datetime) -> None:
@@ -136,8 +144,8 @@ class CloudWatchEmulation:
                 kept.history.append(item)
         kept.contributors = now
 
-    def _moto_alarm(self, name: str) -> Any:
-        alarm = self.backend.alarms.get(name)
+    def _moto_alarm(self, name: str, account: str, region: str) -> Any:
+        alarm = cloudwatch_models.cloudwatch_backends[account][region].alarms.get(name)
         if alarm is None:
             raise ValueError(f"no alarm {name!r} in moto: create it (PutMetricAlarm) before setting its state")
         return alarm
@@ -193,7 +201,7 @@ class CloudWatchEmulation:
     def describe_alarm_contributors(self, response: CloudWatchResponse) -> ActionResult:
         name = str(response._get_param("AlarmName") or "")
         with self._lock:
-            kept = self._alarms.get(name)
+            kept = self._alarms.get((response.current_account, response.region, name))
             self.requests.append(
                 {"operation": "DescribeAlarmContributors", "alarm": name, "error": kept and kept.error}
             )
@@ -219,7 +227,7 @@ class CloudWatchEmulation:
         start, end = _moment(response._get_param("StartDate")), _moment(response._get_param("EndDate"))
         with self._lock:
             self.requests.append({"operation": "DescribeAlarmHistory", "alarm": name, "type": kind})
-            kept = self._alarms.get(name)
+            kept = self._alarms.get((response.current_account, response.region, name))
             items = [
                 item
                 for item in (kept.history if kept else [])

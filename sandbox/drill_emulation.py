@@ -2,7 +2,9 @@
 
 - **PutEvents reaches the stack's rules.** moto's EventBridge does not match with EventBridge's semantics or
   deliver to our targets; while the step runs, a PutEvents to the default bus (the drill's own, through boto3 and
-  the moto server) goes onto the sandbox's EventBus instead, as every replayed event does.
+  the moto server) goes onto the sandbox's EventBus instead, as every replayed event does, in the account and
+  Region of the credentials that put it (a member account's default bus, through its forwarder, for a drill of a
+  member account: sandbox/eventbridge.py).
 - **The pollers keep polling.** The CLI waits for the incident while it runs, so the SQS event source mappings
   are drained in the background meanwhile, as Lambda's pollers would.
 - **ECS reacts to the DCGM injector.** When a task of the injector's family runs on an instance, the emulated ECS
@@ -257,7 +259,9 @@ class DrillBridge:
             default = [entry for entry in entries if entry.get("EventBusName") in (None, "", "default")]
             if len(default) != len(entries):
                 return list(bridge._original(backend, entries))
-            return [bridge._put_entry(entry) for entry in entries]
+            # The event is the caller's: its account and Region are those of the backend its credentials reached
+            # (another account's, through its role, for a drill of a member account).
+            return [bridge._put_entry(entry, backend.account_id, backend.region_name) for entry in entries]
 
         setattr(EventsBackend, "put_events", put_events)  # noqa: B010 - moto's method, replaced while the step runs
         if self._reactions is not None:
@@ -270,7 +274,7 @@ class DrillBridge:
         self._thread.join(timeout=30)
         setattr(EventsBackend, "put_events", self._original)  # noqa: B010
 
-    def _put_entry(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+    def _put_entry(self, entry: Mapping[str, Any], account: str, region: str) -> dict[str, Any]:
         for name in ("Source", "DetailType", "Detail"):
             if not entry.get(name):
                 return {"ErrorCode": "InvalidArgument", "ErrorMessage": f"Parameter {name} is not valid."}
@@ -284,9 +288,9 @@ class DrillBridge:
             "id": str(uuid.uuid4()),
             "detail-type": entry["DetailType"],
             "source": entry["Source"],
-            "account": self._account,
+            "account": account,
             "time": _iso(time_) if time_ is not None else _now(),
-            "region": self._region,
+            "region": region,
             "resources": list(entry.get("Resources") or []),
             "detail": detail,
         }

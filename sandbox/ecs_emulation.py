@@ -24,10 +24,11 @@ in decorator mode and with the in-process moto server alike. While installed:
   DescribeTasks of it, which shows it RUNNING; with `stop_after_describes` = N > 0 a stopped task is STOPPING
   until the Nth DescribeTasks shows it STOPPED. With 0 (the default) tasks are RUNNING / STOPPED at once, as
   in moto. (moto's own lifecycle moves every RUNNING task towards STOPPED each time it is described; that is
-  switched off.) StopTask on a task already stopping or stopped changes nothing (moto would release its
-  resources a second time). A process emulated on a task (an emulated trainer) does each unit of its work inside
-  `task_statuses_held()`, so its task does not turn STOPPED in the middle of a write: a container is STOPPED only
-  once its process has exited.
+  switched off.) DescribeTasks shows the times of a stop, which moto never sets: `stoppingAt` from the StopTask
+  (or the early stop), `executionStoppedAt` and `stoppedAt` once STOPPED. StopTask on a task already stopping or
+  stopped changes nothing (moto would release its resources a second time). A process emulated on a task (an
+  emulated trainer) does each unit of its work inside `task_statuses_held()`, so its task does not turn STOPPED
+  in the middle of a write: a container is STOPPED only once its process has exited.
 - Container instances carry custom attributes (PutAttributes, through moto). ListContainerInstances honours a
   `filter` of cluster query language clauses joined by `and` (`attribute:NAME exists`, `attribute:NAME not_exists`,
   `attribute:NAME == VALUE`, `attribute:NAME != VALUE`, `ec2InstanceId in [...]`), applied before the pages are cut,
@@ -40,6 +41,12 @@ in decorator mode and with the in-process moto server alike. While installed:
   by container instance passes over it, where moto's filter would fail on a task with no instance). Launches
   and placements are evaluated on each RunTask, DescribeTasks, ListContainerInstances and
   DescribeContainerInstances (`catch_up`); nothing runs in the background.
+
+Several accounts and Regions (docs/sandbox.md#accounts): moto keeps each account's and Region's ECS and Auto Scaling
+apart (the account from the caller's credentials), and so does the emulation. A request is answered in the account
+and Region it reached; the emulation's own seeding calls act in `account_id` and `region` unless made within
+`at(account, region)`. Capacity providers and their groups are known per account and Region (two accounts may name
+theirs alike); container instances and tasks by their ARNs, which name both.
 
 Only what the workflow needs is modelled; other constraint expressions are ignored, as moto does.
 """
@@ -110,10 +117,15 @@ class _Countdown:
     """(reason, stop code) when the task stops on its own instead of running; the stop happens then."""
 
 
+Place = tuple[str, str]
+"""(account, Region)."""
+
+
 @dataclass
 class _Group:
     """A capacity provider's Auto Scaling group, and what the emulation launches for it."""
 
+    place: Place
     cluster: str
     provider: str
     name: str
@@ -139,6 +151,7 @@ class _Waiting:
     provider: str
     constraints: list[dict[str, Any]]
     asked_at: datetime
+    place: Place
 
 
 @dataclass
@@ -160,9 +173,9 @@ class EcsEmulation:
     provider, cluster, auto_scaling_group, ec2_instance_id, container_instance_arn, instance_type, gpus,
     attributes, asked_at and registered_at (ISO 8601, UTC)."""
     _health: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _provider_types: dict[str, str] = field(default_factory=dict)
-    _groups: dict[str, _Group] = field(default_factory=dict)
-    """Capacity provider name -> its Auto Scaling group."""
+    _provider_types: dict[tuple[Place, str], str] = field(default_factory=dict)
+    _groups: dict[tuple[Place, str], _Group] = field(default_factory=dict)
+    """(account and Region, capacity provider name) -> its Auto Scaling group."""
     _waiting: list[_Waiting] = field(default_factory=list)
     _run_failures: deque[str] = field(default_factory=deque)
     _early_stops: deque[tuple[str, str]] = field(default_factory=deque)
@@ -170,6 +183,25 @@ class EcsEmulation:
     _countdowns: dict[str, _Countdown] = field(default_factory=dict)
     _tokens: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    _here: threading.local = field(default_factory=threading.local)
+
+    # --- Where -----------------------------------------------------------------------------------
+
+    @property
+    def place(self) -> Place:
+        """The account and Region this thread acts in now: the request's (or `at`'s), else the emulation's own."""
+        place: Place | None = getattr(self._here, "place", None)
+        return place if place is not None else (self.account_id, self.region)
+
+    @contextmanager
+    def at(self, account: str, region: str) -> Iterator[None]:
+        """What is done within acts in this account and Region (this thread only)."""
+        before = getattr(self._here, "place", None)
+        self._here.place = (account, region)
+        try:
+            yield
+        finally:
+            self._here.place = before
 
     # --- Seeding ---------------------------------------------------------------------------------
 
@@ -179,20 +211,21 @@ class EcsEmulation:
         """A capacity provider as DescribeCapacityProviders shows it; returns its ARN. Its Auto Scaling group ARN is
         a made-up one until `seed_auto_scaling` names a real group."""
         backend = self.backend
-        asg = {"autoScalingGroupArn": _asg_arn(self.region, self.account_id, name)}
+        account, region = self.place
+        asg = {"autoScalingGroupArn": _asg_arn(region, account, name)}
         # moto's model has no attributes for these; its serializer picks them up by the API's member names.
-        provider: Any = ecs_models.CapacityProvider(self.account_id, self.region, name, asg, None)
+        provider: Any = ecs_models.CapacityProvider(account, region, name, asg, None)
         provider.type = provider_type
         if provider_type == MANAGED_INSTANCES:
             provider.auto_scaling_group_provider = None
             provider.cluster = cluster.rsplit("/", 1)[-1]
             provider.managed_instances_provider = {
-                "infrastructureRoleArn": f"arn:aws:iam::{self.account_id}:role/ecsInfrastructureRole",
+                "infrastructureRoleArn": f"arn:aws:iam::{account}:role/ecsInfrastructureRole",
                 "propagateTags": "NONE",
                 **({"autoRepairConfiguration": {"actionsStatus": auto_repair}} if auto_repair else {}),
             }
         backend.capacity_providers[name] = provider
-        self._provider_types[name] = provider_type
+        self._provider_types[(self.place, name)] = provider_type
         return str(provider.capacity_provider_arn)
 
     def seed_auto_scaling(
@@ -212,13 +245,14 @@ class EcsEmulation:
         registers in `cluster`, as the provider's, `launch_delay_seconds` after the rise, with `launch_attributes`.
         With `managed_scaling`, a RunTask for the provider that cannot be placed waits in PROVISIONING."""
         with self._lock:
-            if self._provider_types.get(provider) != "EC2_AUTOSCALING":
+            if self._provider_types.get((self.place, provider)) != "EC2_AUTOSCALING":
                 raise ValueError(f"{provider} is not a seeded EC2_AUTOSCALING capacity provider")
             asg = self._auto_scaling_group(group)
             settings: Any = self.backend.capacity_providers[provider].auto_scaling_group_provider
             settings["autoScalingGroupArn"] = asg.arn
             settings["managedScaling"]["status"] = "ENABLED" if managed_scaling else "DISABLED"
-            self._groups[provider] = _Group(
+            self._groups[(self.place, provider)] = _Group(
+                place=self.place,
                 cluster=cluster.rsplit("/", 1)[-1],
                 provider=provider,
                 name=group,
@@ -268,10 +302,11 @@ class EcsEmulation:
         with self._lock:
             now = time.monotonic()
             for group in self._groups.values():
-                self._count_asks(group)
-                while group.asks and now - group.asks[0][0] >= group.launch_delay_seconds:
-                    _, asked_at = group.asks.popleft()
-                    self._launch(group, asked_at)
+                with self.at(*group.place):
+                    self._count_asks(group)
+                    while group.asks and now - group.asks[0][0] >= group.launch_delay_seconds:
+                        _, asked_at = group.asks.popleft()
+                        self._launch(group, asked_at)
             self._place_waiting()
 
     def provisioning_tasks(self) -> list[dict[str, Any]]:
@@ -294,11 +329,13 @@ class EcsEmulation:
 
     @property
     def backend(self) -> ecs_models.EC2ContainerServiceBackend:
-        return ecs_models.ecs_backends[self.account_id][self.region]
+        account, region = self.place
+        return ecs_models.ecs_backends[account][region]
 
     @property
     def autoscaling(self) -> autoscaling_models.AutoScalingBackend:
-        return autoscaling_models.autoscaling_backends[self.account_id][self.region]
+        account, region = self.place
+        return autoscaling_models.autoscaling_backends[account][region]
 
     def install(self) -> EcsEmulation:
         with _install_lock:
@@ -433,7 +470,10 @@ class EcsEmulation:
                         self.backend, task.cluster_arn, task.task_arn, reason
                     )
                     task.stop_code = stop_code
+                    _began_stopping(task)
                 task.last_status = countdown.target
+                if countdown.target == "STOPPED":
+                    _stopped(task)
 
     @contextmanager
     def task_statuses_held(self) -> Iterator[None]:
@@ -448,22 +488,25 @@ class EcsEmulation:
                 return existing
             task = _originals[(ecs_models.EC2ContainerServiceBackend, "stop_task")](backend, cluster, task_arn, reason)
             task.stop_code = "UserInitiated"
+            _began_stopping(task)
             self._countdowns.pop(task.task_arn, None)
             if self.stop_after_describes > 0:
                 task.last_status = "STOPPING"
                 self._countdowns[task.task_arn] = _Countdown(self.stop_after_describes, "STOPPED")
+            else:
+                _stopped(task)
         return task
 
     def desired_capacity_changed(self, group_name: str) -> None:
         """An Auto Scaling group's desired capacity was set: note the instances it now asks for."""
         with self._lock:
             for group in self._groups.values():
-                if group.name == group_name:
+                if group.name == group_name and group.place == self.place:
                     self._count_asks(group)
 
     def check_desired_capacity(self, group_name: str, desired: int | None) -> None:
         """SetDesiredCapacity on a group the emulation scales is refused outside its size, as Auto Scaling does."""
-        if desired is None or not any(group.name == group_name for group in self._groups.values()):
+        if desired is None or not any(g.name == group_name and g.place == self.place for g in self._groups.values()):
             return
         asg = self._auto_scaling_group(group_name)
         if asg.max_size is not None and desired > asg.max_size:
@@ -497,7 +540,7 @@ class EcsEmulation:
         constraints = request.get("placementConstraints") or []
         pinned = self._pinned.popleft() if self._pinned else None
         instance = self._fit(cluster.name, provider, constraints, needs, pinned)
-        group = self._groups.get(provider or "")
+        group = self._groups.get((self.place, provider or ""))
         if instance is None and (group is None or not group.managed_scaling):
             return None
         task = ecs_models.Task(
@@ -519,7 +562,9 @@ class EcsEmulation:
             self._put_on(task, instance)
         elif group is not None and provider is not None:
             task.last_status = "PROVISIONING"
-            self._waiting.append(_Waiting(task, cluster.name, provider, list(constraints), datetime.now(UTC)))
+            self._waiting.append(
+                _Waiting(task, cluster.name, provider, list(constraints), datetime.now(UTC), self.place)
+            )
             self._scale_out(group)
         return task
 
@@ -560,7 +605,7 @@ class EcsEmulation:
     def _candidates(self, cluster: str, provider: str | None, constraints: list[dict[str, Any]]) -> Iterator[Any]:
         queries = _placement_queries(constraints)
         names_instances = any(query.names_instances for query in queries)
-        if names_instances and provider and self._provider_types.get(provider) == MANAGED_INSTANCES:
+        if names_instances and provider and self._provider_types.get((self.place, provider)) == MANAGED_INSTANCES:
             raise InvalidParameterException(
                 "Managed Instances capacity providers do not support the ec2InstanceId attribute in placement "
                 "constraints."
@@ -629,6 +674,8 @@ class EcsEmulation:
         self.launches.append(
             {
                 "name": f"{group.provider}-launched-{group.launched}",
+                "account": group.place[0],
+                "region": group.place[1],
                 "provider": group.provider,
                 "cluster": group.cluster,
                 "auto_scaling_group": group.name,
@@ -648,11 +695,12 @@ class EcsEmulation:
         for entry in self._waiting:
             if not _still_provisioning(entry.task):
                 continue
-            instance = self._fit(entry.cluster, entry.provider, entry.constraints, entry.task.resource_requirements)
-            if instance is None:
-                waiting.append(entry)
-            else:
-                self._put_on(entry.task, instance)
+            with self.at(*entry.place):
+                instance = self._fit(entry.cluster, entry.provider, entry.constraints, entry.task.resource_requirements)
+                if instance is None:
+                    waiting.append(entry)
+                else:
+                    self._put_on(entry.task, instance)
         self._waiting = waiting
 
 
@@ -767,23 +815,30 @@ def _emulation() -> EcsEmulation:
 
 
 def _patched_run_task(self: EC2ContainerServiceResponse) -> ActionResult:
-    return _emulation().run_task(self)
+    emulation = _emulation()
+    with emulation.at(self.current_account, self.region):
+        return emulation.run_task(self)
 
 
 def _patched_describe_container_instances(self: EC2ContainerServiceResponse) -> ActionResult:
-    return _emulation().describe_container_instances(self)
+    emulation = _emulation()
+    with emulation.at(self.current_account, self.region):
+        return emulation.describe_container_instances(self)
 
 
 def _patched_list_container_instances(self: EC2ContainerServiceResponse) -> ActionResult:
-    return _emulation().list_container_instances(self)
+    emulation = _emulation()
+    with emulation.at(self.current_account, self.region):
+        return emulation.list_container_instances(self)
 
 
 def _patched_describe_tasks(self: Any, cluster_str: str, tasks: list[str]) -> list[Any]:
     described = _originals[(ecs_models.EC2ContainerServiceBackend, "describe_tasks")](self, cluster_str, tasks)
     emulation = _emulation()
-    emulation.after_describe(described)
-    # After the countdowns: a task placed now shows PENDING in this answer, as a new task does in RunTask's.
-    emulation.catch_up()
+    with emulation.at(self.account_id, self.region_name):
+        emulation.after_describe(described)
+        # After the countdowns: a task placed now shows PENDING in this answer, as a new task does in RunTask's.
+        emulation.catch_up()
     return list(described)
 
 
@@ -805,16 +860,22 @@ def _patched_list_tasks(
 
 
 def _patched_stop_task(self: Any, cluster_str: str, task_str: str, reason: str) -> Any:
-    return _emulation().stop_task(self, cluster_str, task_str, reason)
+    emulation = _emulation()
+    with emulation.at(self.account_id, self.region_name):
+        return emulation.stop_task(self, cluster_str, task_str, reason)
 
 
 def _patched_group_set_desired_capacity(self: Any, new_capacity: int | None) -> None:
     _originals[(autoscaling_models.FakeAutoScalingGroup, "set_desired_capacity")](self, new_capacity)
-    _emulation().desired_capacity_changed(self.name)
+    emulation = _emulation()
+    with emulation.at(self.account_id, self.region):
+        emulation.desired_capacity_changed(self.name)
 
 
 def _patched_backend_set_desired_capacity(self: Any, group_name: str, desired_capacity: int | None) -> None:
-    _emulation().check_desired_capacity(group_name, desired_capacity)
+    emulation = _emulation()
+    with emulation.at(self.account_id, self.region_name):
+        emulation.check_desired_capacity(group_name, desired_capacity)
     _originals[(autoscaling_models.AutoScalingBackend, "set_desired_capacity")](self, group_name, desired_capacity)
 
 
@@ -859,6 +920,17 @@ def _find_task(backend: Any, task_arn: str) -> Any | None:
 
 def _cluster_arn(emulation: EcsEmulation, request: dict[str, Any]) -> str:
     return str(emulation.backend._get_cluster(request.get("cluster") or "default").arn)
+
+
+def _began_stopping(task: Any) -> None:
+    """The task's `stoppingAt`, which moto never sets: now, as it leaves RUNNING (the moment ECS tells its
+    containers to stop). moto's serializer shows it by the API's member name."""
+    task.stopping_at = datetime.now(UTC)
+
+
+def _stopped(task: Any) -> None:
+    """`executionStoppedAt` and `stoppedAt`, which moto never sets: now, as the task turns STOPPED."""
+    task.execution_stopped_at = task.stopped_at = datetime.now(UTC)
 
 
 def _iso(moment: datetime) -> str:

@@ -3,9 +3,19 @@ matched events delivered to the rules' targets the way EventBridge delivers them
 
 A stack with a bus of its own (template.yaml's organization mode, docs/organization.md) has its rules on that bus: a
 rule of the default bus that targets it (LocalEventsForwardRule) puts the event there, one hop, and that bus's rules
-match it. An event of another account or Region is put on the stack's bus directly, as the forwarder of that account
-and Region (forwarder.yaml) would send it there; its own filter and the bus policy are not applied (so the router's
-refusal of an account or Region that is not enrolled can be shown).
+match it. An event of another account or Region goes where it happened:
+
+- With a world of accounts (`with_members`: forwarder.yaml deployed in each member account and Region), onto that
+  account and Region's default bus, whose rules (the forwarder's) match it with the same engine; a target that is the
+  stack's bus delivers it there in one hop, its account and Region kept, if the bus policy admits the sender (its
+  statement evaluated as EventBridge does for the account: the principal, aws:PrincipalOrgID). A refused delivery
+  fails as EventBridge's would (AccessDeniedException) and goes to the rule's dead-letter queue, in the member account.
+  An account or Region with no forwarder there sends nothing. An event put on the stack's bus by another account's
+  PutEvents (`put_from`) is that account's (EventBridge sets `account` to the sender's), refused for a source of
+  AWS's (`aws.*`) and admitted only as the bus policy says.
+- Without one (`python -m sandbox replay`), straight onto the stack's bus, as its forwarder would send it there,
+  without its filter or the bus policy (so the router's refusal of an account or Region that is not enrolled can be
+  shown).
 
 moto's own matcher differs from AWS (arrays of objects never match, unknown operators match
 everything: see docs/sandbox.md#eventbridge-pattern-matching) and its PutEvents replaces the event's id,
@@ -17,6 +27,7 @@ type, add a `TargetDeliverer` for its ARN's service.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import types
@@ -153,6 +164,68 @@ class BusDelivery:
 
     matched_rules: list[str]
     targets: list[TargetDelivery]
+    event: Mapping[str, Any] | None = None
+    """The event as the bus saw it, when EventBridge made it another than the one put (PutEvents by another account:
+    its `account` and `region`)."""
+
+
+Place = tuple[str, str]
+"""(account, Region)."""
+
+
+@dataclass(frozen=True)
+class BusPolicy:
+    """A bus's resource policy statements (AWS::Events::EventBusPolicy), evaluated for a PutEvents of another account
+    as far as the stack's policy uses them: Allow, events:PutEvents on the bus, the principal ("*" or accounts), and
+    StringEquals on aws:PrincipalOrgID. Anything else is refused as not understood, never admitted."""
+
+    bus_arn: str
+    statements: tuple[Mapping[str, Any], ...]
+    organization_of: Callable[[str], str | None]
+    """An account -> the id of the organization it belongs to (None: none)."""
+
+    def refusal(self, account: str) -> str | None:
+        """Why a PutEvents of `account` onto the bus is refused; None when a statement allows it."""
+        for statement in self.statements:
+            if self._allows(statement, account):
+                return None
+        return (
+            f"User: arn:aws:iam::{account}:root is not authorized to perform: events:PutEvents on resource: "
+            f"{self.bus_arn} because no resource-based policy allows the events:PutEvents action"
+        )
+
+    def _allows(self, statement: Mapping[str, Any], account: str) -> bool:
+        actions = _listed(statement.get("Action"))
+        if statement.get("Effect") != "Allow" or not {"events:PutEvents", "events:*"} & set(actions):
+            return False
+        if self.bus_arn not in _listed(statement.get("Resource")):
+            return False
+        principal = statement.get("Principal")
+        if principal != "*":
+            named = _listed(principal.get("AWS") if isinstance(principal, Mapping) else None)
+            if account not in named and f"arn:aws:iam::{account}:root" not in named:
+                return False
+        context = {"aws:PrincipalOrgID": self.organization_of(account), "aws:PrincipalAccount": account}
+        for operator, keys in (statement.get("Condition") or {}).items():
+            if operator != "StringEquals" or not set(keys) <= set(context):
+                raise SandboxError(f"the sandbox does not evaluate the bus policy condition {operator} {sorted(keys)}")
+            if any(context[key] not in _listed(values) for key, values in keys.items()):
+                return False
+        return True
+
+
+def _listed(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
+@dataclass(frozen=True)
+class _RemoteBus:
+    """Another account's bus a rule may target (the stack's, from a member's forwarder), and who it admits."""
+
+    bus: EventBus
+    policy: BusPolicy
 
 
 @dataclass(frozen=True)
@@ -181,20 +254,50 @@ class EventBus:
     one hop EventBridge makes: what a bus received from another is not sent on to a third)."""
 
     def __init__(
-        self, stack: Stack, aws: AwsClients, deliverers: Mapping[str, TargetDeliverer], name: str = "default"
+        self,
+        stack: Stack,
+        aws: AwsClients,
+        deliverers: Mapping[str, TargetDeliverer],
+        name: str = "default",
+        *,
+        remote: Mapping[str, _RemoteBus] | None = None,
+        label: Place | None = None,
     ) -> None:
         self.name = name
+        self._stack = stack
+        self._label = f"{label[0]}/{label[1]}/" if label is not None else ""
+        """How the report names this bus's rules: a member's with its account and Region."""
         self.matcher = RuleMatcher(stack.rules.values(), name)
         self._aws = aws
         self._deliverers = dict(deliverers)
         self._identity = (stack.identity.account_id, stack.identity.region)
         self._buses: dict[str, EventBus] = {}
+        self._remote: dict[str, _RemoteBus] = dict(remote or {})
+        self._members: dict[Place, EventBus] | None = None
+        self._policy: BusPolicy | None = None
         if name == "default":
             self._buses = {
                 str(bus.attributes["Arn"]): EventBus(stack, aws, deliverers, str(bus.attributes["Name"]))
                 for bus in stack.of_type("AWS::Events::EventBus")
             }
         self._check_target_types()
+
+    def with_members(
+        self, forwarders: Mapping[Place, tuple[Stack, AwsClients]], organization_of: Callable[[str], str | None]
+    ) -> EventBus:
+        """The world's other accounts: each account and Region's default bus with its forwarder's rules, delivering
+        to this stack's bus as its policy admits (`organization_of` says which organization an account is in). An
+        event of an account or Region with no forwarder reaches nothing from now on."""
+        if len(self._buses) != 1:
+            raise SandboxError(f"other accounts' forwarders need the stack's bus, and it has {len(self._buses)}")
+        [(arn, bus)] = self._buses.items()
+        self._policy = BusPolicy(arn, _policy_statements(self._stack), organization_of)
+        target = _RemoteBus(bus, self._policy)
+        self._members = {
+            place: EventBus(stack, aws, {"sqs": SqsTargetDeliverer(aws)}, remote={arn: target}, label=place)
+            for place, (stack, aws) in forwarders.items()
+        }
+        return self
 
     @classmethod
     def default(cls, stack: Stack, aws: AwsClients) -> EventBus:
@@ -205,7 +308,7 @@ class EventBus:
             f"{rule.spec.logical_id}/{target.target_id} ({target.service})"
             for rule in self.matcher.rules
             for target in rule.spec.targets
-            if target.service not in self._deliverers and target.arn not in self._buses
+            if target.service not in self._deliverers and target.arn not in {*self._buses, *self._remote}
         )
         if unsupported:
             # `replay` delivers to queues only; `run` also executes state machine targets.
@@ -227,26 +330,73 @@ class EventBus:
 
     def put_event(self, event: Mapping[str, Any]) -> BusDelivery:
         """The event as it happens in the stack's account and Region (onto the default bus), or, from another account
-        or Region of a stack with a bus of its own, as that account's forwarder sends it (onto that bus)."""
-        if self._buses and (event.get("account"), event.get("region")) != self._identity:
+        or Region of a stack with a bus of its own, where it happened (its forwarder sends it on: `with_members`), or
+        without a world of accounts, straight onto that bus as its forwarder would send it."""
+        place = (str(event.get("account")), str(event.get("region")))
+        if self._buses and place != self._identity:
+            if self._members is not None:
+                member = self._members.get(place)
+                return member.put_event(event) if member is not None else BusDelivery([], [])
             if len(self._buses) != 1:
                 raise SandboxError(f"an event of another account or Region, and {len(self._buses)} buses to put it on")
             return next(iter(self._buses.values())).put_event(event)
         matched = self.matching_rules(event)
         # EventBridge sends compact JSON, keys in the order the event has them.
         event_json = json.dumps(event, separators=(",", ":"))
-        rules = [rule.logical_id for rule in matched]
+        rules = [f"{self._label}{rule.logical_id}" for rule in matched]
         deliveries: list[TargetDelivery] = []
         for rule in matched:
-            for target in rule.targets:
+            for target in (self._labelled(target) for target in rule.targets):
                 if target.arn in self._buses:
                     onward = self._buses[target.arn].put_event(event)
                     deliveries.append(TargetDelivery(target, True))
                     rules += onward.matched_rules
                     deliveries += onward.targets
+                elif target.arn in self._remote:
+                    onward = self._put_remote(event_json, event, rule, target)
+                    rules += onward.matched_rules
+                    deliveries += onward.targets
                 else:
                     deliveries.append(self._deliver(event_json, rule, target))
         return BusDelivery(rules, deliveries)
+
+    def _labelled(self, target: RuleTarget) -> RuleTarget:
+        if not self._label:
+            return target
+        return dataclasses.replace(target, rule_logical_id=f"{self._label}{target.rule_logical_id}")
+
+    def put_from(self, sender: str, event: Mapping[str, Any]) -> BusDelivery:
+        """The event put on the stack's bus by `sender`'s PutEvents: EventBridge makes it the sender's (`account`) and
+        the bus Region's, refuses a source reserved for AWS, and the bus policy decides whether it is admitted. A
+        refused PutEvents delivers nothing (the sender's call fails: the report shows the error on an `events`
+        target)."""
+        if len(self._buses) != 1:
+            raise SandboxError(f"a PutEvents onto the stack's bus, and it has {len(self._buses)} buses")
+        [(arn, bus)] = self._buses.items()
+        sent = {**event, "account": sender, "region": arn.split(":")[3]}
+        put = RuleTarget("PutEvents", f"from-{sender}", arn, None, None)
+        if str(sent.get("source", "")).startswith("aws."):
+            why = f"NotAuthorizedForSourceException: Not authorized for the source {sent.get('source')}"
+            return BusDelivery([], [TargetDelivery(put, False, why)], sent)
+        if sender != self._identity[0]:
+            policy = self._policy or BusPolicy(arn, _policy_statements(self._stack), lambda account: None)
+            refused = policy.refusal(sender)
+            if refused is not None:
+                return BusDelivery([], [TargetDelivery(put, False, f"AccessDeniedException: {refused}")], sent)
+        onward = bus.put_event(sent)
+        return BusDelivery(onward.matched_rules, [TargetDelivery(put, True), *onward.targets], sent)
+
+    def _put_remote(self, event_json: str, event: Mapping[str, Any], rule: RuleSpec, target: RuleTarget) -> BusDelivery:
+        """A member's rule delivering to the stack's bus: admitted as its policy says for this account, else failed
+        as EventBridge fails it (AccessDeniedException) and dead-lettered here, in the member account."""
+        remote = self._remote[target.arn]
+        refused = remote.policy.refusal(self._identity[0])
+        if refused is not None:
+            failure = DeliveryFailed("AccessDeniedException", refused)
+            dead = self._dead_letter(event_json, rule, target, failure)
+            return BusDelivery([], [TargetDelivery(target, False, str(failure), dead)])
+        onward = remote.bus.put_event(event)
+        return BusDelivery(onward.matched_rules, [TargetDelivery(target, True), *onward.targets])
 
     def _deliver(self, event_json: str, rule: RuleSpec, target: RuleTarget) -> TargetDelivery:
         try:
@@ -273,6 +423,18 @@ class EventBus:
         except DeliveryFailed:
             return False
         return True
+
+
+def _policy_statements(stack: Stack) -> tuple[Mapping[str, Any], ...]:
+    """The statements of the stack's event bus policies (AWS::Events::EventBusPolicy: one `Statement` each)."""
+    statements: list[Mapping[str, Any]] = []
+    for policy in stack.of_type("AWS::Events::EventBusPolicy"):
+        statement = policy.properties.get("Statement")
+        if isinstance(statement, Mapping):
+            statements.append(statement)
+        elif isinstance(statement, list):
+            statements.extend(item for item in statement if isinstance(item, Mapping))
+    return tuple(statements)
 
 
 def _compile(rule: RuleSpec) -> _CompiledRule:

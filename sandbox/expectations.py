@@ -37,6 +37,7 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
     }
     ecs = report.get("ecs") or {}
     return {
+        "events": list(report.get("events", [])),
         "executions": list(report.get("executions", [])),
         "tasks": list(ecs.get("tasks", [])),
         "instances": list(ecs.get("instances", [])),

@@ -369,6 +369,8 @@ class ReportBuilder:
                 "id": event.get("id"),
                 "file": str(file),
                 "detail_type": event.get("detail-type"),
+                "account": event.get("account"),
+                "region": event.get("region"),
                 "matched_rules": matched_rules,
                 "targets": targets,
             }
@@ -382,7 +384,7 @@ class ReportBuilder:
         """The report:
 
         - stack: name, region, account_id, parameters (as resolved)
-        - events: [{id, file, detail_type, matched_rules: [rule logical ids],
+        - events: [{id, file, detail_type, account, region, matched_rules: [rule logical ids],
                     targets: [{rule, target_id, type, arn, delivered, error, dead_lettered}]}]
         - invocations: [{function, queue, request_id, batch_size, message_ids, failures: [message ids],
                          error, duration_ms, logs}]

@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -54,6 +54,7 @@ from unittest import mock
 
 from sandbox import expectations
 from sandbox import scenario as model
+from sandbox.accounts import TrustEmulation, delete_role
 from sandbox.cloudwatch_emulation import CloudWatchEmulation
 from sandbox.drill_emulation import drill_bridge
 from sandbox.ecs_emulation import EcsEmulation
@@ -121,6 +122,7 @@ def run_scenario(loaded: LoadedScenario, timeline: Timeline) -> RunResult:
             )
         )
         cloudwatch = context.enter_context(CloudWatchEmulation(account_id=identity.account_id, region=identity.region))
+        context.enter_context(TrustEmulation())
         run = _Run(loaded, sandbox, emulation, timeline, context, cloudwatch=cloudwatch)
         return run.execute()
 
@@ -243,6 +245,9 @@ class _Run:
         ]
         self.bus, self.mappings = bus, mappings
         world = seed_world(scenario.world, sandbox.aws, self.emulation, sandbox.stack, self.cloudwatch)
+        if world.forwarders:
+            forwarders = {place: (stack, world.members[place]) for place, stack in world.forwarders.items()}
+            bus.with_members(forwarders, self._organization_of(world))
         self.timeline.seeded(_world_json(world))
         trainers = self.context.enter_context(trainers_for(scenario.world, sandbox.aws, self.emulation))
         self._arm_faults(scenario.faults)
@@ -267,6 +272,8 @@ class _Run:
                     self._webhook(number, step.pagerduty, world)
                 elif step.alarm is not None:
                     self._set_alarm(number, step.alarm, world)
+                elif step.delete_role is not None:
+                    self._delete_role(number, step.delete_role, world)
                 else:
                     self._deliver(number, step, repetition, world, bus)
                 for mapping in mappings:
@@ -307,24 +314,48 @@ class _Run:
 
     # --- Events ----------------------------------------------------------------------------------
 
+    def _organization_of(self, world: World) -> Callable[[str], str | None]:
+        """Which organization an account is in, for the bus policy: the stack's account and the world's accounts in
+        the organization are in the stack's OrganizationId (none when it is empty); any other account in none."""
+        organization = str(self.sandbox.parameters.get("OrganizationId") or "") or None
+        inside = {self.sandbox.identity.account_id} | {a.id for a in world.accounts.values() if a.organization}
+        return lambda account: organization if account in inside else None
+
+    def _delete_role(self, number: int, account: str, world: World) -> None:
+        """The account's ResponderRole deleted in IAM (with the account's own credentials): AssumeRole of it is refused
+        from now on, as AWS refuses it."""
+        seeded = world.accounts[account]
+        clients = world.members[(account, seeded.regions[0])]
+        deleted = delete_role(clients, seeded.role_name)
+        world.accounts[account] = dataclasses.replace(seeded, role="deleted")
+        what = "deleted" if deleted else "was not there to delete"
+        self.timeline.step(number, f"the role {seeded.role_name} of account {account} {what}")
+
     def _deliver(self, number: int, step: model.EventStep, repetition: int, world: World, bus: EventBus) -> None:
         source = step.file if step.file is not None else "inline event"
         label = source + (f" (x{step.concurrently} at once)" if step.concurrently > 1 else "")
+        if step.sender is not None:
+            label += f" (PutEvents by account {step.sender} onto the stack's bus)"
         if step.repeat > 1:
             label += f" [{repetition + 1} of {step.repeat}]"
         self.timeline.step(number, label)
+        sender = step.sender
         for event in self._events(step, world):
             copies = [event] * step.concurrently
-            deliveries = _at_once([lambda e=e: bus.put_event(e) for e in copies])
+            if sender is not None:
+                deliveries = _at_once([lambda e=e: bus.put_from(sender, e) for e in copies])
+            else:
+                deliveries = _at_once([lambda e=e: bus.put_event(e) for e in copies])
             for delivery in deliveries:
                 targets = [target.to_json() for target in delivery.targets]
+                seen = delivery.event if delivery.event is not None else event
                 self.report.add_event(
                     self.loaded.path if step.file is None else self.loaded.find(step.file),
-                    event,
+                    seen,
                     delivery.matched_rules,
                     targets,
                 )
-                self.timeline.event(event, delivery.matched_rules, targets)
+                self.timeline.event(seen, delivery.matched_rules, targets)
 
     def _events(self, step: model.EventStep, world: World) -> list[dict[str, Any]]:
         raw = load_event_file(self.loaded.find(step.file)).events if step.file is not None else [dict(step.event or {})]
@@ -725,7 +756,14 @@ class _Run:
         seeded = {task.arn for task in world.tasks.values()}
         # Reading the end state must not move it: describing would advance the emulated task lifecycle.
         with mock.patch.object(self.emulation, "after_describe", lambda tasks: None):
-            ecs = collect_ecs(sandbox.aws, list(world.clusters), world.names(), seeded)
+            own = [name for name in world.clusters if name not in world.places]
+            ecs = collect_ecs(sandbox.aws, own, world.names(), seeded)
+            for key, (account, region) in world.places.items():
+                found = collect_ecs(world.members[(account, region)], [key.rsplit("/", 1)[-1]], world.names(), seeded)
+                for entry in (*found["instances"], *found["tasks"]):
+                    entry.update(cluster=key, account=account, region=region)
+                ecs["instances"] += found["instances"]
+                ecs["tasks"] += found["tasks"]
         order = {name: index for index, name in enumerate(world.instances)}
         ecs["instances"].sort(key=lambda instance: order.get(instance["name"], len(order)))
         ecs["run_task_requests"] = list(self.emulation.run_task_requests[seeded_requests:])
@@ -888,6 +926,25 @@ def _world_json(world: World) -> dict[str, Any]:
         "tasks": {name: dataclasses.asdict(task) for name, task in world.tasks.items()},
         "checkpoints": {prefix: list(folders) for prefix, folders in world.checkpoints.items()},
         **({"alarms": {name: _alarm_json(alarm) for name, alarm in world.alarms.items()}} if world.alarms else {}),
+        **({"accounts": {a: _account_json(world, a) for a in world.accounts}} if world.accounts else {}),
+    }
+
+
+def _account_json(world: World, account: str) -> dict[str, Any]:
+    seeded = world.accounts[account]
+    return {
+        "name": seeded.name,
+        "organization": seeded.organization,
+        "role": seeded.role,
+        "regions": {
+            region: {
+                "forwarder_rules": sorted(world.forwarders[(account, region)].rules)
+                if (account, region) in world.forwarders
+                else [],
+                "clusters": sorted(key for key, place in world.places.items() if place == (account, region)),
+            }
+            for region in seeded.regions
+        },
     }
 
 

@@ -253,6 +253,15 @@ class Checkpoints(_Model):
     """Interrupted saves: the files without the manifest."""
     files_per_step: int = Field(default=2, ge=1, le=1000)
     file_size: int = Field(default=64, ge=1, le=1_000_000)
+    answers: dict[int, str] = {}
+    """Complete steps whose manifest answers a checkpoint-now request: step -> the request's id."""
+
+    @model_validator(mode="after")
+    def _answers_complete_steps(self) -> Checkpoints:
+        unknown = sorted(set(self.answers) - set(self.steps))
+        if unknown:
+            raise ValueError(f"answers names steps that are not complete checkpoints (steps): {unknown}")
+        return self
 
     @field_validator("uri")
     @classmethod
@@ -414,6 +423,52 @@ class Alarm(_Model):
         return f"Threshold Crossed: 1 datapoint was greater than the threshold ({self.threshold:g})."
 
 
+ACCOUNT_ID = r"^[0-9]{12}$"
+REGION = r"^[a-z]{2}(-[a-z]+)+-[0-9]$"
+HOME_ACCOUNT = "123456789012"
+"""The stack's account in the sandbox (moto's default account)."""
+HOME_REGION = "us-east-1"
+
+
+class MemberRegion(_Model):
+    """One Region of a member account: what runs there, and whether forwarder.yaml's rules forward its events."""
+
+    region: str = Field(pattern=REGION)
+    forwarder: bool = True
+    """forwarder.yaml deployed here (its rules forward this Region's events to the stack's bus)."""
+    clusters: list[Cluster] = []
+    buckets: list[str] = []
+    checkpoints: list[Checkpoints] = []
+    objects: list[S3Object] = []
+
+
+class MemberAccount(_Model):
+    """Another account of the world (docs/scenarios.md#accounts), seeded with its own credentials."""
+
+    id: str = Field(pattern=ACCOUNT_ID)
+    name: str | None = Field(default=None, min_length=1, max_length=50)
+    """Its name in the organization (shown in the report)."""
+    organization: bool = True
+    """In the organization the stack's bus admits (its OrganizationId); false: an account outside it."""
+    role: Literal["present", "deleted", "wrong_external_id", "none"] = "present"
+    """forwarder.yaml's ResponderRole: created (present), created then deleted, created trusting another external id,
+    or never created (none)."""
+    forwarder_parameters: dict[str, str] = {}
+    """forwarder.yaml parameters beyond those the sandbox sets from the stack (CheckpointBuckets, ...)."""
+    regions: list[MemberRegion] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _regions_once(self) -> MemberAccount:
+        regions = [region.region for region in self.regions]
+        if len(set(regions)) != len(regions):
+            raise ValueError(f"account {self.id}: a Region is listed twice")
+        if self.id == HOME_ACCOUNT and HOME_REGION in regions:
+            raise ValueError(
+                f"account {self.id} is the stack's: its {HOME_REGION} is the world's own clusters, not an account's"
+            )
+        return self
+
+
 class World(_Model):
     clusters: list[Cluster] = []
     buckets: list[str] = []
@@ -423,6 +478,15 @@ class World(_Model):
     trainers: list[Trainer] = []
     alarms: list[Alarm] = []
     """The stack's alarms as CloudWatch describes them (what the reconciliation reads); no event is sent."""
+    accounts: list[MemberAccount] = []
+    """Other accounts and their Regions (docs/scenarios.md#accounts): the stack runs in the sandbox's own."""
+
+    @model_validator(mode="after")
+    def _accounts_once(self) -> World:
+        ids = [account.id for account in self.accounts]
+        if len(set(ids)) != len(ids):
+            raise ValueError("accounts: an account is listed twice")
+        return self
 
     @model_validator(mode="after")
     def _one_alarm_per_name(self) -> World:
@@ -636,6 +700,11 @@ class EventStep(_Model):
     """A PagerDuty v3 webhook about the newest alert (PagerDutyWebhookFunction's function URL)."""
     alarm: Alarm | None = None
     """One of the world's alarms changes state in CloudWatch (its state in full); no event is sent."""
+    delete_role: str | None = Field(default=None, pattern=ACCOUNT_ID)
+    """This world account's ResponderRole (forwarder.yaml's) is deleted: AssumeRole of it fails from now on."""
+    sender: str | None = Field(default=None, pattern=ACCOUNT_ID)
+    """The event is put on the stack's bus by this account's PutEvents (its `account` is the sender's, as EventBridge
+    sets it), not where it happened; the bus policy decides whether it is admitted."""
     expect_exit: int | None = Field(default=None, ge=0, le=255)
     """A `cli` step's expected exit status (default 0); any other fails the scenario."""
     instance: str | None = None
@@ -660,12 +729,29 @@ class EventStep(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> EventStep:
-        sources = (self.file, self.event, self.cli, self.sweep, self.reconcile, self.click, self.pagerduty, self.alarm)
+        sources = (
+            self.file,
+            self.event,
+            self.cli,
+            self.sweep,
+            self.reconcile,
+            self.click,
+            self.pagerduty,
+            self.alarm,
+            self.delete_role,
+        )
         if sum(source is not None for source in sources) != 1:
             raise ValueError(
                 "give exactly one of file, event, cli, sweep, reconcile, click or pagerduty (or alarm, which "
-                "changes an alarm's state)"
+                "changes an alarm's state, or delete_role)"
             )
+        if self.sender is not None and self.file is None and self.event is None:
+            raise ValueError("sender is for an event step (file or event)")
+        if self.delete_role is not None:
+            given = self.instance is not None or bool(self.overrides) or self.concurrently != 1 or self.repeat != 1
+            if given or self.expect_exit is not None:
+                raise ValueError("a delete_role step takes no instance, overrides, repeat, concurrently or expect_exit")
+            return self
         if self.alarm is not None:
             given = self.instance is not None or bool(self.overrides) or self.concurrently != 1 or self.repeat != 1
             if given or self.expect_exit is not None:
@@ -777,6 +863,7 @@ class Action(_Model):
 # --- Expectations ----------------------------------------------------------------------------------
 
 Collection = Literal[
+    "events",
     "executions",
     "tasks",
     "instances",
@@ -842,6 +929,14 @@ class Scenario(_Model):
                 raise ValueError(
                     f"events: step {number} sets alarm {step.alarm.name}, not one of world.alarms ({known})"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _role_steps_name_world_accounts(self) -> Scenario:
+        accounts = {account.id for account in self.world.accounts}
+        for number, step in enumerate(self.events, start=1):
+            if step.delete_role is not None and step.delete_role not in accounts:
+                raise ValueError(f"events: step {number} deletes the role of {step.delete_role}, not a world account")
         return self
 
     @model_validator(mode="after")

@@ -64,6 +64,7 @@ class Sandbox:
         parameter_overrides: Mapping[str, str] | None = None,
         faults: Mapping[str, Any] | None = None,
         calls_over_http: bool = False,
+        host: str = "127.0.0.1",
     ) -> None:
         self.template = template
         self.identity = StackIdentity(stack_name, region)
@@ -72,6 +73,9 @@ class Sandbox:
         self.faults = faults
         self.calls_over_http = calls_over_http
         """False: this process's AWS calls reach moto's app directly (sandbox/moto_in_process.py); True: over HTTP."""
+        self.host = host
+        """The address moto and the stand-ins listen on, and their URLs name: loopback, or one that Lambda containers
+        reach this machine by (local/, `make local-invoke`)."""
         self._exit_stack: contextlib.ExitStack | None = None
         self._stack: Stack | None = None
         self._aws: AwsClients | None = None
@@ -83,19 +87,18 @@ class Sandbox:
         with contextlib.ExitStack() as exit_stack:
             # A stack with a state machine switches moto's execution settings on; put them back on exit.
             exit_stack.enter_context(moto_settings_restored())
-            port = _free_port()
-            self.moto_endpoint = f"http://127.0.0.1:{port}"
+            port = _free_port(self.host)
+            self.moto_endpoint = f"http://{self.host}:{port}"
             exit_stack.enter_context(patched_environ(_aws_environment(self.moto_endpoint, port, self.identity.region)))
-            moto = _start_moto(port)
+            moto = _start_moto(self.host, port)
             exit_stack.callback(moto.stop)
             self._moto = moto
             if not self.calls_over_http:
                 exit_stack.enter_context(answered_in_process(self.moto_endpoint, moto.dynamodb))
             _reset_moto(self.moto_endpoint)
             self._aws = AwsClients(self.moto_endpoint, self.identity.region)
-            self._standins = exit_stack.enter_context(
-                StandIns(pagerduty_routing_keys={SANDBOX_ROUTING_KEY}, faults=self.faults)
-            )
+            self._standins = StandIns(pagerduty_routing_keys={SANDBOX_ROUTING_KEY}, faults=self.faults).start(self.host)
+            exit_stack.callback(self._standins.stop)
             self._stack = deploy_stack(self.template, self.identity, self.parameters, self._aws)
             _seed_notifier_secrets(self.parameters, self._aws, self._standins)
             exit_stack.enter_context(fresh_layer_modules(self._stack))
@@ -199,9 +202,9 @@ def _started(value: _T | None) -> _T:
     return value
 
 
-def _free_port() -> int:
+def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return int(probe.getsockname()[1])
 
 
@@ -269,14 +272,14 @@ class _SandboxMotoServer(ThreadedMotoServer):
         self._server.serve_forever()
 
 
-def _start_moto(port: int) -> _SandboxMotoServer:
+def _start_moto(host: str, port: int) -> _SandboxMotoServer:
     # werkzeug logs every request to stderr; the report is the record of what happened.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     # moto's EC2 reads its catalogue of public AMIs (thousands) each time it starts a region's backend, which is on
     # every reset; the sandbox's instances name an image of their own and nothing lists images.
     os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     moto_dynamodb.install()
-    server = _SandboxMotoServer(ip_address="127.0.0.1", port=port)
+    server = _SandboxMotoServer(ip_address=host, port=port)
     with contextlib.redirect_stdout(io.StringIO()):
         server.start()
     return server

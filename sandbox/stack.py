@@ -220,11 +220,17 @@ class StackBuilder:
     """Creates resources one at a time, in dependency order, recording each into the `Stack`."""
 
     def __init__(
-        self, template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue], aws: AwsClients
+        self,
+        template: Template,
+        identity: StackIdentity,
+        parameters: Mapping[str, ParameterValue],
+        aws: AwsClients,
+        creators: Mapping[str, ResourceCreator] | None = None,
     ) -> None:
         self.stack = Stack(identity, template, parameters)
         self.resolver = Resolver(template, identity, parameters, self.stack)
         self.aws = aws
+        self.creators: Mapping[str, ResourceCreator] = {**CREATORS, **(creators or {})}
 
     def physical_name(self, logical_id: str, max_length: int, ending: str = "") -> str:
         """A name shaped like CloudFormation's `<stack>-<LogicalId>-<SUFFIX>`.
@@ -249,7 +255,7 @@ class StackBuilder:
                 condition = template.resources[logical_id]["Condition"]
                 self.skip(logical_id, resource_type, f"Condition {condition} is false")
                 continue
-            creator = CREATORS.get(resource_type, _not_emulated)
+            creator = self.creators.get(resource_type, _not_emulated)
             try:
                 self.stack.resources[logical_id] = creator(self, logical_id)
             except (ClientError, ParamValidationError) as exc:
@@ -268,12 +274,18 @@ SANDBOX_ALARM_TOPIC_NAME = "sandbox-on-call"
 
 
 def deploy_stack(
-    template: Template, identity: StackIdentity, parameters: Mapping[str, ParameterValue], aws: AwsClients
+    template: Template,
+    identity: StackIdentity,
+    parameters: Mapping[str, ParameterValue],
+    aws: AwsClients,
+    creators: Mapping[str, ResourceCreator] | None = None,
 ) -> Stack:
-    """Create the stack, after the template's Rules have accepted its parameters (as CloudFormation checks them)."""
+    """Create the stack, after the template's Rules have accepted its parameters (as CloudFormation checks them).
+    `creators` replace the sandbox's own for some types (forwarder.yaml's roles are created in IAM:
+    sandbox/world.py)."""
     parameters = with_sandbox_subscriber(template, identity, parameters)
     check_rules(template, identity, parameters)
-    return StackBuilder(template, identity, parameters, aws).build()
+    return StackBuilder(template, identity, parameters, aws, creators).build()
 
 
 def with_sandbox_subscriber(

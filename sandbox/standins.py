@@ -29,9 +29,11 @@ Lengths are counted in code points; Slack's own counting of some emoji may diffe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import hmac
+import ipaddress
 import json
 import marshal
 import re
@@ -131,6 +133,14 @@ class _Reply:
         return json.dumps(self.body).encode(), "application/json; charset=utf-8"
 
 
+def _reachable(host: str) -> str:
+    """Where a client reaches a server listening on `host`: that address, or loopback for every address (0.0.0.0)."""
+    with contextlib.suppress(ValueError):
+        if not host or ipaddress.ip_address(host).is_unspecified:
+            return "127.0.0.1"
+    return host
+
+
 class StandIns:
     """Slack and PagerDuty on one loopback port; use as a context manager or start()/stop()."""
 
@@ -155,6 +165,7 @@ class StandIns:
         self._ephemeral: list[dict[str, Any]] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._url_host = "127.0.0.1"
 
     @staticmethod
     def faults_from_env(environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -179,6 +190,7 @@ class StandIns:
             raise RuntimeError("the stand-ins are already running")
         server = _Server((host, port), _Handler)
         server.stand_ins = self
+        self._url_host = _reachable(host)
         # A short poll interval keeps stop() fast; tests start and stop many of these.
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="sandbox-standins", daemon=True
@@ -206,7 +218,7 @@ class StandIns:
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the stand-ins are not running: call start() first")
-        return f"http://127.0.0.1:{self._server.server_port}"
+        return f"http://{self._url_host}:{self._server.server_port}"
 
     @property
     def slack_api_url(self) -> str:

@@ -10,6 +10,11 @@ workflow's own store, so the seeded data has exactly the shape production code w
 
 Scenarios name things (`gpu-a`, `rank-0`); moto picks the ids and ARNs. `World` maps names to what
 moto picked, and fills `{{...}}` placeholders in events and expectations (docs/scenarios.md).
+
+A world's other accounts (docs/scenarios.md#accounts) are seeded the same way, each with credentials of its own
+(sandbox/accounts.py), in each of its Regions: forwarder.yaml deployed from the template itself (its rules, its
+ResponderRole), then its clusters, instances, tasks and buckets. Instance names are the world's (unique across
+accounts); a member's cluster is known as `<account>/<region>/<name>` (two accounts may name clusters alike).
 """
 
 from __future__ import annotations
@@ -28,14 +33,20 @@ from types import ModuleType
 from typing import Any
 
 from sandbox import scenario as model
+from sandbox.accounts import create_role, delete_role, open_account
 from sandbox.aws import AwsClients
 from sandbox.cloudwatch_emulation import CloudWatchEmulation, Contributor
 from sandbox.ecs_emulation import EcsEmulation
 from sandbox.errors import SandboxError
-from sandbox.stack import Stack, layer_on_path
-from sandbox.template import StackIdentity
+from sandbox.stack import DeployedResource, Stack, StackBuilder, deploy_stack, layer_on_path
+from sandbox.template import StackIdentity, Template, load_template, resolve_parameters
 
 CHECKPOINT_HELPER = model.REPO_ROOT / "training" / "fault_responder_checkpoint.py"
+FORWARDER_TEMPLATE = model.REPO_ROOT / "forwarder.yaml"
+FORWARDER_STACK = "gpu-fault-responder-forwarder"
+"""The name a member account's forwarder stack is deployed under, with its Region (`...-us-west-2`): each StackSet
+instance is a stack of its own, and its roles' names (IAM is global) must differ between an account's Regions."""
+ORGANIZATION_BUS = "OrganizationEventBus"
 INCIDENTS_TABLE = "IncidentsTable"
 _AMI = "ami-12345678"
 _ATTRIBUTES_PER_CALL = 10
@@ -57,6 +68,25 @@ class SeededInstance:
     capacity_provider: str
     instance_type: str
     gpus: int
+    account: str = ""
+    region: str = ""
+
+
+Place = tuple[str, str]
+"""(account, Region)."""
+
+
+@dataclass(frozen=True)
+class SeededAccount:
+    """One of the world's other accounts, as seeded."""
+
+    id: str
+    name: str | None
+    organization: bool
+    regions: tuple[str, ...]
+    role: str
+    """present, deleted, wrong_external_id or none: its ResponderRole as seeded (a step may delete it since)."""
+    role_name: str
 
 
 @dataclass(frozen=True)
@@ -100,25 +130,47 @@ class World:
     """The stack's alarms by the scenario's name for them (`gpu-temperature`), as last set."""
     cloudwatch: CloudWatchEmulation | None = field(default=None, repr=False, compare=False)
     """The CloudWatch emulation the alarms are set in."""
+    accounts: dict[str, SeededAccount] = field(default_factory=dict)
+    """The other accounts, by id."""
+    places: dict[str, Place] = field(default_factory=dict)
+    """A member's cluster (its `<account>/<region>/<name>`) -> its account and Region; the stack's own are not here."""
+    members: dict[Place, AwsClients] = field(default_factory=dict, repr=False, compare=False)
+    """Clients acting in each member account and Region (the sandbox's access to it, not the responder's)."""
+    forwarders: dict[Place, Stack] = field(default_factory=dict, repr=False, compare=False)
+    """forwarder.yaml as deployed in each member account and Region."""
+
+    def cluster_key(self, account: str, region: str, name: str) -> str:
+        """How the world knows a cluster: by its name in the stack's account and Region, else with both."""
+        if (account, region) == (self.identity.account_id, self.identity.region):
+            return name
+        return f"{account}/{region}/{name}"
+
+    def place_of(self, cluster: str) -> Place:
+        """The account and Region of a cluster the world knows."""
+        return self.places.get(cluster, (self.identity.account_id, self.identity.region))
 
     def launched(self) -> dict[str, SeededInstance]:
         """The instances the capacity providers' Auto Scaling groups launched since seeding, by their names
         (`<provider>-launched-<n>`, n from 1 per provider), in the order they registered."""
         launches = list(self.emulation.launches) if self.emulation is not None else []
-        return {
-            launch["name"]: SeededInstance(
+        launched: dict[str, SeededInstance] = {}
+        for launch in launches:
+            key = self.cluster_key(launch["account"], launch["region"], launch["cluster"])
+            if key not in self.clusters or launch["name"] in self.instances:
+                continue
+            launched[launch["name"]] = SeededInstance(
                 launch["name"],
-                launch["cluster"],
-                self.clusters[launch["cluster"]],
+                key,
+                self.clusters[key],
                 launch["container_instance_arn"],
                 launch["ec2_instance_id"],
                 launch["provider"],
                 str(launch["instance_type"]),
                 int(launch["gpus"]),
+                launch["account"],
+                launch["region"],
             )
-            for launch in launches
-            if launch["cluster"] in self.clusters and launch["name"] not in self.instances
-        }
+        return launched
 
     def all_instances(self) -> dict[str, SeededInstance]:
         """The seeded instances, then those launched since."""
@@ -143,8 +195,9 @@ class World:
     def references(self) -> dict[str, str]:
         """Every `{{...}}` placeholder but `now`, with its value."""
         refs = {"account": self.identity.account_id, "region": self.identity.region}
+        refs["stack.external_id"] = self.identity.stack_id.split("/")[2]  # the MemberRoleExternalId output
         for name, arn in self.clusters.items():
-            refs |= {f"clusters.{name}.arn": arn, f"clusters.{name}.name": name}
+            refs |= {f"clusters.{name}.arn": arn, f"clusters.{name}.name": name.rsplit("/", 1)[-1]}
         for instance in self.all_instances().values():
             prefix = f"instances.{instance.name}"
             refs |= {
@@ -155,6 +208,8 @@ class World:
                 f"{prefix}.cluster_arn": instance.cluster_arn,
                 f"{prefix}.capacity_provider": instance.capacity_provider,
                 f"{prefix}.instance_type": instance.instance_type,
+                f"{prefix}.account": instance.account,
+                f"{prefix}.region": instance.region,
             }
         for (name, check), moment in self.health.items():
             refs[f"instances.{name}.health.{check}.since"] = _iso(moment)
@@ -174,6 +229,9 @@ class World:
             for contributor, (since, reason) in alarm.contributors.items():
                 refs[f"{prefix}.contributors.{contributor}.since"] = _iso(since)
                 refs[f"{prefix}.contributors.{contributor}.reason"] = reason
+        for account in self.accounts.values():
+            refs[f"accounts.{account.id}.name"] = account.name or account.id
+            refs[f"accounts.{account.id}.role_arn"] = f"arn:aws:iam::{account.id}:role/{account.role_name}"
         for silence_id, comment in self.silences:
             refs[f"silences.{comment}"] = silence_id  # the newest with that comment
         if self.silences:
@@ -236,9 +294,11 @@ def deep_merge(base: Any, overrides: Any) -> Any:
 
 def point_at(event: dict[str, Any], instance: SeededInstance, identity: StackIdentity) -> dict[str, Any]:
     """The event about `instance`: its cluster and container instance, and for container-instance events also
-    its EC2 instance, capacity provider and `resources`; the account and Region are the sandbox's."""
+    its EC2 instance, capacity provider and `resources`; the account and Region are the instance's (the sandbox's
+    own for the world's own clusters)."""
     pointed = copy.deepcopy(event)
-    pointed["account"], pointed["region"] = identity.account_id, identity.region
+    pointed["account"] = instance.account or identity.account_id
+    pointed["region"] = instance.region or identity.region
     detail = pointed.setdefault("detail", {})
     detail["clusterArn"] = instance.cluster_arn
     detail["containerInstanceArn"] = instance.container_instance_arn
@@ -265,14 +325,93 @@ def seed_world(
     cloudwatch: CloudWatchEmulation | None = None,
 ) -> World:
     world = World(stack.identity, emulation=emulation, cloudwatch=cloudwatch)
+    home = (stack.identity.account_id, stack.identity.region)
     for cluster in world_model.clusters:
-        _seed_cluster(cluster, world, aws, emulation)
+        _seed_cluster(cluster, world, aws, emulation, home)
     _seed_s3(world_model, world, aws)
+    if world_model.accounts:
+        _seed_accounts(world_model.accounts, world, aws, emulation, stack)
     if world_model.ledger:
         _seed_ledger(world_model.ledger, world, aws, stack)
     for alarm in world_model.alarms:
         _seed_alarm(alarm, world, aws)
     return world
+
+
+# --- Other accounts --------------------------------------------------------------------------------
+
+
+def _seed_accounts(
+    accounts: Sequence[model.MemberAccount], world: World, aws: AwsClients, emulation: EcsEmulation, stack: Stack
+) -> None:
+    """Each account's Regions: forwarder.yaml deployed with the stack's outputs (the role in its first Region, the
+    rules in each Region that forwards), then its clusters and buckets, all with the account's own credentials."""
+    if ORGANIZATION_BUS not in stack.resources:
+        raise SandboxError(
+            "world.accounts needs the stack's organization mode (OrganizationId or EnrolledAccounts): their "
+            "forwarders send to its bus"
+        )
+    forwarder = load_template(FORWARDER_TEMPLATE)
+    role_name = str(stack.parameters["MemberRoleName"])
+    for account in accounts:
+        world.accounts[account.id] = SeededAccount(
+            account.id,
+            account.name,
+            account.organization,
+            tuple(region.region for region in account.regions),
+            account.role,
+            role_name,
+        )
+        for index, member_region in enumerate(account.regions):
+            clients = open_account(aws, account.id, member_region.region)
+            place = (account.id, member_region.region)
+            world.members[place] = clients
+            creates_role = index == 0 and account.role != "none"
+            if creates_role or member_region.forwarder:
+                parameters = _forwarder_parameters(account, member_region, stack, role_name, creates_role)
+                world.forwarders[place] = _deploy_forwarder(forwarder, clients, place, parameters)
+            if creates_role and account.role == "deleted":
+                delete_role(clients, role_name)
+            for cluster in member_region.clusters:
+                _seed_cluster(cluster, world, clients, emulation, place)
+            _seed_s3(member_region, world, clients)
+
+
+def _forwarder_parameters(
+    account: model.MemberAccount, member_region: model.MemberRegion, stack: Stack, role_name: str, creates_role: bool
+) -> dict[str, str]:
+    """forwarder.yaml's parameters from the stack's outputs (docs/organization.md), as the StackSets pass them."""
+    external_id = stack.identity.stack_id.split("/")[2]
+    parameters = {
+        "CentralEventBusArn": str(stack.get_att(ORGANIZATION_BUS, "Arn")),
+        "CentralStackName": stack.identity.name,
+        "ExternalId": f"not-{external_id}" if account.role == "wrong_external_id" else external_id,
+        "ResponderRoleName": role_name,
+        "ForwardEvents": "true" if member_region.forwarder else "false",
+        "CreateResponderRole": "true" if creates_role else "false",
+    }
+    return {**parameters, **account.forwarder_parameters}
+
+
+def _deploy_forwarder(template: Template, clients: AwsClients, place: Place, parameters: dict[str, str]) -> Stack:
+    """forwarder.yaml deployed into the member account and Region as the sandbox deploys template.yaml, its roles
+    created in IAM (AssumeRole checks them: sandbox/accounts.py)."""
+    account, region = place
+    identity = StackIdentity(f"{FORWARDER_STACK}-{region}", region, account)
+    try:
+        resolved = resolve_parameters(template, parameters)
+        return deploy_stack(template, identity, resolved, clients, creators={"AWS::IAM::Role": _create_iam_role})
+    except SandboxError:
+        raise
+    except Exception as exc:  # a template error, a parameter refused: named with where it happened
+        raise SandboxError(f"deploying forwarder.yaml in {account} {region} failed: {exc}") from exc
+
+
+def _create_iam_role(builder: StackBuilder, logical_id: str) -> DeployedResource:
+    properties = builder.resolver.properties(logical_id)
+    name = str(properties.get("RoleName") or builder.physical_name(logical_id, 64))
+    arn = create_role(builder.aws, properties, name)
+    return DeployedResource(logical_id, "AWS::IAM::Role", name, {"Arn": arn}, properties)
 
 
 def _seed_alarm(alarm: model.Alarm, world: World, aws: AwsClients) -> None:
@@ -327,11 +466,24 @@ def _at(since: str, now: datetime) -> datetime:
     return _shifted(now, when) if when is not None else now
 
 
-def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation) -> None:
+def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation, place: Place) -> None:
+    with emulation.at(*place):
+        _seed_cluster_here(cluster, world, aws, emulation, place)
+
+
+def _seed_cluster_here(
+    cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation, place: Place
+) -> None:
     ecs, ec2 = aws.client("ecs"), aws.client("ec2")
+    account, region = place
+    known_as = world.cluster_key(account, region, cluster.name)
+    if known_as in world.clusters:
+        raise SandboxError(f"two clusters are named {cluster.name!r} in account {account} {region}")
     tags = [{"key": key, "value": value} for key, value in cluster.tags.items()]
     arn = ecs.create_cluster(clusterName=cluster.name, **({"tags": tags} if tags else {}))["cluster"]["clusterArn"]
-    world.clusters[cluster.name] = arn
+    world.clusters[known_as] = arn
+    if known_as != cluster.name:
+        world.places[known_as] = place
     for provider in cluster.capacity_providers:
         emulation.seed_capacity_provider(
             cluster.name, provider.name, provider_type=provider.type, auto_repair=provider.auto_repair
@@ -342,7 +494,7 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
             ec2_id = ec2.run_instances(ImageId=_AMI, MinCount=1, MaxCount=1, InstanceType=instance.instance_type)[
                 "Instances"
             ][0]["InstanceId"]
-            document = {"instanceId": ec2_id, "region": world.identity.region, "instanceType": instance.instance_type}
+            document = {"instanceId": ec2_id, "region": region, "instanceType": instance.instance_type}
             registered = ecs.register_container_instance(
                 cluster=cluster.name,
                 instanceIdentityDocument=json.dumps(document),
@@ -365,23 +517,25 @@ def _seed_cluster(cluster: model.Cluster, world: World, aws: AwsClients, emulati
                 )
             world.instances[instance.name] = SeededInstance(
                 instance.name,
-                cluster.name,
+                known_as,
                 arn,
                 container_instance_arn,
                 ec2_id,
                 provider.name,
                 instance.instance_type,
                 instance.gpus,
+                account,
+                region,
             )
         if provider.type == "EC2_AUTOSCALING":
-            _seed_auto_scaling_group(provider, cluster.name, world, aws, emulation)
+            _seed_auto_scaling_group(provider, cluster.name, world, aws, emulation, region)
     for definition in cluster.task_definitions:
         ecs.register_task_definition(
             family=definition.family,
             containerDefinitions=[_container(c, definition.family) for c in definition.containers],
         )
     for task in cluster.tasks:
-        _seed_task(task, cluster, world, aws, emulation)
+        _seed_task(task, cluster, known_as, world, aws, emulation)
 
 
 def _put_attributes(ecs: Any, cluster: str, container_instance_arn: str, attributes: dict[str, str]) -> None:
@@ -392,7 +546,7 @@ def _put_attributes(ecs: Any, cluster: str, container_instance_arn: str, attribu
 
 
 def _seed_auto_scaling_group(
-    provider: model.CapacityProvider, cluster: str, world: World, aws: AwsClients, emulation: EcsEmulation
+    provider: model.CapacityProvider, cluster: str, world: World, aws: AwsClients, emulation: EcsEmulation, region: str
 ) -> None:
     """The provider's Auto Scaling group, `<provider>-asg`: a launch template of the provider's launch instance type
     (its user data registers in the cluster with the launch attributes), the seeded instances that are not gone
@@ -418,7 +572,7 @@ def _seed_auto_scaling_group(
         MinSize=0,
         MaxSize=provider.group_max_size,
         DesiredCapacity=0,
-        AvailabilityZones=[f"{world.identity.region}a"],
+        AvailabilityZones=[f"{region}a"],
     )
     running = [world.instances[instance.name].ec2_instance_id for instance in provider.instances if not instance.gone]
     for start in range(0, len(running), _ATTACHED_PER_CALL):
@@ -474,7 +628,7 @@ def _container(container: model.Container, family: str) -> dict[str, Any]:
 
 
 def _seed_task(
-    task: model.Task, cluster: model.Cluster, world: World, aws: AwsClients, emulation: EcsEmulation
+    task: model.Task, cluster: model.Cluster, known_as: str, world: World, aws: AwsClients, emulation: EcsEmulation
 ) -> None:
     """A task started on the named instance, as the training platform started it.
 
@@ -484,7 +638,7 @@ def _seed_task(
     if task.name in world.tasks:
         raise SandboxError(f"two tasks are named {task.name!r}")
     instance = world.instance(task.instance)
-    if instance.cluster != cluster.name:
+    if instance.cluster != known_as:
         raise SandboxError(f"task {task.name} is in cluster {cluster.name}, its instance {instance.name} is not")
     ecs = aws.client("ecs")
     request: dict[str, Any] = {
@@ -509,7 +663,7 @@ def _seed_task(
         # The emulated lifecycle goes through STOPPING, one DescribeTasks at a time.
         for _ in range(emulation.stop_after_describes):
             ecs.describe_tasks(cluster=cluster.name, tasks=[arn])
-    world.tasks[task.name] = SeededTask(task.name, cluster.name, arn, instance.name)
+    world.tasks[task.name] = SeededTask(task.name, known_as, arn, instance.name)
 
 
 def _tags(task: model.Task) -> dict[str, str]:
@@ -542,14 +696,14 @@ def _overrides(task: model.Task) -> dict[str, Any]:
 # --- S3 --------------------------------------------------------------------------------------------
 
 
-def _seed_s3(world_model: model.World, world: World, aws: AwsClients) -> None:
+def _seed_s3(world_model: model.World | model.MemberRegion, world: World, aws: AwsClients) -> None:
     s3 = aws.client("s3")
     buckets = list(dict.fromkeys([
         *world_model.buckets,
         *(_bucket(c.uri) for c in world_model.checkpoints),
         *(_bucket(o.uri) for o in world_model.objects),
     ]))  # fmt: skip
-    region = world.identity.region
+    region = aws.region
     # Outside us-east-1, CreateBucket must name the Region as the bucket's location constraint.
     where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
     for bucket in buckets:
@@ -584,7 +738,8 @@ def _write_checkpoints(helper: ModuleType, checkpoints: model.Checkpoints, s3: A
             for index in range(checkpoints.files_per_step)
         }
         if step in checkpoints.steps:
-            complete.append(str(helper.save_checkpoint(checkpoints.uri, step, files, client=s3)))
+            answers = checkpoints.answers.get(step)
+            complete.append(str(helper.save_checkpoint(checkpoints.uri, step, files, answers=answers, client=s3)))
         else:
             folder = helper.prepare_checkpoint_folder(checkpoints.uri, step, client=s3)
             helper.write_checkpoint_files(folder, files, client=s3)

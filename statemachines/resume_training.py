@@ -354,15 +354,16 @@ def one_job() -> dict[str, Json]:
         ),
         "RelaunchJob": run(
             "RelaunchJob",
-            [*PLANNED, {"execution": "$$.Execution.Id"}],
+            [*PLANNED, {"execution": "$$.Execution.Id"}, "$.stopped.Payload"],
             into="$.launch",
             next="SparesRefilled",
             on_error="JobFailed",
             writes_store=True,
             completes_on_retry=True,
             comment=(
-                "Record the attempt in the ledger, then RunTask each task (clientToken: job + attempt + task),"
-                " on warm spares it claims when enough are free; record, then ask for, the spares' refill."
+                "Record the attempt in the ledger (the work lost ends when ECS told the old tasks to stop), then"
+                " RunTask each task (clientToken: job + attempt + task), on warm spares it claims when enough are"
+                " free; record, then ask for, the spares' refill."
             ),
         ),
         "SparesRefilled": choice(

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -102,6 +103,27 @@ def checkout_lock(*, shared: bool = False) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def local_runs_idle(timeout: float = 1800) -> None:
+    """Returns once no local run (`make local-invoke`, `make local-up`: local/engine.py, one at a time on a machine)
+    holds this machine's lock. A test about to start one waits here, rather than inside make while it holds the
+    checkout (checkout_lock), which would hold back every test that needs the checkout meanwhile."""
+    from local.engine import LOCK_PATH  # noqa: PLC0415  # only where a test starts a local run
+
+    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    with LOCK_PATH.open("a") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+                continue
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return
 
 
 def load_app(function_dir: str) -> ModuleType:

@@ -1,7 +1,8 @@
 """ResumeTraining task functions: one handler per task state of statemachines/resume_training.asl.json.
 
 Thin edges: parse the state's input (Powertools parser, pydantic models), call one step of
-fault_responder.resume.steps.ResumeSteps, return its payload as JSON. Errors propagate: the state machine
+fault_responder.resume.steps.ResumeSteps (with the clients of the fault's own account and Region), return its payload
+as JSON. Errors propagate: the state machine
 retries the transient ones (IncidentNotReady, NotificationFailedError, Lambda service errors) and turns
 the rest into a page.
 """
@@ -24,7 +25,7 @@ from fault_responder.resume.jobs import Job
 from fault_responder.resume.notices import NoticeRequest
 from fault_responder.resume.relaunch import Launch
 from fault_responder.resume.watch import StopRequest, TaskWatch
-from fault_responder.wiring.resume_training import resume_steps
+from fault_responder.wiring.resume_training import place_of, resume_steps
 
 
 class _Input(BaseModel):
@@ -56,6 +57,8 @@ class PlannedJobInput(JobInput):
 
 class RelaunchInput(PlannedJobInput):
     execution: str
+    stopped: TaskWatch | None = None
+    """RelaunchJob: the last check of the stop (when the tasks replaced were told to stop)."""
 
 
 class RetryInput(PlannedJobInput):
@@ -81,7 +84,7 @@ def _json(model: BaseModel) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @event_parser(model=ClaimInput)
 def claim_fault(event: ClaimInput, context: LambdaContext) -> dict[str, Any]:
-    claim = resume_steps().claim(event.event, event.execution)
+    claim = resume_steps(place_of(event.event)).claim(event.event, event.execution)
     logger.info("fault claim", extra={"status": claim.status.value, "reason": claim.reason})
     count("ResumeClaims", "Status", claim.status.value)
     return _json(claim)
@@ -91,7 +94,7 @@ def claim_fault(event: ClaimInput, context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @event_parser(model=FaultInput)
 def check_guards(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
-    guards = resume_steps().check_guards(event.fault, event.config)
+    guards = resume_steps(event.fault.place).check_guards(event.fault, event.config)
     logger.info("guards", extra={"verdict": guards.verdict.value, "impaired": guards.impaired})
     return _json(guards)
 
@@ -100,14 +103,14 @@ def check_guards(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @event_parser(model=QuarantineInput)
 def quarantine_instance(event: QuarantineInput, context: LambdaContext) -> dict[str, Any]:
-    return _json(resume_steps().quarantine(event.fault))
+    return _json(resume_steps(event.fault.place).quarantine(event.fault))
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @event_parser(model=FaultInput)
 def find_jobs(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
-    found = resume_steps().find_jobs(event.fault, event.config)
+    found = resume_steps(event.fault.place).find_jobs(event.fault, event.config)
     logger.info("jobs found", extra={"jobs": [job.job_id for job in found.jobs], "untouched": found.untouched_count})
     return _json(found)
 
@@ -116,7 +119,7 @@ def find_jobs(event: FaultInput, context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @event_parser(model=JobInput)
 def plan_job(event: JobInput, context: LambdaContext) -> dict[str, Any]:
-    plan = resume_steps().plan(event.fault, event.config, event.job)
+    plan = resume_steps(event.fault.place).plan(event.fault, event.config, event.job)
     logger.info("plan", extra={"job": event.job.job_id, "action": plan.action.value, "reason": plan.reason})
     return _json(plan)
 
@@ -125,7 +128,8 @@ def plan_job(event: JobInput, context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @event_parser(model=RelaunchInput)
 def request_checkpoint(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
-    plan = resume_steps().request_checkpoint(event.fault, event.config, event.job, event.plan, event.execution)
+    steps = resume_steps(event.fault.place)
+    plan = steps.request_checkpoint(event.fault, event.config, event.job, event.plan, event.execution)
     _log_checkpoint_now(event.job, plan)
     return _json(plan)
 
@@ -134,7 +138,7 @@ def request_checkpoint(event: RelaunchInput, context: LambdaContext) -> dict[str
 @tracer.capture_lambda_handler
 @event_parser(model=PlannedJobInput)
 def check_checkpoint(event: PlannedJobInput, context: LambdaContext) -> dict[str, Any]:
-    plan = resume_steps().check_checkpoint(event.job, event.plan)
+    plan = resume_steps(event.fault.place).check_checkpoint(event.job, event.plan)
     asked = plan.checkpoint_now
     if asked is not None and asked.state != MoveAsk.ASKED:
         _log_checkpoint_now(event.job, plan)
@@ -153,14 +157,14 @@ def _log_checkpoint_now(job: Job, plan: Plan) -> None:
 @tracer.capture_lambda_handler
 @event_parser(model=PlannedJobInput)
 def stop_job(event: PlannedJobInput, context: LambdaContext) -> dict[str, Any]:
-    return _json(resume_steps().stop(event.fault, event.job, event.plan))
+    return _json(resume_steps(event.fault.place).stop(event.fault, event.job, event.plan))
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @event_parser(model=CheckTasksInput)
 def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any]:
-    steps = resume_steps()
+    steps = resume_steps(event.fault.place)
     if event.want == "STOPPED":
         if event.stop is None:
             raise ValueError("checking for STOPPED needs the stop request")
@@ -174,7 +178,9 @@ def check_tasks(event: CheckTasksInput, context: LambdaContext) -> dict[str, Any
 @tracer.capture_lambda_handler
 @event_parser(model=RelaunchInput)
 def relaunch_job(event: RelaunchInput, context: LambdaContext) -> dict[str, Any]:
-    launch = resume_steps().relaunch(event.fault, event.config, event.job, event.plan, event.execution)
+    launch = resume_steps(event.fault.place).relaunch(
+        event.fault, event.config, event.job, event.plan, event.execution, stopped=event.stopped
+    )
     spare = launch.spare.state.value if launch.spare is not None else None
     logger.info(
         "relaunch",

@@ -5,9 +5,10 @@ commands are in ```bash blocks, and each of those runs here and must exit 0, unl
 it cannot, with one of these markers, each checked for what it claims:
 
 - `<!-- doc-check: needs-aws -->`: every command is an `aws` call, a `sam` deploy-type command, names an `s3://`
-  location, or runs `fault-responder` against a deployed stack, table or cluster (`--stack`, `--table` or
-  `--cluster`, and no `--endpoint-url`) (nothing here has AWS credentials);
-- `<!-- doc-check: needs-docker -->`: every command is `sam local ...` or `docker ...`;
+  location, runs `fault-responder` against a deployed stack, table or cluster (`--stack`, `--table` or
+  `--cluster`, and no `--endpoint-url`), or runs `sam local` with `--env-vars env.json`, whose values name a deployed
+  stack's table and queue (nothing here has AWS credentials). `sam local` against the local stack runs here (`make
+  local-up` starts Docker);
 - `<!-- doc-check: slow -->`: every command's program (its first two words) also runs in a runnable block of the same
   file, in a quicker form;
 - `<!-- doc-check: checked-by PATH -->`: a command that does not return on its own (`make test` would run this test
@@ -29,11 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, checkout_lock
+from tests.conftest import ROOT, checkout_lock, local_runs_idle
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 _MARKER = re.compile(r"^\s*<!-- doc-check: (?P<kind>[a-z-]+)(?: (?P<argument>\S+))? -->\s*$")
-MARKERS = ("needs-aws", "needs-docker", "slow", "checked-by")
+MARKERS = ("needs-aws", "slow", "checked-by")
 SHELL_LANGUAGES = {"sh", "shell", "console", "zsh", "shell-session"}
 BLOCK_TIMEOUT_SECONDS = 600
 
@@ -156,17 +157,20 @@ def _needs_aws(command: str) -> bool:
         and bool({"--stack", "--table", "--cluster"} & set(words))
         and "--endpoint-url" not in words
     )
+    deployed_stack_variables = sam and words[1] == "local" and "env.json" in _option_values(words, "--env-vars")
     return (
         (bool(words) and words[0] == "aws")
         or (sam and words[1] in {"deploy", "sync", "logs", "delete"})
         or ("s3://" in command)
         or cli
+        or deployed_stack_variables
     )
 
 
-def _needs_docker(command: str) -> bool:
-    words = _program(command)
-    return bool(words) and ((Path(words[0]).name == "sam" and words[1:2] == ["local"]) or words[0] == "docker")
+def _option_values(words: list[str], option: str) -> list[str]:
+    """The values `option` is given in `words` (`--option VALUE` or `--option=VALUE`)."""
+    values = [word.split("=", 1)[1] for word in words if word.startswith(option + "=")]
+    return values + [words[i + 1] for i, word in enumerate(words[:-1]) if word == option]
 
 
 @pytest.mark.parametrize("block", MARKED, ids=[block.id for block in MARKED])
@@ -177,8 +181,6 @@ def test_a_block_that_is_not_run_here_says_truly_why(block: Block) -> None:
     # Then what the marker claims holds for every command in it
     if block.marker == "needs-aws":
         assert all(_needs_aws(command) for command in block.commands), f"{block.id}: not every command needs AWS"
-    elif block.marker == "needs-docker":
-        assert all(_needs_docker(command) for command in block.commands), f"{block.id}: not every command needs Docker"
     elif block.marker == "slow":
         runnable_programs = {
             tuple(_program(command)[:2])
@@ -217,8 +219,15 @@ def _builds(block: Block) -> bool:
     return any(_program(command)[:1] == ["make"] for command in block.commands)
 
 
+def _starts_a_local_run(block: Block) -> bool:
+    """Whether the block starts a local run (Docker, `make local-up`), of which a machine runs one at a time."""
+    return any(_program(command)[:2] in (["make", "local-up"], ["make", "local-invoke"]) for command in block.commands)
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
 def test_a_runnable_block_runs_as_written(block: Block) -> None:
+    if _starts_a_local_run(block):
+        local_runs_idle()  # another's first, without holding the checkout meanwhile
     with checkout_lock(shared=not _builds(block)):
         # Given a bash block the documentation presents as runnable, and the checkout's state
         before = _git_status()

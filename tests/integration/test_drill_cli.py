@@ -116,3 +116,21 @@ def test_an_entry_eventbridge_rejects_is_an_error_naming_why(aws: Any) -> None:
     events = boto3.client("events", region_name="us-east-1")
     with pytest.raises(DrillAwsError, match="EventBridge rejected the drill event: MalformedDetail"):
         put_events(events, [{"Source": "fault-responder.drill", "DetailType": "x", "Detail": "{not json"}])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--account", "2222"], "not an account id"),
+        (["--account", "222222222222", "--account-region", "us-west"], "not a Region code"),
+        (["--account", "222222222222"], "--external-id"),
+    ],
+)
+def test_a_member_accounts_drill_needs_the_account_its_region_and_the_external_id(
+    aws: Any, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    status, out, err = cli(capsys, "drill", *argv)
+
+    assert status == 2
+    assert said in err
+    assert out == ""

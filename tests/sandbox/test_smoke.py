@@ -144,7 +144,7 @@ def test_in_the_samples_world_each_function_runs_its_normal_path(real_template: 
     [root, *replies] = slack["gpu-alerts"]
     in_thread = [reply["text"] for reply in replies if reply["thread_ts"] == root["ts"]]
     assert in_thread == [f"1 training job(s) found on {host}"]
-    # the job planned from the seeded checkpoint, asked to save now (XID 13) and answered by a newer checkpoint
+    # the job planned from the seeded checkpoint, asked to save now (XID 13) and answered by the one naming the request
     assert (results["PlanJobFunction"]["action"], results["PlanJobFunction"]["checkpoint"]["step"]) == ("resume", 200)
     assert results["RequestCheckpointFunction"]["checkpoint_now"]["state"] == "asked"
     assert results["CheckCheckpointFunction"]["checkpoint_now"]["state"] == "answered"

@@ -182,6 +182,43 @@ def test_the_checkpoint_reports_its_size_and_when_its_manifest_was_written(store
     assert (search.checkpoint.file_count, search.checkpoint.total_bytes) == (2, 16)
 
 
+@pytest.mark.parametrize(
+    ("created_at", "saved_at"),
+    [
+        # S3 keeps whole seconds: the manifest's own time, to the millisecond, within that second
+        ("2025-06-01T12:05:00.734+00:00", datetime(2025, 6, 1, 12, 5, 0, 734000, tzinfo=UTC)),
+        # or within a second of it either way (a clock a little off, a slow upload)
+        ("2025-06-01T12:04:59.100+00:00", datetime(2025, 6, 1, 12, 4, 59, 100000, tzinfo=UTC)),
+        ("2025-06-01T12:05:01.900+00:00", datetime(2025, 6, 1, 12, 5, 1, 900000, tzinfo=UTC)),
+        ("2025-06-01T14:05:00.500+02:00", datetime(2025, 6, 1, 12, 5, 0, 500000, tzinfo=UTC)),
+        # Further off, a job's clock that disagrees with S3's: not used
+        ("2025-06-01T12:04:58.900+00:00", None),
+        ("2025-06-01T12:05:02.000+00:00", None),
+        ("2025-06-01T13:05:00.500+00:00", None),
+        # Without an offset, or absent: not used
+        ("2025-06-01T12:05:00.500", None),
+        (None, None),
+    ],
+)
+def test_a_manifests_own_time_is_the_saves_time_where_it_agrees_with_s3s(
+    store: InMemoryStore, created_at: str | None, saved_at: datetime | None
+) -> None:
+    # Given a manifest S3 stored at 12:05:00 (to the second), saying it was created at `created_at`
+    files = {"a.pt": b"1234567"}
+    store.put(f"{PREFIX}step-000120/a.pt", b"1234567", T0)
+    written = T0 + timedelta(minutes=5)
+    stamped = {"created_at": created_at} if created_at is not None else {}
+    store.put(f"{PREFIX}step-000120/_COMPLETE", manifest_for(120, files, **stamped), written)
+
+    # When searched
+    checkpoint = find_newest_complete(URI, store).checkpoint
+
+    # Then its save's time is the manifest's where S3's second agrees, else S3's
+    assert checkpoint is not None and checkpoint.written_at == written
+    assert checkpoint.saved_at == saved_at
+    assert checkpoint.saved == (saved_at or written)
+
+
 def test_a_manifest_whose_sizes_do_not_match_the_objects_disqualifies_the_folder(store: InMemoryStore) -> None:
     # Given step 120's manifest says shard-00 is 7 bytes, but the object holds 3 (truncated upload)
     save_complete(store, "step-000110", 110)

@@ -428,12 +428,13 @@ ADAPTERS = {
     "ec2": ("ecs.py",),
     "s3": ("s3_checkpoints.py",),
     "autoscaling": ("autoscaling.py",),
+    "cloudwatch": ("cloudwatch_alarms.py",),
 }
 IAM_ACTION_OF = {"s3:ListObjectsV2": "s3:ListBucket"}
 IMPLIED = {
     "ecs:TagResource": "RunTask propagates the job's tags onto the tasks it starts",
     "iam:PassRole": "RunTask passes the task definition's task and execution roles",
-    "cloudwatch:DescribeAlarms": "the GPU alarms of this account, read as the sweep reads the central stack's",
+    "cloudwatch:DescribeAlarmContributors": "called by name only where the SDK has it (an older one has not)",
 }
 
 
@@ -459,3 +460,13 @@ def test_the_role_grants_exactly_what_the_sweep_and_the_workflow_call() -> None:
     assert {"ecs:ListClusters", "ecs:RunTask", "ecs:UpdateContainerInstancesState", "s3:PutObject"} <= calls
     assert sorted(calls - actions) == []
     assert sorted(actions - calls) == sorted(IMPLIED)
+
+
+def test_drills_put_only_a_drills_events_on_this_accounts_default_bus_and_only_when_allowed() -> None:
+    allowed = granted(forwarder(AllowDrills="true"))
+
+    [putting] = allowed["events:PutEvents"]
+    assert putting["Resource"] == f"arn:aws:events:*:{MEMBER}:event-bus/default"
+    assert putting["Condition"] == {"StringEquals": {"events:source": "fault-responder.drill"}}
+    assert "events:PutEvents" not in granted(forwarder())
+    assert set(allowed) - {"events:PutEvents"} == set(granted(forwarder()))

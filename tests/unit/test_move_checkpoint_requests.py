@@ -309,6 +309,50 @@ def test_a_move_nobody_answered_says_how_many_steps_it_lost_and_what_the_count_r
     }
 
 
+def test_with_ecs_time_of_the_stop_and_the_manifests_time_the_count_runs_from_the_save_to_the_stop() -> None:
+    # Given a job that ignored the request and saved step 290 45.5 s after step 200 (its manifests' own times),
+    # S3 keeping the second of each, and a relaunch 10 s after ECS told its task to stop, 1.25 s after that save
+    saved = NOW + timedelta(seconds=45, milliseconds=500)
+    newest = checkpoint(290, saved.replace(microsecond=0)).model_copy(
+        update={"marker": MarkerKind.MANIFEST, "saved_at": saved}
+    )
+    timed_out = ASKED.model_copy(update={"state": MoveAsk.TIMED_OUT, "waited_seconds": 300.0, "before_at": NOW})
+    plan = _plan().model_copy(update={"checkpoint_now": timed_out})
+    told = saved + timedelta(seconds=1.25)
+    moved = launch(checkpoint=newest, launched_at=told + timedelta(seconds=10), stopped_at=told)
+
+    # When the Resumed notice is built
+    notice = build_notice(request(NoticeKind.RESUMED, fault=_fault(), job=a_job(), plan=plan, launch=moved), NOW)
+
+    # Then the steps lost are those of the 1.25 s from the save to the stop, at 90 steps in 45.5 s (not the 11 s
+    # to the relaunch), to the tenth of a second, naming the times they rest on
+    assert (
+        "Steps lost: about 2, trained in the 1.2s from the save of step 290 (the manifest's created_at) until ECS "
+        "told the job to stop (its stoppingAt): an estimate, as the responder sees the job's checkpoints, not the "
+        "step it had reached, and counts that time at their pace, 90 steps in 45.5s."
+    ) in notice.text
+    figures = notice.details["recovery"]["checkpoint_now"]
+    assert figures["steps_lost"]["estimate"] == 2 and figures["steps_lost"]["trained_seconds"] == 1.2
+    assert figures["steps_lost_basis"] == {"saved": "manifest_created_at", "stopped": "ecs_stopping_at"}
+    assert notice.details["recovery"]["work_lost_seconds"] == 1.2
+
+
+def test_a_save_after_ecs_told_the_job_to_stop_lost_no_step() -> None:
+    # Given a job that saved step 300 as it stopped (the helper's stop_on_sigterm), 0.4 s after ECS's stoppingAt
+    told = NOW + timedelta(seconds=60)
+    newest = checkpoint(300, told.replace(microsecond=0)).model_copy(
+        update={"marker": MarkerKind.MANIFEST, "saved_at": told + timedelta(seconds=0.4)}
+    )
+    timed_out = ASKED.model_copy(update={"state": MoveAsk.TIMED_OUT, "waited_seconds": 300.0, "before_at": NOW})
+    plan = _plan().model_copy(update={"checkpoint_now": timed_out})
+    moved = launch(checkpoint=newest, launched_at=told + timedelta(seconds=5), stopped_at=told)
+
+    notice = build_notice(request(NoticeKind.RESUMED, fault=_fault(), job=a_job(), plan=plan, launch=moved), NOW)
+
+    assert "Steps lost: none (step 300 was saved after ECS told the job to stop)." in notice.text
+    assert notice.details["recovery"]["checkpoint_now"]["steps_lost"]["estimate"] == 0
+
+
 def test_without_a_checkpoint_since_the_request_the_steps_lost_are_not_known_and_it_says_so() -> None:
     # Given a job that saved nothing since the request: its checkpoints show no pace
     notice = _moved_without_an_answer(checkpoint(200, NOW), timedelta(seconds=55))

@@ -55,7 +55,7 @@ from fault_responder.resume.relaunch import (
     stop_reason,
     with_environment,
 )
-from fault_responder.resume.watch import TaskState, WatchState, judge_start, judge_stop
+from fault_responder.resume.watch import TaskState, WatchState, judge_start, judge_stop, watch_result
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/gpu-training"
 INSTANCE_ARN = "arn:aws:ecs:us-east-1:123456789012:container-instance/gpu-training/ci-faulty"
@@ -542,3 +542,29 @@ def test_new_tasks_are_judged_running_pending_failed_or_late(tasks, waited, expe
 )
 def test_old_tasks_are_judged_stopped_pending_or_late(tasks, waited, expected) -> None:
     assert judge_stop(tasks, timedelta(seconds=waited), timedelta(seconds=600)) == expected
+
+
+def test_a_stop_is_dated_by_the_first_task_ecs_told_to_stop() -> None:
+    # Given a gang of three stopped tasks: one with every time ECS gives, one with only its stoppedAt, one forgotten
+    at = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+    tasks = [
+        state("STOPPED").model_copy(
+            update={
+                "stopping_at": at + timedelta(seconds=2),
+                "execution_stopped_at": at + timedelta(seconds=5),
+                "stopped_at": at + timedelta(seconds=6),
+            }
+        ),
+        state("STOPPED").model_copy(update={"stopped_at": at + timedelta(seconds=1)}),
+        state("MISSING"),
+    ]
+
+    # When the stop is watched
+    watch = watch_result(WatchState.DONE, tasks, want_running=False)
+
+    # Then it is dated by the first time any of them was told to stop (a gang trains no further without a rank)
+    assert [task.told_to_stop_at for task in tasks] == [at + timedelta(seconds=2), at + timedelta(seconds=1), None]
+    assert watch.stopping_at == at + timedelta(seconds=1)
+    # And without any time of ECS's, the stop is not dated; a start is never dated by it
+    assert watch_result(WatchState.DONE, [state("MISSING")], want_running=False).stopping_at is None
+    assert watch_result(WatchState.DONE, tasks, want_running=True).stopping_at is None

@@ -69,6 +69,24 @@ def test_task_states_name_tasks_ecs_no_longer_knows_missing(world: dict[str, Any
     assert state.last_status == "MISSING"
 
 
+def test_task_states_carry_the_times_ecs_gives_of_a_stop(world: dict[str, Any]) -> None:
+    # Given a running task, then stopped
+    ecs = world["ecs"]
+    ecs.register_task_definition(family="trainer", containerDefinitions=[{"name": "t", "image": "t", "memory": 64}])
+    [task] = ecs.run_task(cluster=CLUSTER, taskDefinition="trainer")["tasks"]
+    [running] = world["adapter"].task_states(CLUSTER, [task["taskArn"]])
+    world["adapter"].stop_task(CLUSTER, task["taskArn"], "moved")
+
+    # When its state is read
+    [stopped] = world["adapter"].task_states(CLUSTER, [task["taskArn"]])
+
+    # Then the stop's times are ECS's, with their offset: told to stop first, then stopped
+    assert running.told_to_stop_at is None
+    assert stopped.stopping_at is not None and stopped.stopping_at.tzinfo is not None
+    assert stopped.stopped_at is not None and stopped.stopping_at <= stopped.stopped_at
+    assert stopped.told_to_stop_at == stopped.stopping_at
+
+
 def test_draining_reports_each_instances_status(world: dict[str, Any]) -> None:
     assert world["adapter"].drain(CLUSTER, [world["arn"]]) == {world["arn"]: "DRAINING"}
 

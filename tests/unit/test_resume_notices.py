@@ -261,3 +261,15 @@ def test_only_a_resumed_notice_carries_recovery_figures_and_a_decision_counts_th
     # Then the loss is the 25 minutes before the fault, not the two hours and 25 since the save
     assert "(saved 25m 00s before the fault, so about 25m 00s of work lost)" in notice.text
     assert "recovery" not in notice.details
+
+
+def test_a_loss_under_a_second_is_said_to_the_tenth_not_as_none_at_all() -> None:
+    # Given a dry run for a fault at 10:00 from a checkpoint saved 0.3 s before it
+    plan = plan_job(
+        a_job(), a_fault(), CONFIG, Ledger(job_key="k"), search(checkpoint(200, timedelta(hours=2, seconds=0.3)))
+    )
+
+    notice = build_notice(request(NoticeKind.DRY_RUN, job=a_job(), plan=plan), NOW)
+
+    # Then the thread says the 0.3 s, where whole seconds would have said "0s" of work lost
+    assert "(saved 0.3s before the fault, so about 0.3s of work lost)" in notice.text

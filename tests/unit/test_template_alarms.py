@@ -15,6 +15,7 @@ from fault_responder.core import observability
 from fault_responder.incidents.alarms import (
     GPU_RESTART_APP_XIDS,
     GPU_TEMPERATURE,
+    MEMBER_ACCOUNTS,
     PER_CONTRIBUTOR,
     RESPONDER_HEALTH,
     alarm_check_type,
@@ -76,7 +77,11 @@ def test_the_router_knows_every_alarm_by_its_name(name: str) -> None:
 
     # When the router reads what kind of alarm it is, Then the GPU alarms are themselves and every other one is
     # the responder's own health (never the catch-all ALARM)
-    expected = {"GpuTemperatureAlarm": GPU_TEMPERATURE, "GpuRestartAppXidAlarm": GPU_RESTART_APP_XIDS}
+    expected = {
+        "GpuTemperatureAlarm": GPU_TEMPERATURE,
+        "GpuRestartAppXidAlarm": GPU_RESTART_APP_XIDS,
+        "MemberAccountsAlarm": MEMBER_ACCOUNTS,
+    }
     assert alarm_check_type(deployed) == expected.get(name, RESPONDER_HEALTH)
 
 

@@ -18,7 +18,7 @@ import pytest
 from localstack.services.events.event_rule_engine import EventPatternCompiler, EventRuleEngine
 
 from sandbox.template import Resolver, StackIdentity, TemplateError, load_template, resolve_parameters
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_event
 from tests.unit.test_forwarder import sample_events
 
 TEMPLATE = load_template(ROOT / "template.yaml")
@@ -397,6 +397,55 @@ def test_the_sweep_and_the_reconciliation_keep_quiet_only_what_the_router_does()
         assert not {"ORGANIZATION_MODE", "STACK_ACCOUNT"} & set(
             stack(**RESUME).properties(function)["Environment"]["Variables"]
         ), function
+
+
+def test_the_reconciliation_is_told_the_member_role_and_the_external_id_the_forwarder_requires() -> None:
+    organization = stack(EnrolledAccounts=MEMBER, EnrolledRegions="us-west-2", MemberRoleName="gfr-member", **RESUME)
+    variables = organization.properties("ReconcileFunction")["Environment"]["Variables"]
+    outputs = organization.template.body["Outputs"]
+
+    assert (variables["ENROLLED_ACCOUNTS"], variables["ENROLLED_REGIONS"]) == (MEMBER, "us-west-2")
+    assert variables["MEMBER_ROLE_NAME"] == "gfr-member"
+    assert variables["MEMBER_ROLE_EXTERNAL_ID"] == organization.resolve(outputs["MemberRoleExternalId"]["Value"])
+    assert variables["MEMBER_ROLE_EXTERNAL_ID"] == StackIdentity(STACK, REGION, ACCOUNT).stack_id.split("/")[2]
+    single = stack(**RESUME).properties("ReconcileFunction")["Environment"]["Variables"]
+    assert not {"ENROLLED_ACCOUNTS", "ENROLLED_REGIONS", "MEMBER_ROLE_NAME", "MEMBER_ROLE_EXTERNAL_ID"} & set(single)
+
+
+def test_the_other_accounts_training_faults_start_the_workflow_from_the_bus_and_this_accounts_never_twice() -> None:
+    # Given a training fault (XID 79 on the training capacity provider) in each account and Region
+    organization = stack(**RESUME, **ORGANIZATION_MODE)
+    fault = copy.deepcopy(load_event("incident-xid79/01-impaired-xid79.json"))
+    fault["detail"]["capacityProviderName"] = "p5-training"
+    members = organization.properties("MemberResumeTrainingRule")
+    ours = organization.properties("ResumeTrainingRule")
+
+    def from_the_bus(account: str, region: str) -> bool:
+        return matches(members["EventPattern"], {**fault, "account": account, "region": region})
+
+    # Then another account's (in any Region), and this account's in another Region, start it from the organization's
+    # bus; this account and Region's own start it from the default bus alone (they reach the organization's bus too,
+    # through LocalEventsForwardRule, and are left out there: nothing starts twice)
+    assert members["EventBusName"] == f"{STACK}-organization"
+    assert ours["EventBusName"] == "default"
+    assert members["Targets"] == ours["Targets"]
+    assert from_the_bus(MEMBER, REGION)
+    assert from_the_bus(MEMBER, "eu-west-1")
+    assert from_the_bus(ACCOUNT, "eu-west-1")
+    assert not from_the_bus(ACCOUNT, REGION)
+    assert matches(ours["EventPattern"], {**fault, "account": ACCOUNT, "region": REGION})
+    # ... a fault that is not a training one starts nothing, and without the organization's bus there is no such rule
+    assert not matches(
+        members["EventPattern"],
+        {**fault, "account": MEMBER, "detail": {**fault["detail"], "capacityProviderName": "inference"}},
+    )
+    assert "MemberResumeTrainingRule" not in created(stack(**RESUME))
+    assert "MemberResumeTrainingRule" not in created(stack(**ORGANIZATION_MODE))
+    [trigger] = organization.properties("ResumeTriggerDLQPolicy")["PolicyDocument"]["Statement"]
+    assert trigger["Condition"]["ArnEquals"]["aws:SourceArn"] == [
+        "arn:ResumeTrainingRule.Arn",
+        "arn:MemberResumeTrainingRule.Arn",
+    ]
 
 
 # --- Account names ---------------------------------------------------------------------------------------------------

@@ -20,7 +20,10 @@ from fault_responder.resume.jobs import Job, TaskSpec
 from fault_responder.resume.relaunch import HostsToAvoid, hosts_to_avoid
 from fault_responder.resume.spares import (
     MAX_SPARES_PER_JOB,
+    REFILL_LEASE_WAIT,
     Refill,
+    RefillLease,
+    RefillLeaseLost,
     RefillRecord,
     RefillState,
     ScalingError,
@@ -426,3 +429,174 @@ def test_a_marker_of_an_earlier_version_says_the_refill_was_asked_and_asks_nothi
 
     assert again == Refill(state=RefillState.ASKED_BEFORE, group="asg-p5")
     assert autoscaling.group_size("asg-p5") == (1, 3)
+
+
+# --- One refill of a group at a time: its lease (DynamoDB and Auto Scaling on moto) ------------------------------
+
+
+class _Time:
+    """The step's clock, moved on by its waits: a fake Lambda whose sleeps take no real time."""
+
+    def __init__(self, at: datetime = NOW) -> None:
+        self.now, self.slept = at, 0.0
+
+    def clock(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.slept += seconds
+
+
+def _leased_steps(store: DynamoDBResumeStore, scaling: Any, time: _Time) -> ResumeSteps:
+    unused: Any = None
+    return ResumeSteps(
+        ecs=unused,
+        store=store,
+        incidents=unused,
+        checkpoints=unused,
+        notifier=unused,
+        config=ResumeConfig(),
+        clock=time.clock,
+        scaling=lambda: scaling,
+        sleep=time.sleep,
+    )
+
+
+def _hold_lease(store: DynamoDBResumeStore, holder: str, until: datetime) -> RefillLease:
+    """asg-p5's refill lease, taken by `holder` (another relaunch) until `until`."""
+    lease = RefillLease(group="asg-p5", holder=holder, held_until=until)
+    assert store.write_refill_lease(lease, 0)
+    return lease.model_copy(update={"revision": 1})
+
+
+def test_a_refill_waits_for_the_group_lease_and_grows_the_group_from_the_size_its_holder_left(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    # Given another relaunch holding asg-p5's refill lease (desired 1), which grows it to 2 and frees the lease
+    # while this one waits
+    held = _hold_lease(store, "c/other#attempt-1", NOW + timedelta(seconds=30))
+    time = _Time()
+
+    def holder_finishes(seconds: float) -> None:
+        time.sleep(seconds)
+        if store.refill_lease("asg-p5").holder == held.holder:
+            autoscaling.set_desired_capacity("asg-p5", 2)
+            assert store.write_refill_lease(held.model_copy(update={"holder": None, "held_until": None}), 1)
+
+    steps = _leased_steps(store, autoscaling, time)
+    steps.sleep = holder_finishes
+
+    # When this relaunch, which took one spare, refills the group
+    asked = steps.refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # Then it waited for the lease, and grew the group from the size the holder left: 2 -> 3, not 1 -> 2 again
+    assert asked is not None and (asked.state, asked.desired_before, asked.desired_after) == (RefillState.ASKED, 2, 3)
+    assert autoscaling.group_size("asg-p5") == (3, 3)
+    assert 0 < time.slept < 1
+    # And the lease is free, with nothing pending
+    lease = store.refill_lease("asg-p5")
+    assert (lease.holder, lease.pending) == (None, None)
+
+
+@pytest.mark.parametrize("after_the_call", [False, True], ids=["before the call", "after the call"])
+def test_a_refill_whose_step_died_holding_the_lease_is_completed_by_the_next_refill_of_the_group_once(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter, after_the_call: bool
+) -> None:
+    # Given a relaunch of job llm (one spare of asg-p5: desired 1, max 3) whose step died at its SetDesiredCapacity
+    # holding the group's lease, and whose retry never came
+    dying = _DiesOnce(autoscaling, after_the_call=after_the_call)
+    with pytest.raises(_Died):
+        _leased_steps(store, dying, _Time()).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+    assert store.refill_lease("asg-p5").pending_key == "REFILL#c/llm#attempt-1"
+
+    # When another job's relaunch, 5 s later, refills the same group for the one spare it took
+    time, calls = _Time(NOW + timedelta(seconds=5)), _Calls(autoscaling)
+    other = _leased_steps(store, calls, time).refill_spares(_job("other"), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # Then it waited for the dead holder's lease to pass (not for ever), completed its refill, then made its own:
+    # the group grew by both spares, once each
+    assert NOW + timedelta(seconds=30) <= time.now < NOW + timedelta(seconds=31)
+    assert calls.made == ([3] if after_the_call else [2, 3])
+    assert autoscaling.group_size("asg-p5") == (3, 3)
+    assert other is not None and (other.desired_before, other.desired_after) == (2, 3)
+    # And the dead step's record is confirmed, saying so; its retry, had it come, returns it and asks nothing
+    left = store.refill_record("REFILL#c/llm#attempt-1")
+    assert left is not None and left.confirmed and left.refill is not None
+    assert (left.refill.state, left.refill.desired_after) == (RefillState.ASKED, 2)
+    assert "completed by the next refill of the group" in str(left.refill.detail)
+    late = _leased_steps(store, calls, time).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+    assert late == left.refill and autoscaling.group_size("asg-p5") == (3, 3)
+    assert store.refill_lease("asg-p5").pending is None
+
+
+def test_a_refill_with_no_call_to_make_leaves_the_group_lease_free(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    # Given a group at its maximum size: nothing to ask Auto Scaling for
+    autoscaling.set_desired_capacity("asg-p5", 3)
+
+    asked = _leased_steps(store, autoscaling, _Time()).refill_spares(
+        _job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig()
+    )
+
+    # Then the failure is recorded, confirmed, and the lease is free for the next refill of the group at once
+    assert asked is not None and asked.state is RefillState.FAILED
+    assert store.refill_record("REFILL#c/llm#attempt-1") == RefillRecord(refill=asked, confirmed=True)
+    lease = store.refill_lease("asg-p5")
+    assert (lease.holder, lease.pending, lease.revision) == (None, None, 2)
+
+
+def test_a_lease_held_past_the_wait_fails_the_refill_loudly_and_records_nothing(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    # Given asg-p5's lease held, and held on, by another relaunch
+    _hold_lease(store, "c/other#attempt-1", NOW + timedelta(hours=1))
+    time = _Time()
+
+    asked = _leased_steps(store, autoscaling, time).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # Then after the whole wait the refill failed (the workflow pages it), saying why; nothing grew or was recorded
+    assert asked is not None and asked.state is RefillState.FAILED
+    assert "held by c/other#attempt-1" in str(asked.detail)
+    assert REFILL_LEASE_WAIT.total_seconds() <= time.slept < REFILL_LEASE_WAIT.total_seconds() + 1
+    assert autoscaling.group_size("asg-p5") == (1, 3)
+    assert store.refill_record("REFILL#c/llm#attempt-1") is None
+
+
+def test_a_holder_whose_lease_was_taken_over_makes_no_auto_scaling_call(
+    store: DynamoDBResumeStore, autoscaling: AutoScalingAdapter
+) -> None:
+    # Given a refill that stalls while it reads the group's size, for so long that another relaunch takes the lease
+    class Stalls(_Calls):
+        def group_size(self, name: str) -> tuple[int, int] | None:
+            size = super().group_size(name)
+            lease = store.refill_lease("asg-p5")
+            taken = lease.model_copy(update={"holder": "c/other#attempt-1", "held_until": NOW + timedelta(hours=1)})
+            assert store.write_refill_lease(taken, lease.revision)
+            return size
+
+    stalls = Stalls(autoscaling)
+
+    # When it goes on
+    with pytest.raises(RefillLeaseLost):
+        _leased_steps(store, stalls, _Time()).refill_spares(_job(), 1, {PROVIDER: EC2}, TOOK_ONE, ResumeConfig())
+
+    # Then it neither called Auto Scaling nor recorded a refill: its retry starts again under the lease
+    assert stalls.made == [] and autoscaling.group_size("asg-p5") == (1, 3)
+    assert store.refill_record("REFILL#c/llm#attempt-1") is None
+
+
+class _Calls:
+    """The Auto Scaling adapter (on moto), counting the desired capacities set."""
+
+    def __init__(self, adapter: AutoScalingAdapter) -> None:
+        self.adapter = adapter
+        self.made: list[int] = []
+
+    def group_size(self, name: str) -> tuple[int, int] | None:
+        return self.adapter.group_size(name)
+
+    def set_desired_capacity(self, name: str, desired: int) -> None:
+        self.made.append(desired)
+        self.adapter.set_desired_capacity(name, desired)

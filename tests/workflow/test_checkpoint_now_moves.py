@@ -9,8 +9,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from fault_responder.cli.main import main
@@ -137,6 +139,46 @@ def test_a_request_the_job_ignores_times_out_and_the_move_falls_back_to_the_newe
     assert request_object(world) is None
     assert "Checkpoint now: no answer to request cn-" in resumed_text(world)
     assert "moved from the newest complete checkpoint instead" in resumed_text(world)
+
+
+def test_a_move_nobody_answered_counts_the_work_lost_from_the_save_to_when_ecs_told_the_job_to_stop(
+    make_world,
+) -> None:
+    # Given a stack that waits 2 s for an answer, and a job that never answers but saves step 230 during the wait
+    world = make_world(CheckpointNowSeconds="2").build()
+    old = _job_on_first_host(world)
+    event = world.fault_event(world.hosts[0], reason=RESTART_APP)
+    world.alert_pipeline(event)
+    saved = threading.Timer(0.5, lambda: world.checkpoint(CKPT, 230))
+
+    # When the workflow runs
+    saved.start()
+    try:
+        execution = world.run(event)
+    finally:
+        saved.join(10)
+
+    # Then the move resumed from that save, and the relaunch was handed when ECS told the old task to stop
+    assert execution["status"] == "SUCCEEDED", execution
+    [new] = world.tasks_of("llm-7b")
+    assert environment_of(new, "trainer")["RESUME_FROM"] == f"{CKPT_URI}step-000230/"
+    told = world.task(old)["stoppingAt"]
+    [relaunch] = world.invocations.of("RelaunchJobFunction")
+    assert datetime.fromisoformat(relaunch["stopped"]["stopping_at"]) == told
+    # And the work lost runs from the save (its manifest's own time) to that moment, in the ledger and the thread
+    created = datetime.fromisoformat(manifest_of(world, 230)["created_at"])
+    [attempt] = world.ledger("llm-7b").attempts
+    assert attempt.training_ended_at == told
+    assert attempt.work_lost_seconds == pytest.approx((told - created).total_seconds(), abs=1e-3)
+    assert (
+        "from the save of step 230 (the manifest's created_at) until ECS told the job to stop (its stoppingAt)"
+        in resumed_text(world)
+    )
+
+
+def manifest_of(world: World, step: int) -> dict[str, Any]:
+    body = world.s3.get_object(Bucket=BUCKET, Key=f"{CKPT}/step-{step:06d}/_COMPLETE")["Body"].read()
+    return dict(json.loads(body))
 
 
 def test_after_xid_79_nobody_waits_for_a_save_that_cannot_come(make_world) -> None:

@@ -8,6 +8,7 @@ Throttling is retried by botocore (standard mode); anything else raises, and the
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from botocore.client import BaseClient
@@ -152,6 +153,9 @@ class EcsAdapter:
                     stop_code=raw.get("stopCode"),
                     stopped_reason=raw.get("stoppedReason"),
                     host=hosts.get(raw.get("containerInstanceArn") or ""),
+                    stopping_at=_aware(raw.get("stoppingAt")),
+                    execution_stopped_at=_aware(raw.get("executionStoppedAt")),
+                    stopped_at=_aware(raw.get("stoppedAt")),
                 )
             )
         return states
@@ -227,6 +231,13 @@ class EcsAdapter:
                 }
             }
         return configurations
+
+
+def _aware(moment: Any) -> datetime | None:
+    """A time of DescribeTasks' (botocore parses them with the offset ECS gives); None when absent."""
+    if not isinstance(moment, datetime):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _eni(task: dict[str, Any]) -> dict[str, str] | None:

@@ -19,6 +19,10 @@ Items (pk / sk):
   (`REFILL#<cluster>/<job id>#attempt-<n>`), kept as its record (`refill`: the refill as JSON, with the desired
   capacity to set; `confirmed`): written, create-only, before the Auto Scaling call, and confirmed after it. An item
   without `refill` is the marker of an earlier version.
+- ASG#<Auto Scaling group name> / REFILL: the group's refill lease (resume.spares.RefillLease): who refills it now
+  and until when (`holder`, `held_until`), the refill made under it and not confirmed yet (`pending`, `pending_key`),
+  and a `revision` every write is conditional on. A refill record is written and confirmed in one transaction with
+  the lease, so a refill is pending in the lease exactly while its record is unconfirmed.
 
 Everything expires through TTL (`expires_at`).
 """
@@ -41,11 +45,13 @@ from pydantic import TypeAdapter
 from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt, RecordResult, RecordStatus
 from fault_responder.resume.fault import ClaimedFault, ClaimResult, Fault
 from fault_responder.resume.jobs import TaskSpec
-from fault_responder.resume.spares import Refill, RefillRecord
+from fault_responder.resume.spares import Refill, RefillLease, RefillRecord
 
 CLAIM_TTL = timedelta(days=30)
 LEDGER_TTL = timedelta(days=90)
 SNAPSHOT_TTL = timedelta(days=30)
+REFILL_TTL = timedelta(days=1)
+"""A refill lease, and a refill record written with it, are kept a day after their last write: far past any retry."""
 MAX_LEDGER_ATTEMPTS = 100
 """Older attempts are dropped from the ledger item; the budget only ever looks at the recent ones."""
 MAX_WRITE_CONFLICTS = 8
@@ -375,9 +381,7 @@ class DynamoDBResumeStore:
         return RefillRecord(refill=Refill.model_validate_json(item["refill"]), confirmed=bool(item.get("confirmed")))
 
     def record_refill(self, key: str, record: RefillRecord, ttl: timedelta, *, create: bool) -> bool:
-        item = {"pk": f"ONCE#{key}", "sk": "ONCE", "confirmed": record.confirmed, "expires_at": self._expiry(ttl)}
-        if record.refill is not None:
-            item["refill"] = record.refill.model_dump_json(exclude_none=True)
+        item = self._refill_item(key, record, ttl)
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if create else {}
         try:
             self._db.put_item(TableName=self.table_name, Item=_typed(item), **condition)
@@ -386,6 +390,68 @@ class DynamoDBResumeStore:
                 return False
             raise
         return True
+
+    def refill_lease(self, group: str) -> RefillLease:
+        item = self._get(f"ASG#{group}", "REFILL")
+        if item is None:
+            return RefillLease(group=group)
+        return RefillLease(
+            group=group,
+            holder=item.get("holder"),
+            held_until=datetime.fromisoformat(item["held_until"]) if item.get("held_until") else None,
+            pending_key=item.get("pending_key"),
+            pending=Refill.model_validate_json(item["pending"]) if item.get("pending") else None,
+            revision=int(item.get("revision", 0)),
+        )
+
+    def write_refill_lease(
+        self, lease: RefillLease, expected: int, *, record: tuple[str, RefillRecord] | None = None, create: bool = False
+    ) -> bool:
+        item: dict[str, Any] = {
+            "pk": f"ASG#{lease.group}",
+            "sk": "REFILL",
+            "revision": expected + 1,
+            "expires_at": self._expiry(REFILL_TTL),
+        }
+        if lease.holder is not None and lease.held_until is not None:
+            item.update(holder=lease.holder, held_until=_iso(lease.held_until))
+        if lease.pending is not None and lease.pending_key is not None:
+            item.update(pending=lease.pending.model_dump_json(exclude_none=True), pending_key=lease.pending_key)
+        put: dict[str, Any] = {"TableName": self.table_name, "Item": _typed(item)}
+        if expected:
+            put.update(
+                ConditionExpression="revision = :read", ExpressionAttributeValues={":read": {"N": str(expected)}}
+            )
+        else:
+            put.update(ConditionExpression="attribute_not_exists(pk)")
+        writes: list[dict[str, Any]] = [{"Put": put}]
+        if record is not None:
+            key, written = record
+            kept: dict[str, Any] = {
+                "TableName": self.table_name,
+                "Item": _typed(self._refill_item(key, written, REFILL_TTL)),
+            }
+            if create:
+                kept.update(ConditionExpression="attribute_not_exists(pk)")
+            writes.append({"Put": kept})
+        try:
+            self._db.transact_write_items(TransactItems=writes)
+        except ClientError as error:
+            if _cancelled_by_condition(error) or _cancelled_by_conflict(error):
+                return False
+            raise
+        return True
+
+    def _refill_item(self, key: str, record: RefillRecord, ttl: timedelta) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "pk": f"ONCE#{key}",
+            "sk": "ONCE",
+            "confirmed": record.confirmed,
+            "expires_at": self._expiry(ttl),
+        }
+        if record.refill is not None:
+            item["refill"] = record.refill.model_dump_json(exclude_none=True)
+        return item
 
     def _load_ledger(self, job_key: str) -> _Versioned:
         item = self._get(_job_pk(job_key), "LEDGER")
@@ -500,6 +566,15 @@ def _cancelled_by_condition(error: ClientError) -> bool:
     response: dict[str, Any] = dict(error.response)
     reasons: list[dict[str, Any]] = response.get("CancellationReasons") or []
     return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
+
+
+def _cancelled_by_conflict(error: ClientError) -> bool:
+    """A transaction cancelled because another one was writing one of its items at that moment."""
+    if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return False
+    response: dict[str, Any] = dict(error.response)
+    reasons: list[dict[str, Any]] = response.get("CancellationReasons") or []
+    return any(reason.get("Code") == "TransactionConflict" for reason in reasons)
 
 
 def _typed(item: dict[str, Any]) -> dict[str, Any]:

@@ -54,6 +54,8 @@ class DrillContext:
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     out: Callable[[str], None] = field(default=lambda text: print(text, end="", flush=True))
     """Where the report is written (the CLI binds the stream it started with)."""
+    home: tuple[str, str] | None = None
+    """The stack's own account and Region, for a drill of another account (whose incident's key names that one)."""
 
 
 def receivers_of(routing_file: str) -> Receivers:
@@ -68,15 +70,21 @@ def receivers_of(routing_file: str) -> Receivers:
 
 
 def synthetic_drill(context: DrillContext, args: argparse.Namespace) -> int:
+    """The drill's event happens where its clients act: the caller's account and Region, or (--account) the
+    member's, where the forwarder sends it on to the stack's bus as it would a real fault."""
     events = context.clients("events")
+    region, account = events.meta.region_name, drill_aws.account_id(context.clients("sts"))
     target = DrillTarget(
-        region=events.meta.region_name,
-        account=drill_aws.account_id(context.clients("sts")),
-        cluster=args.cluster or _first_watched(context.watched_clusters) or DEFAULT_CLUSTER,
+        region=region,
+        account=account,
+        cluster=args.cluster
+        or _first_watched(context.watched_clusters, account, region, getattr(args, "account", None))
+        or DEFAULT_CLUSTER,
         instance=args.instance or f"drill-{context.now():%Y%m%dT%H%M%SZ}",
         xid=args.xid,
         capacity_provider=args.capacity_provider,
         author=args.author,
+        home=context.home,
     )
     # Whole seconds: the incident id the router derives from the event's lastStatusChange is then known exactly.
     impaired_at = context.now().replace(microsecond=0)
@@ -141,9 +149,15 @@ def synthetic_drill(context: DrillContext, args: argparse.Namespace) -> int:
     return report.exit_status
 
 
-def _first_watched(cluster_arns: str) -> str | None:
-    first = next((arn.strip() for arn in cluster_arns.split(",") if arn.strip()), None)
-    return first.rsplit("/", 1)[-1] if first else None
+def _first_watched(cluster_arns: str, account: str, region: str, member: str | None) -> str | None:
+    """The name of the first watched cluster of that account and Region; without a member account, the first
+    watched cluster whatever its account."""
+    watched = [arn.strip() for arn in cluster_arns.split(",") if arn.strip()]
+    for arn in watched:
+        parts = arn.split(":")
+        if len(parts) >= 6 and (parts[3], parts[4]) == (region, account):
+            return arn.rsplit("/", 1)[-1]
+    return watched[0].rsplit("/", 1)[-1] if watched and member is None else None
 
 
 # --- The DCGM drill ------------------------------------------------------------------------------------

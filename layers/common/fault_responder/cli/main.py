@@ -8,6 +8,7 @@ docs/checkpoint-contract.md).
     fault-responder silence expire ID TARGET
     fault-responder status [--json] (TARGET | --report REPORT.json)
     fault-responder drill [--cluster C] [--instance I] [--xid 79] [--author NAME] [--TIMEOUTS] TARGET
+    fault-responder drill --account ACCOUNT [--account-region R] [--external-id ID] ... TARGET
     fault-responder drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
     fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
     fault-responder checkpoint-now [--wait S] [--hold S] [--reason TEXT] [--json]
@@ -47,6 +48,7 @@ from fault_responder.adapters.silence_store import decode as decode_silence
 from fault_responder.cli import checkpoint_now, move, recovery
 from fault_responder.cli.targets import add_records_target, login_name
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts, accounts_of
+from fault_responder.core.places import MemberAccessError
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
@@ -120,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         BotoCoreError,
         TargetError,
         DrillAwsError,
+        MemberAccessError,
         CheckpointStoreError,
         checkpoint_now.JobNotFoundError,
         move.JobNotRunningError,
@@ -272,6 +275,16 @@ def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
             f"--{hop}-timeout", type=_seconds, default=default, metavar="S", help=f"default {default:g}"
         )
     timeouts.add_argument("--poll-seconds", type=_seconds, default=1.0, metavar="S", help="how often the table is read")
+    member = drill.add_argument_group(
+        "another account of the organization (docs/drills.md): the drill acts there through the member role"
+    )
+    member.add_argument("--account", type=_account, help="the account the drill's fault happens in (default: yours)")
+    member.add_argument("--account-region", type=_region, metavar="REGION", help="its Region (default: --region's)")
+    member.add_argument(
+        "--member-role",
+        help="the role assumed there (default: the stack's MemberRoleName, else gpu-fault-responder-member)",
+    )
+    member.add_argument("--external-id", help="the external id it requires (default: the stack's MemberRoleExternalId)")
     dcgm = drill.add_argument_group("the DCGM drill (a real fault: the instance it lands on is replaced)")
     dcgm.add_argument("--dcgm", action="store_true", help="inject the XID with dcgmi on an instance of --cluster")
     dcgm.add_argument("--yes", action="store_true", help="required with --dcgm: you accept losing that instance")
@@ -292,12 +305,14 @@ def _drill(args: argparse.Namespace) -> int:
     routing_file = args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml"
     # The stream as the drill starts: what it prints goes there even if another thread swaps sys.stdout meanwhile
     # (the sandbox runs the stack's functions beside it, capturing their output that way).
+    clients, home = _drill_clients(args) if args.account else (lambda service: aws_client(service, **where), None)
     context = drill_run.DrillContext(
         out=_writer(sys.stdout),
-        clients=lambda service: aws_client(service, **where),
+        clients=clients,
         table=_table_name(args),
         routing_file=routing_file,
         watched_clusters=_stack_parameter(args, "ClusterArns") or "",
+        home=home,
     )
     if args.dcgm:
         if not args.yes:
@@ -311,6 +326,64 @@ def _drill(args: argparse.Namespace) -> int:
     # No author is no refusal (unlike a silence's): the drill still proves the path; its messages say nobody was named.
     args.author = args.author or login_name()
     return drill_run.synthetic_drill(context, args)
+
+
+DEFAULT_MEMBER_ROLE = "gpu-fault-responder-member"
+MEMBER_SERVICES = frozenset({"events", "ecs", "ec2", "sts"})
+"""What a drill does in the account it targets (its event, the injector, who it is); the table stays the stack's."""
+
+
+def _drill_clients(args: argparse.Namespace) -> tuple[Callable[[str], Any], tuple[str, str]]:
+    """Clients for a drill in another account: the member role there (assumed with the stack's external id, the
+    session named after who runs it) for what the drill does in that account, the stack's for its table; and the
+    stack's own account and Region (the caller's)."""
+    from fault_responder.adapters.member_session import MemberSessions  # noqa: PLC0415 - drills of members only
+    from fault_responder.core.places import Place  # noqa: PLC0415
+
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    external_id = args.external_id or _stack_output(args, "MemberRoleExternalId")
+    if not external_id:
+        raise UsageError("--account needs the external id the member role requires: give --stack, or --external-id")
+    role = args.member_role or _stack_parameter(args, "MemberRoleName") or DEFAULT_MEMBER_ROLE
+    sts = aws_client("sts", **where)
+    own = Place.of(str(sts.get_caller_identity()["Account"]), str(sts.meta.region_name))
+    sessions = MemberSessions(
+        home=own,
+        role_name=role,
+        external_id=external_id,
+        function_name=f"fault-responder-drill-{login_name() or 'someone'}",
+        endpoint_url=args.endpoint_url,
+    )
+    place = Place.of(args.account, args.account_region or own.region)
+
+    def clients(service: str) -> Any:
+        return sessions.client(service, place) if service in MEMBER_SERVICES else aws_client(service, **where)
+
+    return clients, (own.account, own.region)
+
+
+def _stack_output(args: argparse.Namespace, name: str) -> str | None:
+    if not args.stack:
+        return None
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    try:
+        cloudformation = aws_client("cloudformation", **where)
+        [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
+    except (ClientError, ValueError):
+        return None
+    return next((o["OutputValue"] for o in stack.get("Outputs", []) if o["OutputKey"] == name), None)
+
+
+def _account(text: str) -> str:
+    if not re.fullmatch(r"[0-9]{12}", text):
+        raise argparse.ArgumentTypeError(f"not an account id (12 digits): {text[:40]!r}")
+    return text
+
+
+def _region(text: str) -> str:
+    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]", text):
+        raise argparse.ArgumentTypeError(f"not a Region code: {text[:40]!r}")
+    return text
 
 
 # --- status -------------------------------------------------------------------------------------------

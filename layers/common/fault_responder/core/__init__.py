@@ -8,6 +8,7 @@
 - observability.py  the Powertools logger, tracer and metrics, created once
 - logsafety.py      keeps secrets out of every library's logs
 - tracing.py        X-Ray tracing, only when the stack turns it on
+- places.py         where the responder acts (an account and a Region), and how acting there fails
 
 Imports nothing else of fault_responder.
 """

@@ -14,6 +14,10 @@ check whatever its events say, and an edited alarm (or a forged configuration) c
   events are.
 - `ALARM_RESPONDER_HEALTH` (the router's errors and throttles, the queues, NotificationsFailed, the resume
   workflow): critical. While it fires, faults may not page at all.
+- `ALARM_RESPONDER_MEMBER_ACCOUNTS` (organization mode: the reconciliation's MemberAccountFailures, one series per
+  account): critical, the responder's own health. The responder could not act in that account (its role could not
+  be assumed, its calls were refused or throttled): missed faults there go unfound, and the resume workflow cannot
+  act there. A Metrics Insights GROUP BY Account query, so each account is an incident of its own, named in its title.
 - `ALARM` (any other alarm that reaches the router): error, as an unknown fault is.
 
 An event also tells the state the alarm left (`previousState`): when that was ALARM, the ALARM is recorded too,
@@ -72,6 +76,7 @@ ALARM_CHECK_PREFIX = "ALARM"
 GPU_TEMPERATURE = "ALARM_GPU_TEMPERATURE"
 GPU_RESTART_APP_XIDS = "ALARM_GPU_RESTART_APP_XIDS"
 RESPONDER_HEALTH = "ALARM_RESPONDER_HEALTH"
+MEMBER_ACCOUNTS = "ALARM_RESPONDER_MEMBER_ACCOUNTS"
 OTHER_ALARM = "ALARM"
 
 KINDS_BY_NAME: dict[str, str] = {
@@ -86,11 +91,14 @@ KINDS_BY_NAME: dict[str, str] = {
     "resume-trigger-dlq-depth": RESPONDER_HEALTH,
     "resume-workflow-failed": RESPONDER_HEALTH,
     "closure-pending": RESPONDER_HEALTH,
+    "member-accounts": MEMBER_ACCOUNTS,
 }
 """The `<what>` of each alarm template.yaml creates (tests/unit/test_template_alarms.py keeps them in step)."""
-PER_CONTRIBUTOR = frozenset({GPU_TEMPERATURE, GPU_RESTART_APP_XIDS})
+PER_CONTRIBUTOR = frozenset({GPU_TEMPERATURE, GPU_RESTART_APP_XIDS, MEMBER_ACCOUNTS})
 """The kinds of alarm template.yaml makes Metrics Insights GROUP BY queries (tests/unit/test_template_alarms.py
 checks it): their contributors are the incidents, the alarm's own ALARM is recorded and told to no one."""
+ACCOUNT_ATTRIBUTE = "Account"
+"""The dimension a member-accounts contributor is grouped by: the account it names."""
 MAX_DEDUP_KEY = 255
 MAX_ATTRIBUTES = 10
 """A contributor's attributes kept on its record and shown (CloudWatch allows 150): the first, by name."""
@@ -107,6 +115,8 @@ FOUND_CONTRIBUTOR = "found by the sweep: the contributor event was missed"
 FOUND_UNKNOWN_CLUSTERS = "found by the sweep: no contributor event came, and the clusters could not be read"
 _UNITS = {GPU_TEMPERATURE: " °C"}
 _SUBJECTS = {GPU_TEMPERATURE: "GPU temperature", GPU_RESTART_APP_XIDS: "GPU restart-the-application XIDs"}
+_ACTS = "GPU Fault Responder cannot act"
+"""How a member-accounts contributor's title begins: its series are accounts, not clusters."""
 _NUMBER = r"(-?\d{1,15}(?:\.\d{1,15})?(?:[eE][+-]?\d{1,3})?)"
 _CROSSED = re.compile(r"most recent datapoint which crossed the threshold: \[\s*" + _NUMBER + r"[\s(\]]")
 _DATAPOINT = re.compile(r"datapoints? \[\s*" + _NUMBER + r"[\s(\],]")
@@ -122,6 +132,11 @@ _CLASSES: dict[str, tuple[FaultClass, Severity, str]] = {
         "GPU tasks report restart-the-application XIDs",
     ),
     RESPONDER_HEALTH: (FaultClass.RESPONDER_HEALTH, Severity.CRITICAL, "GPU Fault Responder is unhealthy"),
+    MEMBER_ACCOUNTS: (
+        FaultClass.RESPONDER_HEALTH,
+        Severity.CRITICAL,
+        "GPU Fault Responder cannot act in a member account",
+    ),
     OTHER_ALARM: (FaultClass.ALARM, Severity.ERROR, "CloudWatch alarm"),
 }
 
@@ -316,6 +331,8 @@ def reading(instance: InstanceRef, check_type: str, reason: str | None) -> Contr
     threshold = _number(_THRESHOLD.search(text))
     named = ", ".join(f"{key}={text}" for key, text in instance.attributes)
     cluster = instance.cluster_name or clip(named, MAX_CLUSTER_NAME) or ""
+    if check_type == MEMBER_ACCOUNTS:
+        cluster = ""  # its series are accounts, not clusters: its title names the account
     return ContributorReading(contributor, cluster, value, threshold, _UNITS.get(check_type, ""))
 
 
@@ -337,11 +354,25 @@ def shown(value: float | None, unit: str) -> str:
     return f"{text}{unit}"
 
 
-def contributor_title(check_type: str, classification: Classification, found: ContributorReading) -> str:
+def contributor_title(
+    check_type: str,
+    classification: Classification,
+    found: ContributorReading,
+    attributes: tuple[tuple[str, str], ...] = (),
+) -> str:
     """`GPU temperature 93 °C on cluster gpu-training (threshold 90 °C)`; a contributor with no cluster is named by
-    its attributes, or its id."""
+    its attributes, or its id; a member account's by its account (`GPU Fault Responder cannot act in account
+    222222222222: 2 failed reconciliation runs (threshold 0)`)."""
     subject = _SUBJECTS.get(check_type, classification.title)
     where = f"cluster {found.cluster}" if found.cluster else f"contributor {found.contributor_id}"
+    if check_type == MEMBER_ACCOUNTS:
+        named = dict(attributes).get(ACCOUNT_ATTRIBUTE)
+        where = f"account {named}" if named else where
+        threshold = f"threshold {shown(found.threshold, found.unit)}"
+        if found.value is None:
+            return f"{_ACTS} in {where}: failed reconciliation runs not reported ({threshold})"
+        runs = "run" if found.value == 1 else "runs"
+        return f"{_ACTS} in {where}: {shown(found.value, found.unit)} failed reconciliation {runs} ({threshold})"
     threshold = f"threshold {shown(found.threshold, found.unit)}"
     if found.value is None:
         return f"{subject} on {where}: value not reported ({threshold})"
@@ -362,6 +393,10 @@ def unknown_clusters_title(check_type: str, classification: Classification) -> s
     of its series, and that their clusters could not be read."""
     subject = _SUBJECTS.get(check_type, classification.title)
     counted = series_in_alarm(classification.reason)
+    if check_type == MEMBER_ACCOUNTS:
+        if counted is None:
+            return f"{_ACTS} in accounts not known (how many is not reported)"
+        return f"{_ACTS} in {counted[0]} of {counted[1]} accounts (which ones is unknown)"
     if counted is None:
         return f"{subject} above the threshold on clusters not known (how many is not reported)"
     hot, evaluated = counted

@@ -490,7 +490,8 @@ def _incident(
         classification = replace(classification, title=f"{DRILL_TITLE}{classification.title}")
     found = reading(record.instance, episode.check_type, classification.reason)
     if found is not None:
-        classification = replace(classification, title=contributor_title(episode.check_type, classification, found))
+        title = contributor_title(episode.check_type, classification, found, record.instance.attributes)
+        classification = replace(classification, title=title)
     elif is_unknown_clusters(record.instance):
         classification = replace(classification, title=unknown_clusters_title(episode.check_type, classification))
     within = [fact for fact in record.statuses if episode.contains(fact.at)]

@@ -385,14 +385,19 @@ class AlarmReconciler:
     _findings: int = 0
     _undelivered: list[str] = field(default_factory=list)
 
-    def run(self, *, started: datetime, seconds_left: float) -> dict[str, int]:
+    def run(
+        self, *, started: datetime, seconds_left: float, open_records: Iterable[str] | None = None
+    ) -> dict[str, int]:
+        """`open_records`: the open records to consider (those of the source's account and Region, read once for
+        several runs: fault_responder.operations.organization); default: the table's. An open alarm record the
+        source does not list is closed as gone, so a run over one account's alarms must be given that account's."""
         self._ends = self.epoch() + seconds_left
         self._tally = AlarmTally()
         self._findings = 0
         self._undelivered = []
         event_id = run_event_id(started)
         by_alarm: dict[str, list[str]] = {}
-        for arn in self.records.open_records():
+        for arn in self.records.open_records() if open_records is None else open_records:
             alarm = alarm_of(arn)
             if alarm is not None:
                 by_alarm.setdefault(alarm, []).append(arn)

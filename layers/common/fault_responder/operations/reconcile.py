@@ -293,15 +293,23 @@ class Reconciler:
     _ends: float = 0.0
     _tally: Tally = field(default_factory=Tally)
     _undelivered: list[str] = field(default_factory=list)
+    failures: list[Exception] = field(default_factory=list)
+    """What ECS refused or failed on, cluster by cluster, in the last run (the run went on from each)."""
 
-    def run(self, *, started: datetime, seconds_left: float) -> dict[str, int]:
+    def run(
+        self, *, started: datetime, seconds_left: float, open_records: Iterable[str] | None = None
+    ) -> dict[str, int]:
+        """`open_records`: the open records to consider (those of the inventory's account and Region, read once for
+        several runs: fault_responder.operations.organization); default: the table's."""
         self._ends = self.epoch() + seconds_left
         self._tally = Tally()
         self._undelivered = []
+        self.failures = []
         event_id = run_event_id(started)
         # An alarm's records are the alarms' reconciliation's (operations/alarm_reconcile.py): a contributor's names its
         # cluster, and ECS, asked about it, would answer that no such instance is there.
-        open_arns = {arn for arn in self.records.open_records() if not is_group(arn) and alarm_of(arn) is None}
+        listed = self.records.open_records() if open_records is None else open_records
+        open_arns = {arn for arn in listed if not is_group(arn) and alarm_of(arn) is None}
         seen: set[str] = set()
         complete: set[str] = set()
         watched = list(self.clusters) or list(self.inventory.clusters())
@@ -400,6 +408,7 @@ class Reconciler:
 
     def _cluster_failed(self, cluster: str, error: Exception) -> None:
         """A cluster ECS would not list or describe: nothing is concluded about its instances this run."""
+        self.failures.append(error)
         self._tally.failed += 1
         self.count("ReconcileFailures", "Kind", type(error).__name__)
         log.warning("the reconciliation could not read cluster %s (the next run tries again): %s", cluster, error)

@@ -274,7 +274,8 @@ class MoveCheckpoint(_Payload):
     before_step: int | None = None
     """The newest complete checkpoint's step when the request was made."""
     before_at: datetime | None = None
-    """When that checkpoint was written (S3's time): with the one a move resumes from, the job's pace."""
+    """When that checkpoint was saved (Checkpoint.saved: the manifest's time, else S3's): with the one a move
+    resumes from, the job's pace."""
     answered_step: int | None = None
     answered_uri: str | None = None
     answered_named: bool | None = None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Literal, Protocol
 
@@ -54,6 +54,10 @@ _STEP_FOLDER_RE = re.compile(
     r"(?:step|checkpoint|ckpt|iter|iteration|global_step)[-_]?(?P<step>\d{1,18})", re.ASCII | re.IGNORECASE
 )
 _SHOWN_PATHS = 3
+SAVE_CLOCK_TOLERANCE = timedelta(seconds=1)
+"""How far a manifest's `created_at` may lie from S3's second of its `_COMPLETE` and still be taken for the save's
+time (Checkpoint.saved_at): S3 keeps whole seconds, so its time is at most a second off; a job's clock further off
+than that is no better."""
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}", re.ASCII)
 """A checkpoint-now request's id (checkpoint_now.py), as a manifest's `answers` names it."""
 
@@ -186,12 +190,21 @@ class Checkpoint(_Result):
     step: int
     marker: MarkerKind
     written_at: datetime | None
-    """When the marker was written (the newest object's time for a tracker-committed folder)."""
+    """When the marker was written, by S3 (to the second; the newest object's time for a tracker-committed
+    folder)."""
+    saved_at: datetime | None = None
+    """The save's own time, to the millisecond: the manifest's `created_at`, when it lies within
+    SAVE_CLOCK_TOLERANCE of S3's second of the manifest (written_at); None otherwise, and for other markers."""
     file_count: int
     total_bytes: int
     """From the manifest when there is one, else every object in the folder (markers included)."""
     answers: str | None = None
     """The checkpoint-now request this save answers, when its manifest names one (`answers`; checkpoint_now.py)."""
+
+    @property
+    def saved(self) -> datetime | None:
+        """The best time of the save known: the manifest's own (saved_at), else S3's of its marker (written_at)."""
+        return self.saved_at or self.written_at
 
 
 class SkippedFolder(_Result):
@@ -358,15 +371,29 @@ def _verify_manifest(seen: _Inspection, raw: bytes | None) -> Checkpoint | Skipp
     ]
     if wrong:
         return seen.skip(SkipReason.MANIFEST_SIZE_MISMATCH, f"{len(wrong)} files differ in size: {_some(wrong)}")
+    written_at = seen.files[MANIFEST_NAME].last_modified
     return Checkpoint(
         uri=seen.uri,
         step=seen.step,
         marker=MarkerKind.MANIFEST,
-        written_at=seen.files[MANIFEST_NAME].last_modified,
+        written_at=written_at,
+        saved_at=_saved_at(manifest.created_at, written_at),
         file_count=len(manifest.files),
         total_bytes=sum(entry.size for entry in manifest.files),
         answers=_answered_request(manifest),
     )
+
+
+def _saved_at(created_at: datetime | None, written_at: datetime | None) -> datetime | None:
+    """The manifest's `created_at` (written just before it) where it agrees with S3's time of the manifest: within
+    SAVE_CLOCK_TOLERANCE of the whole second S3 kept. A time without an offset, or further off (a job's clock that
+    disagrees), is not used."""
+    if created_at is None or written_at is None or created_at.tzinfo is None or written_at.tzinfo is None:
+        return None
+    second = written_at.replace(microsecond=0)
+    if second - SAVE_CLOCK_TOLERANCE <= created_at < second + timedelta(seconds=1) + SAVE_CLOCK_TOLERANCE:
+        return created_at
+    return None
 
 
 def _answered_request(manifest: CheckpointManifest) -> str | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from fault_responder.core.domain import InstanceRef, Severity
+from fault_responder.core.places import Place
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.resume.config import ResumeConfig, _Payload
 
@@ -63,6 +64,14 @@ class Fault(_Payload):
     @property
     def cluster_name(self) -> str:
         return self.cluster_arn.rsplit("/", 1)[-1]
+
+    @property
+    def place(self) -> Place | None:
+        """Where it happened, the account and Region the workflow acts in; None when they are not well formed."""
+        try:
+            return Place.of(self.account, self.region)
+        except ValueError:
+            return None
 
     @property
     def key(self) -> str:

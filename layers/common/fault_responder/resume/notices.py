@@ -344,9 +344,12 @@ def _checkpoint_now_text(asked: MoveCheckpoint | None, lost: StepsLost | None, f
 
 def _steps_lost_text(lost: StepsLost | None, fault: Fault) -> str:
     """The steps a move without an answer lost, saying what the count rests on: the responder sees the job's
-    checkpoints, never the step it had reached, and knows the job stopped once it sees the stop (the relaunch)."""
+    checkpoints, never the step it had reached. Training ends when ECS told the job to stop (its stoppingAt), or,
+    where ECS gave no time, when the responder saw it stopped (the relaunch)."""
     if lost is None:
         return ""
+    if lost.told_to_stop:
+        return _told_to_stop_text(lost)
     ended = "the job was seen stopped" if fault.fault_class in TRAINS_ON else f"the {_what(fault)}"
     trained = format_duration(lost.trained)
     if lost.trained <= timedelta(0):
@@ -364,6 +367,35 @@ def _steps_lost_text(lost: StepsLost | None, fault: Fault) -> str:
     )
 
 
+def _told_to_stop_text(lost: StepsLost) -> str:
+    """The steps lost until ECS told the job to stop, its times to the tenth of a second where they are that
+    precise (the save's own time, ECS's stoppingAt)."""
+    if lost.trained <= timedelta(0):
+        return f" Steps lost: none (step {lost.after_step} was saved after ECS told the job to stop)."
+    trained = _seconds(lost.trained) if lost.saved_to_the_ms else format_duration(lost.trained)
+    saved = "the manifest's created_at" if lost.saved_to_the_ms else "S3's time of its commit marker, to the second"
+    span = (
+        f"trained in the {trained} from the save of step {lost.after_step} ({saved}) until ECS told the job to stop "
+        "(its stoppingAt)"
+    )
+    if lost.steps is None or lost.pace_steps is None or lost.pace_time is None:
+        return (
+            f" Steps lost: not known: every step {span}; the responder sees the job's checkpoints, not the step it "
+            "had reached, and no two of them show its pace."
+        )
+    return (
+        f" Steps lost: about {lost.steps}, {span}: an estimate, as the responder sees the job's checkpoints, not the "
+        f"step it had reached, and counts that time at their pace, {lost.pace_steps} steps in "
+        f"{_seconds(lost.pace_time)}."
+    )
+
+
+def _seconds(span: timedelta) -> str:
+    """`0.9s`, `42.0s`: to the tenth under a minute, where the times compared are that precise; longer, as
+    format_duration."""
+    return f"{span.total_seconds():.1f}s" if span < timedelta(minutes=1) else format_duration(span)
+
+
 def _moved_steps_lost(r: NoticeRequest, launch: Launch) -> StepsLost | None:
     """The steps lost, once the job was moved without an answer to its checkpoint-now request (None otherwise)."""
     asked = r.plan.checkpoint_now if r.plan is not None else None
@@ -374,8 +406,9 @@ def _moved_steps_lost(r: NoticeRequest, launch: Launch) -> StepsLost | None:
         r.fault,
         earlier_step=asked.before_step,
         earlier_at=asked.before_at,
-        stopped_at=launch.launched_at,
+        stopped_at=launch.stopped_at or launch.launched_at,
         answered=_answered(r),
+        told_to_stop=launch.stopped_at is not None and r.fault.fault_class in TRAINS_ON,
     )
 
 
@@ -480,7 +513,7 @@ def _lost(
 ) -> str:
     """The work the job loses: what it trained after the checkpoint's save (recovery.work_lost)."""
     lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
-    if lost is None or checkpoint is None or checkpoint.written_at is None:
+    if lost is None or checkpoint is None or checkpoint.saved is None:
         return ""
     if answered is not None and checkpoint.answers == answered:
         return f" (saved on checkpoint-now request {answered} and held there until stopped: no work lost)"
@@ -489,12 +522,15 @@ def _lost(
         return f" (saved after the {_what(fault)} began{answering}: no work lost)"
     trained_on = stopped_at is not None and fault.fault_class in TRAINS_ON
     ended = "the job was stopped" if trained_on else f"the {_what(fault)}"
-    return f" (saved {format_duration(lost)} before {ended}{answering}, so about {format_duration(lost)} of work lost)"
+    # Under a second (a stop dated by ECS, a save dated by its manifest) is said to the tenth, never as "0s".
+    said = _seconds(lost) if lost < timedelta(seconds=1) else format_duration(lost)
+    return f" (saved {said} before {ended}{answering}, so about {said} of work lost)"
 
 
 def _moved_lost(r: NoticeRequest, launch: Launch) -> str:
-    """The work lost, once the job was moved: its old tasks were stopped by the relaunch."""
-    return _lost(launch.checkpoint, r.fault, stopped_at=launch.launched_at, answered=_answered(r))
+    """The work lost, once the job was moved: its old tasks were told to stop (ECS's time), or stopped by the
+    relaunch."""
+    return _lost(launch.checkpoint, r.fault, stopped_at=launch.stopped_at or launch.launched_at, answered=_answered(r))
 
 
 def _answered(r: NoticeRequest) -> str | None:
@@ -516,13 +552,14 @@ def recovery(r: NoticeRequest, now: datetime) -> dict[str, Any] | None:
     if r.kind is not NoticeKind.RESUMED or r.launch is None:
         return None
     checkpoint = r.launch.checkpoint
-    lost = work_lost(checkpoint, r.fault, stopped_at=r.launch.launched_at, answered=_answered(r))
+    stopped_at = r.launch.stopped_at or r.launch.launched_at
+    lost = work_lost(checkpoint, r.fault, stopped_at=stopped_at, answered=_answered(r))
     return {
         "fault_at": iso_utc(r.fault.impaired_at),
         "training_again_at": iso_utc(now),
         "fault_to_training_seconds": round(max((now - r.fault.impaired_at).total_seconds(), 0.0), 1),
         "resumed_from_step": checkpoint.step if checkpoint else None,
-        "checkpoint_saved_at": iso_utc(checkpoint.written_at) if checkpoint and checkpoint.written_at else None,
+        "checkpoint_saved_at": iso_utc(checkpoint.saved) if checkpoint and checkpoint.saved else None,
         "work_lost_seconds": round(lost.total_seconds(), 1) if lost is not None else None,
         "checkpoint_now_request": checkpoint.answers if checkpoint else None,
         "checkpoint_now": _checkpoint_now_figures(
@@ -565,6 +602,12 @@ def _checkpoint_now_figures(asked: MoveCheckpoint | None, lost: StepsLost | None
             "trained_seconds": round(lost.trained.total_seconds(), 1),
             "pace_steps": lost.pace_steps,
             "pace_seconds": round(lost.pace_time.total_seconds(), 1) if lost.pace_time is not None else None,
+        }
+        # What the times rest on: the manifest's own time of the save or S3's (whole seconds), and ECS's time of
+        # the stop or the relaunch's.
+        figures["steps_lost_basis"] = {
+            "saved": "manifest_created_at" if lost.saved_to_the_ms else "s3_marker_time",
+            "stopped": "ecs_stopping_at" if lost.told_to_stop else "relaunch",
         }
     return figures
 

@@ -16,7 +16,7 @@ I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt
@@ -38,8 +38,8 @@ def training_ended(
     """When the job stopped training usefully: at the fault; for a job that trains on after it (TRAINS_ON), at its
     stop (`stopped_at`, when known); for a job that saved on the move's own request (`answered`) and held there,
     at that save."""
-    if checkpoint is not None and checkpoint.written_at is not None and answered and checkpoint.answers == answered:
-        return checkpoint.written_at
+    if checkpoint is not None and checkpoint.saved is not None and answered and checkpoint.answers == answered:
+        return checkpoint.saved
     if stopped_at is not None and fault.fault_class in TRAINS_ON:
         return stopped_at
     return fault.impaired_at
@@ -48,12 +48,12 @@ def training_ended(
 def work_lost(
     checkpoint: Checkpoint | None, fault: Fault, *, stopped_at: datetime | None = None, answered: str | None = None
 ) -> timedelta | None:
-    """What a move throws away: trained between the checkpoint's save and the end of training (training_ended).
-    None without a checkpoint's time."""
-    if checkpoint is None or checkpoint.written_at is None:
+    """What a move throws away: trained between the checkpoint's save (its best time: Checkpoint.saved) and the end
+    of training (training_ended). None without a checkpoint's time."""
+    if checkpoint is None or checkpoint.saved is None:
         return None
     ended = training_ended(checkpoint, fault, stopped_at=stopped_at, answered=answered)
-    return max(ended - checkpoint.written_at, timedelta(0))
+    return max(ended - checkpoint.saved, timedelta(0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +61,19 @@ class StepsLost:
     """The steps a move threw away: trained after `after_step` (the checkpoint it resumes from) until the end of
     training. The responder sees no step of a job but its checkpoints', so `steps` is an estimate: the work lost
     (work_lost) at the pace of the job's checkpoints, `pace_steps` in `pace_time` between an earlier complete
-    checkpoint and this one; None when they show no pace (no newer checkpoint, or both of one S3 second)."""
+    checkpoint and this one; None when they show no pace (no newer checkpoint, or both of one S3 second).
+
+    How close it is depends on the times it rests on: `saved_to_the_ms` when the save's time is the manifest's own
+    (Checkpoint.saved_at), not S3's second; `told_to_stop` when training ends at ECS's time of the stop (stoppingAt),
+    not at the relaunch that followed it."""
 
     after_step: int
     trained: timedelta
     steps: int | None
     pace_steps: int | None = None
     pace_time: timedelta | None = None
+    saved_to_the_ms: bool = False
+    told_to_stop: bool = False
 
 
 def steps_lost(
@@ -78,19 +84,24 @@ def steps_lost(
     earlier_at: datetime | None,
     stopped_at: datetime | None = None,
     answered: str | None = None,
+    told_to_stop: bool = False,
 ) -> StepsLost | None:
     """The steps lost resuming from `checkpoint`, counted at the pace between it and an earlier complete checkpoint
-    of the job (`earlier_step`, written at `earlier_at`); None without the checkpoint's time."""
+    of the job (`earlier_step`, saved at `earlier_at`); None without the checkpoint's time. `told_to_stop`: whether
+    `stopped_at` is ECS's time of the stop."""
     lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
-    if checkpoint is None or checkpoint.written_at is None or lost is None:
+    if checkpoint is None or checkpoint.saved is None or lost is None:
         return None
+    unknown = StepsLost(
+        checkpoint.step, lost, None, saved_to_the_ms=checkpoint.saved_at is not None, told_to_stop=told_to_stop
+    )
     if earlier_step is None or earlier_at is None:
-        return StepsLost(checkpoint.step, lost, None)
-    pace_steps, pace_time = checkpoint.step - earlier_step, checkpoint.written_at - earlier_at
+        return unknown
+    pace_steps, pace_time = checkpoint.step - earlier_step, checkpoint.saved - earlier_at
     if pace_steps <= 0 or pace_time <= timedelta(0):
-        return StepsLost(checkpoint.step, lost, None)
+        return unknown
     steps = round(pace_steps * (lost / pace_time))
-    return StepsLost(checkpoint.step, lost, steps, pace_steps, pace_time)
+    return replace(unknown, steps=steps, pace_steps=pace_steps, pace_time=pace_time)
 
 
 @dataclass(frozen=True, slots=True)

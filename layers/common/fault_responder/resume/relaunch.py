@@ -247,6 +247,10 @@ class Launch(_Payload):
     failures: tuple[str, ...] = ()
     checkpoint: Checkpoint | None = None
     launched_at: datetime
+    stopped_at: datetime | None = None
+    """When the job's tasks it replaces were told to stop (ECS's stoppingAt, the first of them: TaskWatch), which
+    ends the training a job that trains on after the fault loses; None when ECS gave no time, or the attempt
+    replaces a failed attempt's tasks (then the relaunch's time, `launched_at`, stands in for it)."""
     superseded_by: str | None = None
     capacity_providers: tuple[str, ...] = ()
     """The providers the attempt's tasks were started on (the check after placement looks at their faults)."""

@@ -10,6 +10,12 @@ goes through a record of the attempt's (RefillRecord): its intent, with the desi
 before the Auto Scaling call and confirmed after it, so a step that stops between the two leaves the refill to its
 retry, which sets that same capacity (refill_to_complete) rather than adding the spares again.
 
+Refills of one group are made one at a time, under the group's lease (RefillLease): Auto Scaling has no conditional
+SetDesiredCapacity, so two relaunches that both read the group's size and set it plus their spares would grow it by
+one refill instead of two. The holder reads the size, records its intent in the lease as well, makes the call, and
+frees the lease as it confirms; the others wait, then read the size it left. A lease whose holder died passes after
+REFILL_LEASE, and whoever takes it next first completes the refill the dead holder left pending.
+
 Without a free spare a relaunch is placed as before, kept off the spares other relaunches hold. Managed Instances
 accepts no ec2InstanceId in a placement constraint, so its providers have no spares. Pure: no I/O.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from fault_responder.resume.config import _Payload
@@ -25,6 +32,12 @@ from fault_responder.resume.fault import ProviderInfo
 
 MAX_SPARES_PER_JOB = 99
 """A claim is one DynamoDB transaction (at most 100 items): a gang of more tasks is placed as before."""
+REFILL_LEASE = timedelta(seconds=30)
+"""How long a refill holds its group's lease (renewed before its Auto Scaling call): far more than a read, a write
+and a call take, so only a holder that died lets it pass."""
+REFILL_LEASE_WAIT = timedelta(seconds=45)
+"""How long a refill waits for its group's lease before it is reported failed (paged): longer than REFILL_LEASE, so a
+dead holder's lease passes within the wait."""
 
 
 class ScalingError(Exception):
@@ -90,6 +103,39 @@ class RefillRecord(_Payload):
     refill: Refill | None = None
     """None: a marker written before refills were recorded, which says only that the refill was asked."""
     confirmed: bool = True
+
+
+class RefillLease(_Payload):
+    """Who refills an Auto Scaling group now (read its desired capacity, set it), and the refill made under the lease
+    and not confirmed yet (`pending`, the attempt's record key `pending_key`): one per group in the resume store,
+    every write of it conditional on the `revision` read (0: never written)."""
+
+    group: str
+    holder: str | None = None
+    """The relaunch holding it (spare_owner: job and attempt); None: free."""
+    held_until: datetime | None = None
+    pending_key: str | None = None
+    pending: Refill | None = None
+    revision: int = 0
+
+    def free_for(self, owner: str, now: datetime) -> bool:
+        """Whether `owner` may take it now: free, held by `owner` already (a retried step), or its hold has passed
+        (its holder died)."""
+        return self.holder is None or self.holder == owner or self.held_until is None or self.held_until <= now
+
+    def left_by_another(self, key: str) -> bool:
+        """Whether it holds a refill another attempt (not the one recorded under `key`) made and did not confirm:
+        that attempt's step died, and the next holder completes its refill first."""
+        return self.pending is not None and self.pending_key is not None and self.pending_key != key
+
+
+class RefillLeaseBusy(Exception):
+    """Another relaunch held the group's refill lease for all of REFILL_LEASE_WAIT."""
+
+
+class RefillLeaseLost(Exception):
+    """The group's refill lease was taken from its holder (it held it past REFILL_LEASE): the step stops before any
+    Auto Scaling call, and its retry goes on from its record."""
 
 
 def refill_to_complete(intent: Refill, desired_now: int) -> int | None:

@@ -4,16 +4,19 @@ Each step reads what it needs through a port, asks the domain (fault_responder.r
 and returns the payload the next state reads. Every step is safe to run again after a Lambda retry: the
 claim and the ledger are conditional writes, StopTask and the drain are idempotent, RunTask carries a
 clientToken derived from the job, the attempt and the task, and a spare pool's refill is recorded before its
-Auto Scaling call and completed from that record by a retry.
+Auto Scaling call and completed from that record by a retry (or, under the group's refill lease, by the next refill
+of the group).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from fault_responder.core.timefmt import format_duration
 from fault_responder.resume.budget import (
     AttemptOutcome,
     Ledger,
@@ -94,7 +97,12 @@ from fault_responder.resume.relaunch import (
     stop_reason,
 )
 from fault_responder.resume.spares import (
+    REFILL_LEASE,
+    REFILL_LEASE_WAIT,
     Refill,
+    RefillLease,
+    RefillLeaseBusy,
+    RefillLeaseLost,
     RefillRecord,
     RefillState,
     ScalingError,
@@ -129,9 +137,12 @@ if TYPE_CHECKING:
 
 MAX_STATE_CONFLICTS = 5
 SPARE_CLAIM_ROUNDS = 5
+"""Claims of spares tried per relaunch: a claim lost to a concurrent relaunch reads the claims again and retries."""
 REFILL_RECORD_TTL = timedelta(days=1)
 """How long an attempt's refill record is kept: far past any retry of its step."""
-"""Claims of spares tried per relaunch: a claim lost to a concurrent relaunch reads the claims again and retries."""
+REFILL_LEASE_POLL_SECONDS = 0.2
+"""How often a refill waiting for its group's lease reads it again (a holder keeps it for a read, two writes and one
+Auto Scaling call)."""
 MAX_OPEN_MEMBERS_READ = 1000
 """Open members of a group read for the hosts to avoid (the oldest first); placement expressions fit far fewer."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -227,6 +238,18 @@ class ResumeStore(Protocol):
         (the step that recorded it, or its retry, confirming it)."""
         ...
 
+    def refill_lease(self, group: str) -> RefillLease:
+        """The Auto Scaling group's refill lease, read consistently (revision 0 when there is none)."""
+        ...
+
+    def write_refill_lease(
+        self, lease: RefillLease, expected: int, *, record: tuple[str, RefillRecord] | None = None, create: bool = False
+    ) -> bool:
+        """One transaction: the group's lease as `lease`, at revision `expected` + 1, conditional on its revision
+        being `expected` (0: no lease yet), and `record` (key, record) written with it (with `create`, only where
+        there is none). False when a condition failed, or another transaction was writing the lease: it changed."""
+        ...
+
 
 class CheckpointRequests(Protocol):
     def place(self, location: S3Location, request: CheckpointRequest, moment: datetime) -> Placed: ...
@@ -264,6 +287,8 @@ class ResumeSteps:
     """Where a move asks the job for a checkpoint now (its `_CHECKPOINT_NOW`); None: moves never ask."""
     scaling: Callable[[], ScalingPort] | None = None
     """The providers' Auto Scaling groups, where taken spares are replaced; None: never refilled."""
+    sleep: Callable[[float], None] = time.sleep
+    """How a refill waits for its group's lease."""
 
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
@@ -428,7 +453,7 @@ class ResumeSteps:
             requested_by=f"fault-responder workflow {execution.rsplit(':', 1)[-1]}"[:MAX_TEXT],
         )
         before = plan.checkpoint.step if plan.checkpoint else None
-        before_at = plan.checkpoint.written_at if plan.checkpoint else None
+        before_at = plan.checkpoint.saved if plan.checkpoint else None
         try:
             placed = self.requests().place(parse_checkpoint_uri(job.checkpoint_uri), request, now)
         except CheckpointStoreError as error:
@@ -491,16 +516,28 @@ class ResumeSteps:
         state = judge_stop(states, waited, timedelta(seconds=config.stop_timeout_seconds))
         return watch_result(state, states, want_running=False)
 
-    def relaunch(self, fault: Fault, config: ResumeConfig, job: Job, plan: Plan, execution: str) -> Launch:
+    def relaunch(
+        self,
+        fault: Fault,
+        config: ResumeConfig,
+        job: Job,
+        plan: Plan,
+        execution: str,
+        *,
+        stopped: TaskWatch | None = None,
+    ) -> Launch:
         """Record the attempt, then RunTask each task of the job, kept off the hosts to avoid where the provider
-        allows it; stops at the first task ECS cannot place."""
+        allows it; stops at the first task ECS cannot place. `stopped`: the check that saw the tasks replaced
+        stopped, with when ECS told them to stop."""
         specs = self.store.load_tasks(job.key, fault.key)
         fresh = find_newest_complete(job.checkpoint_uri, self.checkpoints()).checkpoint
         checkpoint = chosen_checkpoint(plan.checkpoint, fresh)
         self.store.add_failed_hosts(job.key, [fault.host])
         asked = plan.checkpoint_now
-        # The old tasks are STOPPED by now: a job that trained on after the fault lost what it trained until then.
-        stopped_at, answered = self.clock(), asked.request_id if asked else None
+        # The old tasks are STOPPED by now: a job that trained on after the fault lost what it trained until ECS
+        # told them to stop (the job's own tasks; a failed attempt's trained nothing), or, without ECS's time, now.
+        told = stopped.stopping_at if stopped is not None and plan.replaces is None else None
+        stopped_at, answered = told or self.clock(), asked.request_id if asked else None
         lost = work_lost(checkpoint, fault, stopped_at=stopped_at, answered=answered)
         record = self.store.record_attempt(
             job.key,
@@ -540,6 +577,7 @@ class ResumeSteps:
             failures=failures,
             checkpoint=checkpoint,
             launched_at=now,
+            stopped_at=told,
             capacity_providers=providers,
             avoided=len(avoid.in_priority),
             excluded_hosts=excluded,
@@ -746,31 +784,114 @@ class ResumeSteps:
         (the function timed out or ran out of memory; the workflow retries the step) leaves the record unconfirmed,
         and the retry sets that capacity, unless the group has it already (refill_to_complete): the refill is done
         once, not lost and not doubled. A confirmed record is returned as it is (a failed refill is paged once, from
-        the step's last output)."""
+        the step's last output).
+
+        Under the group's lease (resume.spares.RefillLease), so that refills of one group are made one at a time,
+        each from the size the one before left: two relaunches that read the same size would grow the group by one
+        refill instead of two. The intent is recorded in the lease too, so that when a holder dies its refill is
+        completed by whoever takes the lease next, even if its own retry never comes."""
         if not config.refill_spares or self.scaling is None:
             return None
         provider = next(iter(providers.values()), None)
         group = provider.auto_scaling_group if provider is not None else None
-        key = f"REFILL#{spare_owner(job.key, attempt)}"
+        owner = spare_owner(job.key, attempt)
+        key = f"REFILL#{owner}"
         recorded = self.store.refill_record(key)
-        if recorded is None:
-            intent = self._refill_intent(group, len(spare.hosts))
-            pending = RefillRecord(refill=intent, confirmed=not intent.grows)
-            if self.store.record_refill(key, pending, REFILL_RECORD_TTL, create=True):
-                return self._grow(key, intent, retried=False) if intent.grows else intent
-            recorded = self.store.refill_record(key)  # another try of this step recorded it first
-            if recorded is None:
-                raise RuntimeError(f"the refill record {key} exists, and then did not: the store is inconsistent")
-        if recorded.refill is None:
-            return Refill(state=RefillState.ASKED_BEFORE, group=group)
-        if recorded.confirmed:
-            return recorded.refill
-        return self._grow(key, recorded.refill, retried=True)
+        if recorded is not None and (recorded.refill is None or recorded.confirmed):
+            return _recorded(recorded, group)
+        if group is None:  # nothing to grow, so nothing to wait for
+            intent = refill(None, None, None, len(spare.hosts))
+            self.store.record_refill(key, RefillRecord(refill=intent), REFILL_RECORD_TTL, create=True)
+            return intent
+        try:
+            lease = self._take_refill_lease(group, owner)
+        except RefillLeaseBusy as busy:
+            # Nothing recorded: a retry of the step tries again; else the failure is paged as any refill's.
+            return Refill(state=RefillState.FAILED, group=group, detail=f"{group} could not be grown: {busy}")
+        lease = self._complete_left_refill(lease, key)
+        recorded = self.store.refill_record(key)  # again, under the lease: the one before may have confirmed it
+        if recorded is not None and (recorded.refill is None or recorded.confirmed):
+            self._free_refill_lease(lease)
+            return _recorded(recorded, group)
+        if recorded is not None and recorded.refill is not None:
+            return self._grow(lease, key, recorded.refill, retried=True)
+        intent = self._refill_intent(group, len(spare.hosts))
+        if not intent.grows:  # no call to make: recorded as it is, confirmed, and the lease freed
+            freed = lease.model_copy(update={"holder": None, "held_until": None})
+            if not self.store.write_refill_lease(freed, lease.revision, record=(key, RefillRecord(refill=intent))):
+                raise RefillLeaseLost(f"the refill lease of {group} was taken from {owner}")
+            return intent
+        held = self._hold(lease, pending=(key, intent))
+        record = RefillRecord(refill=intent, confirmed=False)
+        if not self.store.write_refill_lease(held, lease.revision, record=(key, record), create=True):
+            raise RefillLeaseLost(f"the refill lease of {group} was taken from {owner} before it recorded its refill")
+        return self._grow(held.model_copy(update={"revision": lease.revision + 1}), key, intent, retried=False)
 
-    def _refill_intent(self, group: str | None, taken: int) -> Refill:
+    def _take_refill_lease(self, group: str, owner: str) -> RefillLease:
+        """The group's refill lease, taken for `owner` (what it holds pending stays): waits while another relaunch
+        holds it, at most REFILL_LEASE_WAIT (then RefillLeaseBusy); a lease whose hold passed is taken over."""
+        waited = 0.0
+        while True:
+            lease = self.store.refill_lease(group)
+            now = self.clock()
+            if lease.free_for(owner, now):
+                taken = lease.model_copy(update={"holder": owner, "held_until": now + REFILL_LEASE})
+                if self.store.write_refill_lease(taken, lease.revision):
+                    return taken.model_copy(update={"revision": lease.revision + 1})
+                # Another relaunch wrote it between the read and the write: it holds it now.
+            if waited >= REFILL_LEASE_WAIT.total_seconds():
+                held = f"held by {lease.holder} until {lease.held_until:%H:%M:%S}Z" if lease.held_until else "taken"
+                raise RefillLeaseBusy(
+                    f"its refill lease was {held}, and another relaunch kept refilling it for "
+                    f"{format_duration(REFILL_LEASE_WAIT)}"
+                )
+            self.sleep(REFILL_LEASE_POLL_SECONDS)
+            waited += REFILL_LEASE_POLL_SECONDS
+
+    def _complete_left_refill(self, lease: RefillLease, key: str) -> RefillLease:
+        """Complete the refill another attempt left pending in the lease (its step died between recording and
+        confirming it): set the capacity it computed, unless the group has it already, and confirm its record with
+        the lease freed of it, in one write. Returns the lease as held then."""
+        if not lease.left_by_another(key) or lease.pending is None or lease.pending_key is None:
+            return lease
+        left, left_key = lease.pending, lease.pending_key
+        recorded = self.store.refill_record(left_key)
+        done = recorded.refill if recorded is not None and recorded.confirmed else None
+        if done is None:
+            lease, done = self._set_at_least(lease, left)
+            if left.state is RefillState.ASKED and done.state is RefillState.ASKED:
+                note = "completed by the next refill of the group, after this step stopped before Auto Scaling answered"
+                done = done.model_copy(update={"detail": note})
+        cleared = self._hold(lease, pending=None)
+        confirmed = (left_key, RefillRecord(refill=done, confirmed=True))
+        if not self.store.write_refill_lease(cleared, lease.revision, record=confirmed):
+            raise RefillLeaseLost(f"the refill lease of {lease.group} was taken from {lease.holder}")
+        return cleared.model_copy(update={"revision": lease.revision + 1})
+
+    def _set_at_least(self, lease: RefillLease, intent: Refill) -> tuple[RefillLease, Refill]:
+        """Set the group to the intent's desired capacity unless it has it already (refill_to_complete), renewing
+        the lease first; the lease as held then, and the intent as done, or FAILED saying why."""
+        group = str(intent.group)
+        try:
+            scaling = self.scaling() if self.scaling is not None else None
+            if scaling is None:
+                raise ScalingError("this deployment cannot reach Auto Scaling")
+            size = scaling.group_size(group)
+            if size is None:
+                raise ScalingError(f"Auto Scaling group {group} not found")
+            target = refill_to_complete(intent, size[0])
+            if target is not None:
+                lease = self._renew(lease)
+                scaling.set_desired_capacity(group, target)
+        except ScalingError as error:
+            failed = intent.model_copy(
+                update={"state": RefillState.FAILED, "detail": f"{group} could not be grown: {error}"}
+            )
+            return lease, failed
+        return lease, intent
+
+    def _refill_intent(self, group: str, taken: int) -> Refill:
         """The refill to make: the group's size read now, grown by the spares taken within its maximum."""
-        if group is None:
-            return refill(None, None, None, taken)
         try:
             size = self.scaling().group_size(group) if self.scaling is not None else None
         except ScalingError as error:
@@ -779,9 +900,9 @@ class ResumeSteps:
             return Refill(state=RefillState.FAILED, group=group, detail=f"Auto Scaling group {group} not found")
         return refill(group, size[0], size[1], taken)
 
-    def _grow(self, key: str, intent: Refill, *, retried: bool) -> Refill:
+    def _grow(self, lease: RefillLease, key: str, intent: Refill, *, retried: bool) -> Refill:
         """Set the recorded refill's desired capacity (on a retry, only if the group is below it), then confirm the
-        record with the outcome."""
+        record with the outcome and free the lease, in one write."""
         group = str(intent.group)
         done = intent
         try:
@@ -797,14 +918,52 @@ class ResumeSteps:
                 if intent.state is RefillState.ASKED:
                     note = "completed by a retry of the step, which stopped before Auto Scaling answered"
                     done = intent.model_copy(update={"detail": note})
+                if target is not None:
+                    # The lease was taken again, its hold renewed here with the intent pending (a record of an
+                    # earlier version may have none in the lease).
+                    lease = self._renew(lease, pending=(key, intent))
             if target is not None:
                 scaling.set_desired_capacity(group, target)
         except ScalingError as error:
             done = intent.model_copy(
                 update={"state": RefillState.FAILED, "detail": f"{group} could not be grown: {error}"}
             )
-        self.store.record_refill(key, RefillRecord(refill=done, confirmed=True), REFILL_RECORD_TTL, create=False)
+        confirmed = RefillRecord(refill=done, confirmed=True)
+        freed = lease.model_copy(update={"holder": None, "held_until": None, "pending": None, "pending_key": None})
+        if not self.store.write_refill_lease(freed, lease.revision, record=(key, confirmed)):
+            # Held past its time and taken over: the next holder completes this refill from the lease (setting the
+            # capacity only if the group lacks it) and confirms it; the record is confirmed here as well.
+            self.store.record_refill(key, confirmed, REFILL_RECORD_TTL, create=False)
         return done
+
+    def _hold(self, lease: RefillLease, *, pending: tuple[str, Refill] | None) -> RefillLease:
+        """The lease held by its holder for another REFILL_LEASE from now, with `pending` the refill made under it."""
+        key, intent = pending if pending is not None else (None, None)
+        return lease.model_copy(
+            update={"held_until": self.clock() + REFILL_LEASE, "pending_key": key, "pending": intent}
+        )
+
+    def _renew(self, lease: RefillLease, *, pending: tuple[str, Refill] | None = None) -> RefillLease:
+        """Renew the hold just before an Auto Scaling call (keeping what is pending, or with `pending`): a holder
+        whose lease was taken makes no call (RefillLeaseLost)."""
+        if pending is None and lease.pending is not None and lease.pending_key is not None:
+            pending = (lease.pending_key, lease.pending)
+        renewed = self._hold(lease, pending=pending)
+        if not self.store.write_refill_lease(renewed, lease.revision):
+            raise RefillLeaseLost(f"the refill lease of {lease.group} was taken from {lease.holder}")
+        return renewed.model_copy(update={"revision": lease.revision + 1})
+
+    def _free_refill_lease(self, lease: RefillLease) -> None:
+        """Free the lease (nothing pending of this holder's): a lease taken over meanwhile is left to its holder."""
+        freed = lease.model_copy(update={"holder": None, "held_until": None})
+        self.store.write_refill_lease(freed, lease.revision)
+
+
+def _recorded(recorded: RefillRecord, group: str | None) -> Refill:
+    """A refill the attempt recorded and confirmed, as it was (a marker of an earlier version: asked before)."""
+    if recorded.refill is None:
+        return Refill(state=RefillState.ASKED_BEFORE, group=group)
+    return recorded.refill
 
 
 def _used(hosts: Sequence[str], declared: int, free: int, needed: int) -> SpareUse:

@@ -19,6 +19,16 @@ class TaskState(_Payload):
     stop_code: str | None = None
     stopped_reason: str | None = None
     host: str | None = None
+    stopping_at: datetime | None = None
+    """When it left RUNNING (ECS's stoppingAt): the moment ECS told its containers to stop."""
+    execution_stopped_at: datetime | None = None
+    stopped_at: datetime | None = None
+
+    @property
+    def told_to_stop_at(self) -> datetime | None:
+        """The first time ECS gives of its stop: stoppingAt, else executionStoppedAt, else stoppedAt (each no
+        earlier than the one before)."""
+        return self.stopping_at or self.execution_stopped_at or self.stopped_at
 
 
 class StopRequest(_Payload):
@@ -48,6 +58,9 @@ class TaskWatch(_Payload):
     hosts: tuple[str, ...] = ()
     misplaced: tuple[StoppedTask, ...] = ()
     """New tasks found on a host to avoid (their reason says which and why); they are stopped."""
+    stopping_at: datetime | None = None
+    """Watching a stop: when the first of the tasks was told to stop, by ECS's times (TaskState.told_to_stop_at);
+    a gang trains no further once one of its tasks stops. None when ECS gave no time for any of them."""
 
 
 def misplaced_tasks(tasks: Sequence[TaskState], avoid: HostsToAvoid) -> tuple[StoppedTask, ...]:
@@ -99,8 +112,15 @@ def watch_result(
         if want_running and _stopping(t)
     )
     hosts = tuple(sorted({t.host for t in tasks if t.host})) if want_running else ()
+    told = [moment for t in tasks if (moment := t.told_to_stop_at) is not None] if not want_running else []
     return TaskWatch(
-        state=state, total=len(tasks), ready=ready, stopped=stopped, hosts=hosts, misplaced=tuple(misplaced)
+        state=state,
+        total=len(tasks),
+        ready=ready,
+        stopped=stopped,
+        hosts=hosts,
+        misplaced=tuple(misplaced),
+        stopping_at=min(told, default=None),
     )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
+from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
@@ -17,19 +18,24 @@ from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_U
 from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.adapters.organizations import organizations_lookup
+from fault_responder.adapters.places_store import DynamoDBPlacesStore
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.service import AlertService
 from fault_responder.core.accounts import Accounts, accounts_of
 from fault_responder.core.observability import count, logger, measure
+from fault_responder.core.places import Place
 from fault_responder.events.ecs import UnsupportedEventError
-from fault_responder.events.enrollment import Enrollment, Refusal
+from fault_responder.events.enrollment import ACTIONS_SOURCE, Enrollment, Refusal
 from fault_responder.events.envelope import RejectedEvent, read_envelope
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.incident_actions import BadAction
 from fault_responder.noise.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
 from fault_responder.notification.delivery import Courier
 from fault_responder.routing.router import Router, RoutingConfig, load_routing
-from fault_responder.wiring.envtypes import Names
+from fault_responder.wiring.envtypes import Names, declared
+
+if TYPE_CHECKING:
+    from fault_responder.adapters.member_session import MemberSessions
 
 SECRET_CACHE_SECONDS = 300
 QUIET_MODES = frozenset({"auto", "approve"})
@@ -44,6 +50,9 @@ ALARM_SHARE = 0.5
 instances are described); the instances have the rest."""
 ALARM_LOOKBACK_RUNS = 3
 MIN_ALARM_LOOKBACK = timedelta(minutes=15)
+MEMBER_CLIENT_CONFIG = Config(connect_timeout=5, read_timeout=20, retries={"mode": "standard", "max_attempts": 4})
+"""The reconciliation's clients in organization mode: an account or Region that does not answer holds one call for
+seconds, not the run (botocore retries throttling four times, with backoff, before the place counts as throttled)."""
 
 
 class RouterSettings(BaseModel):
@@ -86,11 +95,19 @@ class RouterSettings(BaseModel):
     """The stack's alarms' names begin with it (`<stack name>.`): the reconciliation reads them. Empty: it does not."""
     reconcile_rate_minutes: int = Field(alias="RECONCILE_RATE_MINUTES", default=5, ge=1, le=1440)
     """How often the reconciliation runs: an alarm's history is read ALARM_LOOKBACK_RUNS times as far back."""
+    member_role_name: str = Field(alias="MEMBER_ROLE_NAME", default="", pattern=r"^[A-Za-z0-9+=,.@_-]{0,64}$")
+    """With the organization's bus: forwarder.yaml's role, which the reconciliation assumes in other accounts."""
+    member_role_external_id: str = Field(alias="MEMBER_ROLE_EXTERNAL_ID", default="", max_length=1224)
+    """The external id that role's trust requires (the stack's MemberRoleExternalId output)."""
+    function_name: str = Field(alias="AWS_LAMBDA_FUNCTION_NAME", default="gpu-fault-responder")
+    """The function's name (Lambda sets it): the session name in the member accounts' CloudTrail."""
+    reconcile_concurrency: int = Field(alias="RECONCILE_CONCURRENCY", default=8, ge=1, le=32)
+    """Accounts and Regions the reconciliation reads at once, with the organization's bus."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RouterSettings:
         try:
-            return cls.model_validate(dict(env))
+            return cls.model_validate(declared(cls, env))
         except ValidationError as error:
             fields = sorted({str(e["loc"][0]) for e in error.errors()})
             raise RuntimeError(f"AlertRouter environment is incomplete or invalid: {fields}") from None
@@ -158,6 +175,12 @@ class AlertRouter:
         )
         self._sqs = boto3.client("sqs")
         self._ends_at = time.monotonic() + LAMBDA_MAX_SECONDS
+        self.places: DynamoDBPlacesStore | None = None
+        """With the organization's bus: the accounts and Regions whose events were seen (the reconciliation reads
+        them where the enrollment lists none)."""
+        if self.enrollment is not None:
+            self.places = DynamoDBPlacesStore(settings.incidents_table)
+        self._sessions: MemberSessions | None = None
 
     def start_invocation(self, seconds_left: float) -> None:
         """A new invocation: its time budget, shared by every call its records make."""
@@ -210,6 +233,10 @@ class AlertRouter:
 
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
         self.silences.refresh_or_keep()
+        if self.enrollment is not None:
+            tally = self._reconcile_organization(seconds_left)
+            logger.info("reconciliation done", extra=tally)
+            return tally
         service = self.service
         alarms = self._reconcile_alarms(seconds_left * ALARM_SHARE) if self.settings.alarm_name_prefix else {}
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
@@ -226,6 +253,93 @@ class AlertRouter:
         tally = {**reconciler.run(started=datetime.now(UTC), seconds_left=seconds_left), **alarms}
         logger.info("reconciliation done", extra=tally)
         return tally
+
+    def _reconcile_organization(self, seconds_left: float) -> dict[str, int]:
+        """The reconciliation in every enrolled account and Region (fault_responder.operations.organization): each
+        place's alarms, then its instances, through its own clients, a few places at a time; a place that fails is
+        counted for its account (MemberAccountFailures, dimension Account) and never holds up the others."""
+        # Imported here, as in `reconcile`: only ReconcileFunction reconciles.
+        from fault_responder.adapters.cloudwatch_alarms import CloudWatchAlarms  # noqa: PLC0415
+        from fault_responder.adapters.ecs_health import EcsHealthInventory  # noqa: PLC0415
+        from fault_responder.adapters.member_session import classify  # noqa: PLC0415
+        from fault_responder.operations.alarm_reconcile import AlarmReconciler  # noqa: PLC0415
+        from fault_responder.operations.organization import (  # noqa: PLC0415
+            MAX_PLACES,
+            OrganizationReconciler,
+            PlaceResult,
+            acting_places,
+        )
+        from fault_responder.operations.reconcile import Reconciler  # noqa: PLC0415
+
+        settings, service = self.settings, self.service
+        sessions = self._member_sessions()
+        home = sessions.home
+        listed = settings.enrolled_accounts and settings.enrolled_regions
+        seen = [] if listed or self.places is None else [place for place, _ in self.places.seen(MAX_PLACES)]
+        places, left_out = acting_places(home, settings.enrolled_accounts, settings.enrolled_regions, seen)
+        lookback = max(MIN_ALARM_LOOKBACK, timedelta(minutes=ALARM_LOOKBACK_RUNS * settings.reconcile_rate_minutes))
+
+        def run_place(place: Place, seconds: float, records: Sequence[str]) -> PlaceResult:
+            ends = time.monotonic() + seconds
+            tally: dict[str, int] = {}
+            if settings.alarm_name_prefix:
+                alarms = AlarmReconciler(
+                    source=CloudWatchAlarms(sessions.client("cloudwatch", place)),
+                    records=service.store,
+                    observe=lambda facts, left: service.observe(facts, seconds_left=left),
+                    prefix=settings.alarm_name_prefix,
+                    lookback=lookback,
+                    redeliver=lambda arn, left: service.reconcile(arn, seconds_left=left),
+                    count=count,
+                    epoch=time.time,
+                )
+                tally |= alarms.run(started=datetime.now(UTC), seconds_left=seconds * ALARM_SHARE, open_records=records)
+            watched = [arn for arn in settings.cluster_arns if Place.of_arn(arn) == place]
+            if settings.cluster_arns and not watched:
+                return PlaceResult(tally)  # ClusterArns names none of this place's clusters: none is watched here
+            instances = Reconciler(
+                inventory=EcsHealthInventory(sessions.client("ecs", place)),
+                records=service.store,
+                observe=lambda facts, left: service.observe(facts, seconds_left=left),
+                redeliver=lambda arn, left: service.reconcile(arn, seconds_left=left),
+                clusters=watched,
+                count=count,
+                epoch=time.time,
+                max_instances=settings.reconcile_max_instances,
+            )
+            left = max(0.0, ends - time.monotonic())
+            tally |= instances.run(started=datetime.now(UTC), seconds_left=left, open_records=records)
+            return PlaceResult(tally, tuple(instances.failures))
+
+        reconciler = OrganizationReconciler(
+            places=places,
+            run_place=run_place,
+            classify=classify,
+            open_records=service.store.open_records,
+            report=lambda place, failure: count("MemberAccountFailures", "Account", place.account),
+            epoch=time.time,
+            max_concurrency=settings.reconcile_concurrency,
+            left_out=left_out,
+        )
+        return reconciler.run(seconds_left=seconds_left)
+
+    def _member_sessions(self) -> MemberSessions:
+        """Clients for each account and Region (the member role's, assumed with the stack's external id), kept for
+        the container's life."""
+        if self._sessions is None:
+            from fault_responder.adapters.member_session import MemberSessions  # noqa: PLC0415
+
+            settings = self.settings
+            if not settings.member_role_name or not settings.member_role_external_id:
+                raise RuntimeError("the reconciliation needs MEMBER_ROLE_NAME and MEMBER_ROLE_EXTERNAL_ID")
+            self._sessions = MemberSessions(
+                home=Place.of(settings.stack_account, settings.region),
+                role_name=settings.member_role_name,
+                external_id=settings.member_role_external_id,
+                function_name=settings.function_name,
+                config=MEMBER_CLIENT_CONFIG,
+            )
+        return self._sessions
 
     def _reconcile_alarms(self, seconds_left: float) -> dict[str, int]:
         """The stack's alarms as CloudWatch describes them, against the incidents table
@@ -267,6 +381,8 @@ class AlertRouter:
         refusal = self.enrollment.refusal(raw) if self.enrollment is not None else None
         if refusal is not None:
             return self._refuse(event_id, refusal)
+        if self.places is not None:
+            self._note_place(raw)
         logger.thread_safe_append_keys(correlation_id=event_id)
         try:
             try:
@@ -289,6 +405,16 @@ class AlertRouter:
             return result
         finally:
             logger.thread_safe_remove_keys(["correlation_id"])
+
+    def _note_place(self, raw: Mapping[str, Any]) -> None:
+        """The event's account and Region seen now (at most one write a minute per pair; never fails the event)."""
+        if self.places is None or raw.get("source") == ACTIONS_SOURCE:
+            return
+        try:
+            place = Place.of(str(raw.get("account")), str(raw.get("region")))
+        except ValueError:
+            return
+        self.places.note(place)
 
     def _refuse(self, event_id: str, refusal: Refusal) -> dict[str, Any]:
         """An event of an account or Region that is not enrolled: logged with its id and counted, never acted on, and
@@ -337,8 +463,8 @@ def policy_for(
             capacity_providers=frozenset(settings.training_capacity_providers),
             check_types=frozenset(settings.resume_check_types),
             deadline=timedelta(minutes=settings.resume_page_deadline_minutes),
-            # With the organization's bus, the workflow starts for this account and Region's faults only.
-            home=(settings.stack_account, settings.region) if settings.organization_mode else None,
+            # With the organization's bus the workflow starts for every enrolled account and Region's faults
+            # (MemberResumeTrainingRule) and acts there: no account's is left out of the quiet.
         )
     pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
     return Policy(

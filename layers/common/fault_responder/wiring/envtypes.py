@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BaseModel, BeforeValidator
 
 
 def _names(value: Any) -> Any:
@@ -15,3 +16,18 @@ def _names(value: Any) -> Any:
 
 
 Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
+
+
+def declared(model: type[BaseModel], env: Mapping[str, str]) -> dict[str, str]:
+    """The environment as `model` reads it: a variable set to the empty string is read as unset where the setting's
+    default is itself empty (off, none, nothing listed).
+
+    A variable the template values with a condition's AWS::NoValue is absent on Lambda, but `sam local` does not
+    resolve Fn::If and declares it empty; either way the function then runs with the setting's default. A setting
+    whose default is not empty keeps an empty value as given (and its validation decides)."""
+    empty_by_default = {
+        field.alias
+        for field in model.model_fields.values()
+        if field.alias is not None and not field.is_required() and not field.get_default(call_default_factory=True)
+    }
+    return {name: value for name, value in env.items() if value != "" or name not in empty_by_default}

@@ -16,6 +16,7 @@ from fault_responder.actions.function_url import RotatingSecret, fetch_json_secr
 from fault_responder.actions.pagerduty_webhook import PagerDutyWebhook
 from fault_responder.adapters.action_queue import ActionQueue
 from fault_responder.core.observability import count, logger
+from fault_responder.wiring.envtypes import declared
 
 
 class WebhookSettings(BaseModel):
@@ -28,7 +29,7 @@ class WebhookSettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WebhookSettings:
-        values = dict(env)
+        values = declared(cls, env)
         # Lambda sets AWS_REGION; tools and tests may set only AWS_DEFAULT_REGION.
         values.setdefault("AWS_REGION", env.get("AWS_DEFAULT_REGION", ""))
         try:

@@ -4,14 +4,19 @@ Built once per execution environment and cached, like fault_responder.wiring.ale
 ClaimFault function carries the workflow's parameters in its environment (RESUME_*); the other functions
 get them from the `config` the Claim state returns, so one parameter change reaches a whole execution at
 once and an execution in flight keeps the values it started with.
+
+With the organization's bus (MEMBER_ROLE_NAME set), a fault of another account or Region is acted on there: its
+steps get ECS, EC2, S3 and Auto Scaling clients of that account and Region, through forwarder.yaml's role
+(fault_responder.adapters.member_session), and keep the stack's own table, secrets and notifier. A role that cannot
+be assumed fails the step (the state machine pages it, naming the account).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -26,13 +31,15 @@ from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
 from fault_responder.adapters.resume_store import DynamoDBResumeStore
 from fault_responder.adapters.s3_checkpoints import S3CheckpointRequests, S3CheckpointStore
 from fault_responder.core.observability import count
+from fault_responder.core.places import Place
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.steps import ResumeSteps
-from fault_responder.wiring.envtypes import Names
+from fault_responder.wiring.envtypes import Names, declared
 
 if TYPE_CHECKING:
     from fault_responder.adapters.autoscaling import AutoScalingAdapter
     from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
+    from fault_responder.adapters.member_session import MemberSessions
     from fault_responder.resume.notify import ResumeNotifier
 
 
@@ -59,11 +66,10 @@ class ResumeSettings(BaseModel):
     incident_wait_retries: int = Field(alias="INCIDENT_WAIT_RETRIES", default=6, ge=0, le=6)
     dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
     """The stack's CloudWatch dashboard, linked from the Slack roots the notices post or update; empty: no link."""
-    # NotifyFunction's, with the organization's bus: the notices name the account and Region as the router's pages.
+    # NotifyFunction's, with the organization's bus: the notices name the account and Region as the router's pages
+    # (with STACK_ACCOUNT and AWS_REGION, below).
     organization_mode: bool = Field(alias="ORGANIZATION_MODE", default=False)
-    stack_account: str = Field(alias="STACK_ACCOUNT", default="")
     account_names: str = Field(alias="ACCOUNT_NAMES", default="")
-    region: str = Field(alias="AWS_REGION", default="")
 
     mode: Mode = Field(alias="RESUME_MODE", default=Mode.AUTO)
     capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
@@ -85,6 +91,14 @@ class ResumeSettings(BaseModel):
     spare_attribute: str = Field(alias="SPARE_ATTRIBUTE", default="fault-responder.spare")
     refill_spares: bool = Field(alias="REFILL_SPARES", default=True)
 
+    stack_account: str = Field(alias="STACK_ACCOUNT", default="")
+    region: str = Field(alias="AWS_REGION", default="")
+    """The Region the function runs in (Lambda sets it)."""
+    member_role_name: str = Field(alias="MEMBER_ROLE_NAME", default="", pattern=r"^[A-Za-z0-9+=,.@_-]{0,64}$")
+    """With the organization's bus: forwarder.yaml's role, through which a fault of another account is acted on."""
+    member_role_external_id: str = Field(alias="MEMBER_ROLE_EXTERNAL_ID", default="", max_length=1224)
+    function_name: str = Field(alias="AWS_LAMBDA_FUNCTION_NAME", default="gpu-fault-responder")
+
     @property
     def change_events_url(self) -> str:
         if self.pagerduty_change_events_url:
@@ -94,7 +108,7 @@ class ResumeSettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ResumeSettings:
         try:
-            return cls.model_validate(dict(env))
+            return cls.model_validate(declared(cls, env))
         except ValidationError as error:
             fields = sorted({str(e["loc"][0]) for e in error.errors()})
             raise RuntimeError(f"ResumeTraining environment is incomplete or invalid: {fields}") from None
@@ -196,7 +210,10 @@ def ecs_client() -> BaseClient:
     botocore older than 1.42.94 has no AutoRepairConfiguration shape and drops it from DescribeCapacityProviders
     answers, so the auto-repair guard would take an ENABLED provider for one without auto-repair.
     """
-    client: BaseClient = boto3.client("ecs", config=AWS_CLIENT_CONFIG)
+    return _checked(boto3.client("ecs", config=AWS_CLIENT_CONFIG))
+
+
+def _checked(client: BaseClient) -> BaseClient:
     if "AutoRepairConfiguration" not in client.meta.service_model.shape_names:
         raise RuntimeError(
             f"botocore {botocore.__version__} does not know ECS auto-repair (AutoRepairConfiguration): the "
@@ -205,8 +222,29 @@ def ecs_client() -> BaseClient:
     return client
 
 
+def place_of(raw_event: Mapping[str, Any]) -> Place | None:
+    """Where an event happened (its account and Region); None when they are not well formed (the claim refuses it)."""
+    try:
+        return Place.of(str(raw_event.get("account")), str(raw_event.get("region")))
+    except ValueError:
+        return None
+
+
+MAX_PLACES_KEPT = 64
+"""Accounts and Regions whose steps an execution environment keeps built."""
+
+
+def resume_steps(place: Place | None = None) -> ResumeSteps:
+    """The steps, acting where `place` is: the stack's own account and Region (or None, or without the organization's
+    bus) with the function's own clients; any other through the member role there."""
+    sessions = _sessions()
+    if sessions is not None and place is not None and place != sessions.home:
+        return _steps_in(place)
+    return _own_steps()
+
+
 @cache
-def resume_steps() -> ResumeSteps:
+def _own_steps() -> ResumeSteps:
     current = settings()
     dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
     return ResumeSteps(
@@ -220,6 +258,61 @@ def resume_steps() -> ResumeSteps:
         approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
         requests=_checkpoint_requests,
         scaling=_scaling,
+    )
+
+
+@lru_cache(maxsize=MAX_PLACES_KEPT)
+def _steps_in(place: Place) -> ResumeSteps:
+    """The steps for a fault of another account or Region: its ECS, EC2, S3 and Auto Scaling there, assumed when first
+    used; the stack's own table, notifier and approvals."""
+    from fault_responder.adapters.autoscaling import AutoScalingAdapter  # noqa: PLC0415
+
+    current = settings()
+    sessions = _sessions()
+    if sessions is None:
+        raise RuntimeError("acting in another account needs MEMBER_ROLE_NAME")
+    dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
+    return ResumeSteps(
+        ecs=_LazyEcs(lambda: EcsAdapter(_checked(sessions.client("ecs", place)), sessions.client("ec2", place))),
+        store=DynamoDBResumeStore(current.incidents_table, dynamodb),
+        incidents=_incident_store,
+        checkpoints=lambda: S3CheckpointStore(sessions.client("s3", place)),
+        notifier=_notifier,
+        config=current.config(),
+        incident_wait_retries=current.incident_wait_retries,
+        approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
+        requests=lambda: S3CheckpointRequests(sessions.client("s3", place)),
+        scaling=lambda: AutoScalingAdapter(sessions.client("autoscaling", place)),
+    )
+
+
+class _LazyEcs:
+    """The ECS adapter of a member account, made on each call a step makes with the clients the sessions keep (the
+    role assumed on the first, again before its credentials expire): a step that calls no ECS assumes nothing."""
+
+    def __init__(self, make: Callable[[], EcsAdapter]) -> None:
+        self._make = make
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._make(), name)
+
+
+@cache
+def _sessions() -> MemberSessions | None:
+    """With the organization's bus: clients for the other accounts and Regions (None: a single-account stack)."""
+    current = settings()
+    if not current.member_role_name:
+        return None
+    from fault_responder.adapters.member_session import MemberSessions  # noqa: PLC0415
+
+    if not current.member_role_external_id:
+        raise RuntimeError("MEMBER_ROLE_NAME is set without MEMBER_ROLE_EXTERNAL_ID")
+    return MemberSessions(
+        home=Place.of(current.stack_account, current.region),
+        role_name=current.member_role_name,
+        external_id=current.member_role_external_id,
+        function_name=current.function_name,
+        config=AWS_CLIENT_CONFIG,
     )
 
 
@@ -240,7 +333,7 @@ def _fetch_json_secret(name: str, force: bool) -> Any:
 
 def reset() -> None:
     """Forget the wiring and cached secrets (tests and the sandbox call this when endpoints change)."""
-    for factory in (settings, _incident_store, _notifier, resume_steps):
+    for factory in (settings, _incident_store, _notifier, _own_steps, _steps_in, _sessions):
         factory.cache_clear()
     from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415
 

@@ -21,7 +21,7 @@ from fault_responder.adapters.interaction_store import DynamoDBInteractionStore
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.slack_actions_io import ResponseUrlReplies, SlackUserGroups, StepFunctionsTaskAnswers
 from fault_responder.core.observability import count, logger
-from fault_responder.wiring.envtypes import Names
+from fault_responder.wiring.envtypes import Names, declared
 
 
 class ActionsSettings(BaseModel):
@@ -47,8 +47,8 @@ class ActionsSettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ActionsSettings:
-        values = dict(env)
-        values.setdefault("AWS_REGION", values.get("AWS_DEFAULT_REGION", ""))
+        values = declared(cls, env)
+        values.setdefault("AWS_REGION", env.get("AWS_DEFAULT_REGION", ""))
         try:
             return cls.model_validate(values)
         except ValidationError as error:
