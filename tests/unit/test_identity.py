@@ -352,6 +352,11 @@ def test_the_workflows_notices_of_a_member_account_name_it_and_its_mass_fault_pa
                              ORGANIZATION) == single  # fmt: skip
     key = trigger_dedup_key(notice, member, Grouping(), ORGANIZATION)
     assert key == f"{single}/{PROD}/us-west-2"
+    # (with fleets off, one alert per capacity provider: of the account and Region it is in)
+    off = Grouping(enabled=False)
+    provider = f"{home.cluster_name}/{home.capacity_provider}/resume/mass-fault"
+    assert trigger_dedup_key(notice, home, off, SINGLE_ACCOUNT) == provider
+    assert trigger_dedup_key(notice, member, off, ORGANIZATION) == f"{PROD}/us-west-2/{provider}"
     # and it says where, by the account's name and id
     where = ORGANIZATION.where(member.instance_ref())
     page = render_resume_trigger(notice, member, "k" * 32, NOW, key, where=where)

@@ -377,7 +377,8 @@ def trigger_dedup_key(notice: Notice, fault: Fault, grouping: Grouping, accounts
     off, one alert per capacity provider; every other page, one per fault and job."""
     if notice.subject == "mass-fault" and grouping.enabled:
         return fleet_fingerprint(group_from_labels(fault_labels(fault, accounts), grouping, accounts))
-    return pagerduty_dedup_key(fault, notice.subject)
+    scope = "" if accounts.is_home(fault.account, fault.region) else f"{fault.account}/{fault.region}/"
+    return pagerduty_dedup_key(fault, notice.subject, scope=scope)
 
 
 def fault_labels(fault: Fault, accounts: Accounts = SINGLE_ACCOUNT) -> dict[str, str]:

@@ -274,7 +274,9 @@ def _steps_in(place: Place) -> ResumeSteps:
     dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
     return ResumeSteps(
         ecs=_LazyEcs(lambda: EcsAdapter(_checked(sessions.client("ecs", place)), sessions.client("ec2", place))),
-        store=DynamoDBResumeStore(current.incidents_table, dynamodb),
+        # Its keys named by a cluster, a job or a group begin with the account and Region: another account's cluster or
+        # job of the same name is another (adapters/resume_store.py), and its groups' keys are the alert side's.
+        store=DynamoDBResumeStore(current.incidents_table, dynamodb, scope=f"{place.account}/{place.region}/"),
         incidents=_incident_store,
         checkpoints=lambda: S3CheckpointStore(sessions.client("s3", place)),
         notifier=_notifier,
@@ -283,6 +285,7 @@ def _steps_in(place: Place) -> ResumeSteps:
         approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
         requests=lambda: S3CheckpointRequests(sessions.client("s3", place)),
         scaling=lambda: AutoScalingAdapter(sessions.client("autoscaling", place)),
+        scope=(("account", place.account), ("region", place.region)),
     )
 
 
