@@ -150,7 +150,9 @@ def derived_incidents(sandbox: Sandbox, items: Sequence[Mapping[str, Any]]) -> l
             if pk.startswith("GROUP#"):
                 group = decode_group(str(item.get("rid") or pk), typed)
                 _open_members(group, [other for other in items if other.get("og") == pk], member_from_dict)
-                fleets = derive_fleet(group, router.config.grouping, router.route, now, policy)
+                fleets = derive_fleet(
+                    group, router.config.grouping, router.route, now, policy, accounts=settings.accounts
+                )
                 incidents.extend(_jsonable(dataclasses.asdict(incident)) for incident in fleets.incidents)
             elif pk.startswith("INSTANCE#"):
                 record = decode(str(item["ref"]["container_instance_arn"]), typed)
@@ -182,6 +184,7 @@ def _decimals_out(value: Any) -> Any:
 def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
     """The router, lifecycle settings and policy the stack's AlertRouter has, from its parameters."""
     from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
+    from fault_responder.core.accounts import accounts_of  # noqa: PLC0415
     from fault_responder.incidents import lifecycle  # noqa: PLC0415
     from fault_responder.noise.policy import SilenceCache  # noqa: PLC0415
     from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
@@ -191,7 +194,6 @@ def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
     routing = load_routing(str(parameters.get("RoutingFile", "default.yaml")))
     router = Router(routing)
     window = timedelta(minutes=int(str(parameters.get("DrainAttributionWindowMinutes", 60))))
-    settings = lifecycle.Settings(drain_window=window, hold_down=routing.flapping.hold_down)
     table = str(sandbox.stack.resources[INCIDENTS_TABLE].ref) if INCIDENTS_TABLE in sandbox.stack.resources else ""
     environment = {
         "INCIDENTS_TABLE": table or "none",
@@ -210,7 +212,13 @@ def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
         environment.update(
             {
                 name: router_function.environment[name]
-                for name in ("ORGANIZATION_MODE", "ENROLLED_ACCOUNTS", "ENROLLED_REGIONS", "STACK_ACCOUNT")
+                for name in (
+                    "ORGANIZATION_MODE",
+                    "ENROLLED_ACCOUNTS",
+                    "ENROLLED_REGIONS",
+                    "STACK_ACCOUNT",
+                    "ACCOUNT_NAMES",
+                )
                 if name in router_function.environment
             }
         )
@@ -220,7 +228,17 @@ def _router_view(sandbox: Sandbox) -> tuple[Any, Any, Any]:
         cache = SilenceCache(lambda: store.active(datetime.now(UTC)))
         cache.refresh_or_keep()
         silencer = cache.silencer
-    policy = policy_for(routing, RouterSettings.from_env(environment), silencer, router.muted_receivers)
+    router_settings = RouterSettings.from_env(environment)
+    policy = policy_for(routing, router_settings, silencer, router.muted_receivers)
+    # The accounts' names as the stack's AccountNames gives them (the sandbox has no AWS Organizations to ask).
+    accounts = accounts_of(
+        router_settings.organization_mode,
+        router_settings.stack_account,
+        router_settings.region,
+        router_settings.account_names,
+        lambda: None,
+    )
+    settings = lifecycle.Settings(drain_window=window, hold_down=routing.flapping.hold_down, accounts=accounts)
     return router, settings, policy
 
 

@@ -194,6 +194,12 @@ def _worker(environment: Mapping[str, str], barrier: Any, inbox: Connection) -> 
         job = inbox.recv()
         if job is None:
             return
+        if isinstance(job, dict) and "sweep" in job:
+            barrier.wait()
+            router.start_invocation(60.0)
+            router.sweep()
+            inbox.send(("done", 0))
+            continue
         if isinstance(job, dict) and "reconcile" in job:
             barrier.wait()
             router.start_invocation(60.0)
@@ -297,8 +303,8 @@ class Workers:
 
     def run_jobs(self, jobs: list[Any]) -> int:
         """Each worker does its job at the same moment as the others: a list of event bodies (or {"events": [...],
-        "delay": seconds} to start that much later), or a run of the reconciliation sweep ({"reconcile":
-        {"cluster": ..., "observed": [...]}}); returns the failed attempts."""
+        "delay": seconds} to start that much later), a run of the reconciliation sweep ({"reconcile":
+        {"cluster": ..., "observed": [...]}}), or a run of the sweep ({"sweep": True}); returns the failed attempts."""
         for pipe, job in zip(self.pipes, jobs, strict=True):
             pipe.send(job)
         failed = 0

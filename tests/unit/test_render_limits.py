@@ -28,6 +28,7 @@ from fault_responder.core.domain import (
     PersonAction,
     Severity,
     TimelineEntry,
+    Where,
 )
 from fault_responder.incidents.alarms import MAX_ATTRIBUTES
 from fault_responder.notification.render.pagerduty import render_alert_trigger, render_trigger
@@ -372,3 +373,56 @@ def test_every_message_of_a_drill_keeps_every_limit_and_begins_with_drill(
     assert trigger["payload"]["summary"].startswith("DRILL")
     assert next(iter(trigger["payload"]["custom_details"])) == "drill"
     assert "*What to do:*" not in json.dumps(root.blocks)
+
+
+# --- An organization's pages: where, beside the cluster --------------------------------------------------------------
+
+WHERES = st.builds(
+    Where,
+    account=st.from_regex(r"\A[0-9]{12}\Z"),
+    region=st.sampled_from(["us-east-1", "eu-west-1", "ap-southeast-2"]),
+    # AWS Organizations' names: printable ASCII, up to 50 characters; or none known
+    name=st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=50),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(incident=incidents(), alert=alerts(), where=WHERES, dashboard=st.booleans())
+def test_an_organizations_messages_name_the_account_and_region_and_keep_every_limit(
+    incident: Incident, alert: Alert, where: Where, dashboard: bool
+) -> None:
+    # Given any incident and notice of an account of the organization, When every message about them is rendered
+    url = DASHBOARD if dashboard else None
+    incident, alert = dataclasses.replace(incident, where=where), dataclasses.replace(alert, where=where)
+    entry = incident.timeline[-1] if incident.timeline else RECOVERED
+    root, reply, webhook, trigger = rendered(incident, entry, url)
+    notice, corrected = (
+        render_alert(alert, dashboard_url=url),
+        render_superseded_alert(alert, incident, dashboard_url=url),
+    )
+    page = render_alert_trigger(alert, ROUTING_KEY, "standalone/evt")
+
+    # Then each keeps Slack's and PagerDuty's limits, as a single account's do
+    for message in (root, reply, webhook, notice, corrected):
+        assert_slack_limits(message)
+    for event in (trigger, page):
+        assert_pagerduty_limits(event)
+
+    # And those that name the cluster name the account (its name, with its id) and the Region too: the fields, the
+    # push text, and PagerDuty's summary (whole, or its title cut to keep them) and details
+    account = escape_mrkdwn(where.account_text)
+    for message in (root, webhook):
+        fields = [field["text"] for block in message.blocks for field in block.get("fields", [])]
+        assert f"*Account*\n{account}" in fields and f"*Region*\n{where.region}" in fields
+        assert message.text.endswith(SHORTENED) or f"{account}, {where.region}" in message.text
+    notice_fields = [field["text"] for block in notice.blocks for field in block.get("fields", [])]
+    assert f"*Account*\n{account}" in notice_fields
+    assert f"{account}, {where.region}) · " in notice.text or notice.text.endswith(SHORTENED)
+    for event in (trigger, page):
+        summary, details = event["payload"]["summary"], event["payload"]["custom_details"]
+        assert f"account {where.account_text}, {where.region}" in summary or summary.endswith(SHORTENED)
+        assert (details["account"], details["region"], details.get("account_name", "")) == (
+            where.account,
+            where.region,
+            where.name,
+        )

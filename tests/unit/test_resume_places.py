@@ -12,8 +12,11 @@ import pytest
 from moto import mock_aws
 from moto.iam.models import iam_backends
 
+from fault_responder.core.accounts import Accounts
 from fault_responder.core.places import Place, RoleNotAssumable
+from fault_responder.noise.fleet import group_from_labels
 from fault_responder.resume.fault import Fault
+from fault_responder.routing.router import Grouping
 from fault_responder.wiring import resume_training
 from fault_responder.wiring.resume_training import place_of, resume_steps
 from sandbox.accounts import TrustEmulation
@@ -107,3 +110,19 @@ def test_a_fault_and_an_event_name_their_place() -> None:
     assert place_of({"account": "not an account", "region": MEMBER.region}) is None
     fields = Fault.model_fields
     assert {"account", "region"} <= set(fields)
+
+
+def test_a_member_places_keys_name_it_as_the_alert_sides_do_and_the_homes_are_unchanged(organization: None) -> None:
+    member, home = resume_steps(MEMBER), resume_steps(HOME)
+
+    # Its resume keys (claims per provider, ledgers, spares, refills) begin with its account and Region
+    assert member.store.scope == f"{MEMBER.account}/{MEMBER.region}/"  # type: ignore[attr-defined]
+    assert home.store.scope == "" and home.scope == ()  # type: ignore[attr-defined]
+    # and the alert side's group of its provider, whose open members are hosts to avoid, is read by the router's key
+    labels = {"cluster": "training", "capacity_provider": "p5", "check_type": "ACCELERATED_COMPUTE"}
+    alert_side = group_from_labels(
+        {**labels, "account": MEMBER.account, "region": MEMBER.region},
+        Grouping(),
+        Accounts(home=(HOME.account, HOME.region)),
+    )
+    assert (*labels.items(), *member.scope) == alert_side

@@ -167,3 +167,47 @@ def test_attempt_tasks_round_trip_and_an_attempt_that_placed_nothing_has_none(st
     store.save_attempt_tasks(JOB, 1, ["arn:t/1", "arn:t/2"])
     assert store.load_attempt_tasks(JOB, 1) == ("arn:t/1", "arn:t/2")
     assert store.load_attempt_tasks(JOB, 2) == ()
+
+
+# --- Another account's and Region's faults (the organization's bus) ---------------------------------------------------
+
+MEMBER_SCOPE = "222222222222/us-west-2/"
+
+
+def test_another_accounts_clusters_jobs_spares_and_refills_of_the_same_names_are_its_own_the_homes_keys_unchanged(
+    store: DynamoDBResumeStore,
+) -> None:
+    member = DynamoDBResumeStore(store.table_name, store._db, scope=MEMBER_SCOPE)
+    fault = a_fault()
+    # (its own container instance, with an id of its own: ECS's ids are unique)
+    theirs = fault.model_copy(
+        update={
+            "account": "222222222222",
+            "region": "us-west-2",
+            "container_instance_arn": "arn:aws:ecs:us-west-2:222222222222:container-instance/gpu-training/ci-theirs",
+            "fingerprint": "gpu-training/ci-theirs/ACCELERATED_COMPUTE",
+        }
+    )
+
+    # Claims of one cluster and provider name: counted per account and Region
+    assert store.claim(fault, "exec-home").claimed and member.claim(theirs, "exec-member").claimed
+    window = timedelta(minutes=30)
+    assert len(store.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)) == 1
+    assert len(member.claimed_faults(fault.cluster_name, fault.capacity_provider, fault.impaired_at, window)) == 1
+    # Ledgers of one job key: each its own
+    store.add_failed_hosts(JOB, ["i-home"])
+    member.add_failed_hosts(JOB, ["i-member"])
+    assert store.load_ledger(JOB).failed_hosts == ("i-home",)
+    assert member.load_ledger(JOB).failed_hosts == ("i-member",)
+    # Spares of one provider, and at-most-once keys: each its own
+    assert store.claim_spares("gpu-training", "p5", ["i-spare"], "job-a#attempt-1", now=NOW, until=NOW + window)
+    assert member.claim_spares("gpu-training", "p5", ["i-spare"], "job-b#attempt-1", now=NOW, until=NOW + window)
+    assert member.spare_claims("gpu-training", "p5", NOW) == {"i-spare": "job-b#attempt-1"}
+    assert store.mark_once("REFILL#k", window) and member.mark_once("REFILL#k", window)
+
+    # The stack's own keys are as they always were; the member's begin with its account and Region
+    keys = {item["pk"]["S"] for item in store._db.scan(TableName=store.table_name)["Items"]}
+    assert {f"JOB#{JOB}", f"PROVIDER#{fault.cluster_name}/{fault.capacity_provider}", "SPARES#gpu-training/p5"} <= keys
+    assert {f"JOB#{MEMBER_SCOPE}{JOB}", f"SPARES#{MEMBER_SCOPE}gpu-training/p5", f"ONCE#{MEMBER_SCOPE}REFILL#k"} <= keys
+    # and the recovery report reads every account's ledgers, of a cluster by its name whichever account
+    assert sorted(ledger.job_key for ledger in store.ledgers("gpu-training")) == [f"{MEMBER_SCOPE}{JOB}", JOB]

@@ -446,3 +446,55 @@ def test_the_other_accounts_training_faults_start_the_workflow_from_the_bus_and_
         "arn:ResumeTrainingRule.Arn",
         "arn:MemberResumeTrainingRule.Arn",
     ]
+
+
+# --- Account names ---------------------------------------------------------------------------------------------------
+
+RENDERING = ("AlertRouterFunction", "SweepFunction", "ReconcileFunction", "NotifyFunction")
+"""The functions that render pages (the router's three, and the workflow's notices)."""
+RENDERING_ROLES = {"AlertRouterRole", "SweepRole", "ReconcileRole", "NotifyFunction"}
+
+
+def describing_accounts(resolver: Resolver) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for logical_id in created(resolver):
+        if resolver.template.resource_type(logical_id) not in ("AWS::IAM::Role", "AWS::Serverless::Function"):
+            continue
+        granting = [
+            s for s in statements_of(resolver, logical_id) if "organizations:DescribeAccount" in as_list(s["Action"])
+        ]
+        if granting:
+            found[logical_id] = granting
+    return found
+
+
+def test_a_single_account_stack_names_no_account_and_may_not_ask_organizations() -> None:
+    default = stack(**RESUME, AccountNames=f"{MEMBER}=prod-ml")
+
+    assert describing_accounts(default) == {}
+    for function in RENDERING:
+        variables = default.properties(function).get("Environment", {}).get("Variables", {})
+        assert not {"ACCOUNT_NAMES", "ORGANIZATION_MODE", "STACK_ACCOUNT"} & set(variables), function
+
+
+def test_the_functions_that_render_are_told_the_names_and_may_describe_the_organizations_accounts_only() -> None:
+    names = f"{MEMBER}=prod-ml,333333333333=sandbox ml"
+    for overrides, resource in (
+        (ORGANIZATION_MODE, f"arn:aws:organizations::*:account/{ORGANIZATION}/*"),
+        ({"EnrolledAccounts": MEMBER}, "arn:aws:organizations::*:account/o-*/*"),
+    ):
+        organization = stack(**RESUME, **overrides, AccountNames=names)
+        for function in RENDERING:
+            variables = organization.properties(function)["Environment"]["Variables"]
+            assert variables["ACCOUNT_NAMES"] == names, function
+            assert (variables["ORGANIZATION_MODE"], variables["STACK_ACCOUNT"]) == ("true", ACCOUNT), function
+        granted = describing_accounts(organization)
+        assert set(granted) == RENDERING_ROLES
+        for statements in granted.values():
+            assert [(s["Action"], s["Resource"]) for s in statements] == [("organizations:DescribeAccount", resource)]
+
+
+@pytest.mark.parametrize("value", ["prod-ml", f"{MEMBER}=", f"{MEMBER}=a=b", f"{MEMBER}=a,b", f"{MEMBER}={'x' * 51}"])
+def test_malformed_account_names_are_refused(value: str) -> None:
+    with pytest.raises(TemplateError, match="AccountNames"):
+        stack(AccountNames=value)

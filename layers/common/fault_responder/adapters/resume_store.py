@@ -25,10 +25,18 @@ Items (pk / sk):
   the lease, so a refill is pending in the lease exactly while its record is unconfirmed.
 
 Everything expires through TTL (`expires_at`).
+
+A store for a fault of another account or Region than the stack's (the organization's bus: the workflow acts where
+the fault happened) has a `scope`, `<account>/<region>/`, that every key named by a cluster, a provider, a job, an
+Auto Scaling group or a refill begins with after its prefix (`PROVIDER#<scope><cluster>/<provider>`,
+`JOB#<scope><cluster>/<job id>`, `SPARES#...`, `ASG#...`, `ONCE#...`): two accounts' clusters, jobs and groups of one
+name never share a count, a ledger, a spare or a lease. The stack's own account and Region have no scope: their keys
+are as they always were. A claim (`FAULT#<fingerprint>...`) names its container instance, whose id is ECS's own.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,6 +63,8 @@ REFILL_TTL = timedelta(days=1)
 MAX_LEDGER_ATTEMPTS = 100
 """Older attempts are dropped from the ledger item; the budget only ever looks at the recent ones."""
 MAX_WRITE_CONFLICTS = 8
+_SCOPE = re.compile(r"^[0-9]{12}/[a-z0-9-]+/")
+"""A member account's and Region's scope at the start of a job key."""
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -82,10 +92,14 @@ class _Versioned:
 
 
 class DynamoDBResumeStore:
-    def __init__(self, table_name: str, client: BaseClient, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, table_name: str, client: BaseClient, clock: Callable[[], float] = time.time, *, scope: str = ""
+    ) -> None:
+        """`scope`: `<account>/<region>/` for a fault of another account or Region than the stack's (see above)."""
         self.table_name = table_name
         self._db = cast(Any, client)
         self._clock = clock
+        self.scope = scope
 
     # --- Claims and the mass-fault count ---------------------------------------------------------
 
@@ -99,7 +113,7 @@ class DynamoDBResumeStore:
             "expires_at": self._expiry(CLAIM_TTL),
         }
         counted = {
-            "pk": _provider_pk(fault.cluster_name, fault.capacity_provider),
+            "pk": _provider_pk(self.scope + fault.cluster_name, fault.capacity_provider),
             "sk": _provider_sk(fault.impaired_at, fault.container_instance_arn),
             "container_instance_arn": fault.container_instance_arn,
             "host": fault.host,
@@ -171,7 +185,7 @@ class DynamoDBResumeStore:
         low = _provider_sk(around - window, "")
         high = _provider_sk(around + window, "~")
         items = self._query(
-            _provider_pk(cluster_name, provider),
+            _provider_pk(self.scope + cluster_name, provider),
             "sk BETWEEN :low AND :high",
             {":low": {"S": low}, ":high": {"S": high}},
         )
@@ -191,11 +205,11 @@ class DynamoDBResumeStore:
     def save_tasks(self, job_key: str, fault_key: str, tasks: Sequence[TaskSpec]) -> None:
         """The job's tasks as found; rewritten whole by a retried FindJobs (nothing has acted on them yet)."""
         payload = zlib.compress(_tasks_adapter().dump_json(list(tasks)))
-        item = {"pk": _job_pk(job_key), "sk": f"TASKS#{fault_key}", "tasks": payload}
+        item = {"pk": _job_pk(self.scope + job_key), "sk": f"TASKS#{fault_key}", "tasks": payload}
         self._db.put_item(TableName=self.table_name, Item=_typed({**item, "expires_at": self._expiry(SNAPSHOT_TTL)}))
 
     def load_tasks(self, job_key: str, fault_key: str) -> list[TaskSpec]:
-        item = self._get(_job_pk(job_key), f"TASKS#{fault_key}")
+        item = self._get(_job_pk(self.scope + job_key), f"TASKS#{fault_key}")
         if item is None:
             raise LookupError(f"no task snapshot for job {job_key} and fault {fault_key}")
         raw = item["tasks"]
@@ -233,7 +247,7 @@ class DynamoDBResumeStore:
             )
             if mine is not None:
                 return RecordResult(RecordStatus.REUSED, mine)
-            holder = self._get(_job_pk(job_key), marker_sk)
+            holder = self._get(_job_pk(self.scope + job_key), marker_sk)
             if holder is not None and holder.get("execution") != attempt.execution:
                 return RecordResult(RecordStatus.SUPERSEDED, None, str(holder.get("execution")))
             number = current.ledger.attempt_count + 1
@@ -241,7 +255,12 @@ class DynamoDBResumeStore:
             ledger = current.ledger.model_copy(
                 update={"attempts": (*current.ledger.attempts, recorded)[-MAX_LEDGER_ATTEMPTS:]}
             )
-            marker = {"pk": _job_pk(job_key), "sk": marker_sk, "execution": attempt.execution, "attempt": number}
+            marker = {
+                "pk": _job_pk(self.scope + job_key),
+                "sk": marker_sk,
+                "execution": attempt.execution,
+                "attempt": number,
+            }
             try:
                 self._db.transact_write_items(
                     TransactItems=[
@@ -291,24 +310,26 @@ class DynamoDBResumeStore:
     def ledgers(self, cluster_name: str | None = None) -> Iterator[Ledger]:
         """Every job's ledger (of one cluster's jobs, with `cluster_name`): a Scan of the table, page by page, for
         the recovery report (an operator's command, never a workflow step)."""
-        prefix = _job_pk(f"{cluster_name}/" if cluster_name else "")
         pages = self._db.get_paginator("scan").paginate(
             TableName=self.table_name,
             FilterExpression="sk = :ledger AND begins_with(pk, :prefix)",
-            ExpressionAttributeValues={":ledger": {"S": "LEDGER"}, ":prefix": {"S": prefix}},
+            ExpressionAttributeValues={":ledger": {"S": "LEDGER"}, ":prefix": {"S": _job_pk("")}},
         )
         for page in pages:
             for raw in page.get("Items", []):
                 item = _plain(raw)
-                yield _ledger(str(item["pk"]).removeprefix("JOB#"), item)
+                # Every account's and Region's: a member's job key begins with its scope (account/Region/cluster/job).
+                job_key = str(item["pk"]).removeprefix("JOB#")
+                if cluster_name is None or _SCOPE.sub("", job_key).startswith(f"{cluster_name}/"):
+                    yield _ledger(job_key, item)
 
     def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None:
-        item = {"pk": _job_pk(job_key), "sk": _attempt_sk(number), "task_arns": list(task_arns)}
+        item = {"pk": _job_pk(self.scope + job_key), "sk": _attempt_sk(number), "task_arns": list(task_arns)}
         self._db.put_item(TableName=self.table_name, Item=_typed({**item, "expires_at": self._expiry(LEDGER_TTL)}))
 
     def load_attempt_tasks(self, job_key: str, number: int) -> tuple[str, ...]:
         """The tasks attempt `number` started (none when RunTask placed nothing)."""
-        item = self._get(_job_pk(job_key), _attempt_sk(number))
+        item = self._get(_job_pk(self.scope + job_key), _attempt_sk(number))
         return tuple(str(arn) for arn in (item or {}).get("task_arns", []))
 
     # --- Helpers ----------------------------------------------------------------------------------
@@ -318,7 +339,9 @@ class DynamoDBResumeStore:
     def spare_claims(self, cluster_name: str, provider: str, now: datetime) -> dict[str, str]:
         """The spares of the provider held now: EC2 instance id -> owner. One item per spare ever claimed within
         the TTL, so the read is as large as the pool."""
-        items = self._query(_spares_pk(cluster_name, provider), "begins_with(sk, :host)", {":host": {"S": "HOST#"}})
+        items = self._query(
+            _spares_pk(self.scope + cluster_name, provider), "begins_with(sk, :host)", {":host": {"S": "HOST#"}}
+        )
         moment = _iso(now)
         return {str(item["host"]): str(item["owner"]) for item in items if str(item["held_until"]) > moment}
 
@@ -333,7 +356,7 @@ class DynamoDBResumeStore:
                     "TableName": self.table_name,
                     "Item": _typed(
                         {
-                            "pk": _spares_pk(cluster_name, provider),
+                            "pk": _spares_pk(self.scope + cluster_name, provider),
                             "sk": f"HOST#{host}",
                             "host": host,
                             "owner": owner,
@@ -363,7 +386,7 @@ class DynamoDBResumeStore:
         try:
             self._db.put_item(
                 TableName=self.table_name,
-                Item=_typed({"pk": f"ONCE#{key}", "sk": "ONCE", "expires_at": self._expiry(ttl)}),
+                Item=_typed({"pk": f"ONCE#{self.scope}{key}", "sk": "ONCE", "expires_at": self._expiry(ttl)}),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as error:
@@ -373,7 +396,7 @@ class DynamoDBResumeStore:
         return True
 
     def refill_record(self, key: str) -> RefillRecord | None:
-        item = self._get(f"ONCE#{key}", "ONCE")
+        item = self._get(f"ONCE#{self.scope}{key}", "ONCE")
         if item is None:
             return None
         if "refill" not in item:
@@ -392,7 +415,7 @@ class DynamoDBResumeStore:
         return True
 
     def refill_lease(self, group: str) -> RefillLease:
-        item = self._get(f"ASG#{group}", "REFILL")
+        item = self._get(f"ASG#{self.scope}{group}", "REFILL")
         if item is None:
             return RefillLease(group=group)
         return RefillLease(
@@ -408,7 +431,7 @@ class DynamoDBResumeStore:
         self, lease: RefillLease, expected: int, *, record: tuple[str, RefillRecord] | None = None, create: bool = False
     ) -> bool:
         item: dict[str, Any] = {
-            "pk": f"ASG#{lease.group}",
+            "pk": f"ASG#{self.scope}{lease.group}",
             "sk": "REFILL",
             "revision": expected + 1,
             "expires_at": self._expiry(REFILL_TTL),
@@ -444,7 +467,7 @@ class DynamoDBResumeStore:
 
     def _refill_item(self, key: str, record: RefillRecord, ttl: timedelta) -> dict[str, Any]:
         item: dict[str, Any] = {
-            "pk": f"ONCE#{key}",
+            "pk": f"ONCE#{self.scope}{key}",
             "sk": "ONCE",
             "confirmed": record.confirmed,
             "expires_at": self._expiry(ttl),
@@ -454,7 +477,7 @@ class DynamoDBResumeStore:
         return item
 
     def _load_ledger(self, job_key: str) -> _Versioned:
-        item = self._get(_job_pk(job_key), "LEDGER")
+        item = self._get(_job_pk(self.scope + job_key), "LEDGER")
         if item is None:
             return _Versioned(Ledger(job_key=job_key), 0)
         return _Versioned(_ledger(job_key, item), int(item["revision"]))
@@ -476,7 +499,7 @@ class DynamoDBResumeStore:
 
     def _ledger_put(self, ledger: Ledger, revision: int) -> dict[str, Any]:
         item = {
-            "pk": _job_pk(ledger.job_key),
+            "pk": _job_pk(self.scope + ledger.job_key),
             "sk": "LEDGER",
             "attempts": _attempts_adapter().dump_json(list(ledger.attempts)).decode(),
             "failed_hosts": list(ledger.failed_hosts),

@@ -6,6 +6,10 @@ retention period: an expired silence stays listable that long, then DynamoDB del
 days), so reads leave out what is past its `expires_at` themselves.
 
 All silences share one partition, read with one paginated Query: a fleet has tens of silences, not thousands.
+
+A silence's item also keeps how far telling its channels that it started, and that it ended, went (`ann_started`,
+`ann_ended`: fault_responder.noise.silences.Announcement as a map, with its version `v`); each write of one is
+conditional on the version read, so two sweeps never both own it. Reading and expiring a silence leave them alone.
 A silence that cannot be read (damaged, or stored in another shape) is left out of every listing with an
 `UnreadableRecords` count (Part `silence`) and a log line naming it: the others still apply.
 """
@@ -17,6 +21,7 @@ import logging
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import boto3
@@ -24,6 +29,8 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from fault_responder.noise.silences import (
+    Announcement,
+    Phase,
     Silence,
     SilenceAlreadyExpiredError,
     SilenceError,
@@ -150,6 +157,56 @@ class DynamoDBSilenceStore:
             raise SilenceAlreadyExpiredError(changed) from None
         return decode(response["Attributes"])
 
+    def announcements(
+        self, now: datetime, within: timedelta
+    ) -> builtins.list[tuple[Silence, dict[Phase, Announcement]]]:
+        """The silences that started or ended within `within` of `now` (active ones, and those expired that recently),
+        each with how far telling its channels went: what the sweep may have to tell."""
+        found = []
+        for item in self._items():
+            try:
+                if self._past_retention(item, now):
+                    continue
+                silence = decode(item)
+                announced = {phase: _announcement(item.get(f"ann_{phase.value}")) for phase in Phase}
+            except UNREADABLE as error:
+                unreadable(item, error)
+                continue
+            state = silence.state(now)
+            if state == SilenceState.PENDING or (state == SilenceState.EXPIRED and now - silence.ends_at > within):
+                continue
+            found.append((silence, {phase: told for phase, told in announced.items() if told is not None}))
+        return sorted(found, key=lambda pair: (pair[0].created_at, pair[0].id))
+
+    def write_announcement(self, silence_id: str, phase: Phase, read: int, announcement: Announcement) -> bool:
+        """Write how far telling the silence's `phase` went, if nobody wrote it since it was read at version `read`
+        (0: never written); False when somebody did (or the silence is gone). The announcement's version must be
+        `read + 1`."""
+        if announcement.version != read + 1:
+            raise ValueError(
+                f"an announcement read at version {read} is written at {read + 1}, not {announcement.version}"
+            )
+        name = f"ann_{phase.value}"
+        condition = "attribute_exists(pk) AND " + (
+            f"attribute_not_exists({name})" if read == 0 else f"{name}.v = :read"
+        )
+        values: dict[str, Any] = {":announcement": _serializer.serialize(_announcement_item(announcement))}
+        if read:
+            values[":read"] = {"N": str(read)}
+        try:
+            self._client.update_item(
+                TableName=self.table_name,
+                Key=_key(check_id(silence_id)),
+                UpdateExpression=f"SET {name} = :announcement",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if _code(error) == _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
     # --- Items ---------------------------------------------------------------------------------------
 
     def _items(self) -> builtins.list[dict[str, Any]]:
@@ -203,6 +260,37 @@ def decode(item: dict[str, Any]) -> Silence:
         comment=str(plain["comment"]),
         created_at=datetime.fromisoformat(str(plain["created_at"])),
     )
+
+
+def _announcement(value: Any) -> Announcement | None:
+    """An announcement as stored (a DynamoDB map), None when there is none yet."""
+    if value is None:
+        return None
+    plain = _deserializer.deserialize(value)
+    pending = plain.get("pending") or {}
+    return Announcement(
+        version=int(plain["v"]),
+        owner=str(plain["owner"]) if plain.get("owner") else None,
+        until=float(plain.get("until", 0)),
+        receivers=tuple(str(name) for name in plain.get("receivers") or []),
+        told=tuple(str(name) for name in plain.get("told") or []),
+        pending=tuple(sorted((str(name), float(at)) for name, at in pending.items())),
+        done=bool(plain.get("done", False)),
+    )
+
+
+def _announcement_item(announcement: Announcement) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "v": announcement.version,
+        "until": Decimal(str(round(announcement.until, 3))),
+        "receivers": list(announcement.receivers),
+        "told": list(announcement.told),
+        "pending": {name: Decimal(str(round(at, 3))) for name, at in announcement.pending},
+        "done": announcement.done,
+    }
+    if announcement.owner is not None:
+        item["owner"] = announcement.owner
+    return item
 
 
 def unreadable(item: dict[str, Any], error: Exception) -> None:

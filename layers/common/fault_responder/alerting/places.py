@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from fault_responder.alerting.store import InstanceStore
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.domain import FleetPlace, Incident
 from fault_responder.noise.fleet import Route, derive_fleet, group_arn, group_of
 from fault_responder.noise.policy import Policy
@@ -26,6 +27,7 @@ def fleet_place(
     route: Route,
     now: datetime | None,
     policy: Policy | None,
+    accounts: Accounts = SINGLE_ACCOUNT,
 ) -> FleetPlace | None:
     """The fleet incident the incident belongs to, with its receivers' threads and mutes; None when it belongs to
     none (or fleet incidents are off). One read of the group's head, whatever the group's size."""
@@ -33,7 +35,7 @@ def fleet_place(
         return None
     if incident.instance.drill or incident.instance.is_alarm:
         return None  # never a member of a fleet incident
-    head = store.load_group(group_arn(group_of(incident, grouping)))
+    head = store.load_group(group_arn(group_of(incident, grouping, accounts)))
     if head is None:
         return None
     fleet_id = incident.fleet_id
@@ -43,7 +45,7 @@ def fleet_place(
         if current is None or not counts or not incident.is_open:
             return None
         fleet_id = current.id
-    fleet = derive_fleet(head, grouping, route, now, policy).incident(fleet_id)
+    fleet = derive_fleet(head, grouping, route, now, policy, accounts=accounts).incident(fleet_id)
     if fleet is None:
         return None  # forgotten (a group keeps its latest fleet incidents only): the incident tells them itself
     threads = {

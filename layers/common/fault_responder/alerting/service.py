@@ -372,6 +372,23 @@ class AlertService:
         self.measure("PendingClosureAgeMinutes", "Sweep", "closures", age)
         return tally
 
+    def open_incidents(self, *, limit: int = SWEEP_LIMIT) -> list[Incident]:
+        """The open incidents and fleet incidents as derived now, of at most `limit` records on the sweep's list (what a
+        silence mutes, to tell its channels: fault_responder.alerting.announce)."""
+        found: list[Incident] = []
+        for number, arn in enumerate(self.store.open_records()):
+            if number >= limit:
+                log.warning("open incidents: only the first %d records on the sweep's list were read", limit)
+                break
+            if is_group(arn):
+                head = self.load_fleets(arn)
+                incidents = self.derive_fleet(head).incidents if head is not None else []
+            else:
+                record = self.store.load(arn)
+                incidents = self.derive(record).incidents if record is not None else []
+            found.extend(incident for incident in incidents if incident.is_open)
+        return found
+
     def _pending_after_failure(self, arn: str) -> dict[str, Any]:
         """What a failed reconciliation left: a closure whose delivery failed is still pending."""
         try:
@@ -385,7 +402,9 @@ class AlertService:
     def derive_fleet(self, group: GroupRecord) -> FleetView:
         if self.grouping is None:
             return FleetView()
-        return derive_fleet(group, self.grouping, self.router.route, self.clock(), self.policy)
+        return derive_fleet(
+            group, self.grouping, self.router.route, self.clock(), self.policy, accounts=self.settings.accounts
+        )
 
     def derive(self, record: InstanceRecord) -> InstanceView:
         now = self.clock()
@@ -395,7 +414,13 @@ class AlertService:
                 # Where the notices the workflow held back go once nothing holds them back: the fleet incident the
                 # incident belongs to, if any (one read of the group's head, only while such a notice waits).
                 incident.fleet_place = fleet_place(
-                    self.store, incident, self.grouping, route=self.router.route, now=now, policy=self.policy
+                    self.store,
+                    incident,
+                    self.grouping,
+                    route=self.router.route,
+                    now=now,
+                    policy=self.policy,
+                    accounts=self.settings.accounts,
                 )
         return view
 
@@ -460,7 +485,7 @@ class AlertService:
         for incident in view.incidents:
             if not incident.is_open or incident.instance.drill or incident.instance.is_alarm:
                 continue
-            group = group_of(incident, grouping)
+            group = group_of(incident, grouping, self.settings.accounts)
             instance = incident.instance.container_instance_arn
             recent = Recent.of(member_of(incident, 0))
             head = self._scouts.submit(
@@ -555,7 +580,7 @@ class AlertService:
         member makes it. Every step costs the same whatever the group's size. `registered`: the head as the member's
         registration among the recent members returned it already (a new fault's look-ahead)."""
         grouping = _required_grouping(self.grouping)
-        group = group_of(incident, grouping)
+        group = group_of(incident, grouping, self.settings.accounts)
         arn, where = group_arn(group), group_where(incident)
         instance = incident.instance.container_instance_arn
         written = self.store.put_member(arn, group, where, instance, member_of(incident, version))

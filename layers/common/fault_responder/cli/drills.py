@@ -54,6 +54,8 @@ class DrillContext:
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     out: Callable[[str], None] = field(default=lambda text: print(text, end="", flush=True))
     """Where the report is written (the CLI binds the stream it started with)."""
+    home: tuple[str, str] | None = None
+    """The stack's own account and Region, for a drill of another account (whose incident's key names that one)."""
 
 
 def receivers_of(routing_file: str) -> Receivers:
@@ -82,6 +84,7 @@ def synthetic_drill(context: DrillContext, args: argparse.Namespace) -> int:
         xid=args.xid,
         capacity_provider=args.capacity_provider,
         author=args.author,
+        home=context.home,
     )
     # Whole seconds: the incident id the router derives from the event's lastStatusChange is then known exactly.
     impaired_at = context.now().replace(microsecond=0)

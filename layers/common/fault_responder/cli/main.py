@@ -3,7 +3,7 @@ checkpoint-now for a training job (docs/silences.md, docs/operations.md, docs/dr
 docs/checkpoint-contract.md).
 
     fault-responder silence add --match M [--match M ...] (--duration 2h | --ends ISO8601)
-        [--starts ISO8601] --comment TEXT [--author NAME] TARGET
+        [--starts ISO8601] --comment TEXT [--author NAME] [--all-accounts] [--dry-run] TARGET
     fault-responder silence list [--all] [--json] TARGET
     fault-responder silence expire ID TARGET
     fault-responder status [--json] (TARGET | --report REPORT.json)
@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
@@ -47,20 +47,28 @@ from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
 from fault_responder.cli import checkpoint_now, move, recovery
 from fault_responder.cli.targets import add_records_target, login_name
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts, accounts_of
 from fault_responder.core.places import MemberAccessError
 from fault_responder.noise.silences import (
     Silence,
     SilenceAlreadyExpiredError,
     SilenceError,
     UnknownSilenceError,
+    by_place,
     check_id,
     iso,
+    muted_by,
     new_silence,
     sort_for_display,
+    spans_accounts,
 )
 from fault_responder.operations import status as status_module
 from fault_responder.resume.checkpoints import CheckpointStoreError
 from fault_responder.routing.matchers import Matcher, MatcherError, parse_matcher
+
+if TYPE_CHECKING:
+    from fault_responder.core.domain import Incident
+    from fault_responder.routing.router import RoutingConfig
 
 PROG = "fault-responder" if Path(sys.argv[0]).name == "fault-responder" else "python -m fault_responder.cli"
 """The command as it was run: the installed script, or the module (`python -m`, or in process)."""
@@ -189,6 +197,21 @@ def _add_silence_commands(commands: Any, target: argparse.ArgumentParser) -> Non
     add.add_argument("--starts", type=_moment, metavar="ISO8601", help="when it starts (default: now)")
     add.add_argument("--comment", required=True, help="why (one line)")
     add.add_argument("--author", help="who (default: $USER, else $LOGNAME, else the OS account's name)")
+    organization = add.add_argument_group("an organization's stack (docs/silences.md, 'Across an organization')")
+    organization.add_argument(
+        "--all-accounts",
+        action="store_true",
+        help="make a silence that names no account, cluster or instance: it mutes every account's incidents",
+    )
+    organization.add_argument(
+        "--organization",
+        action="store_true",
+        help="with --table: the table is an organization's stack's (with --stack, its parameters say so)",
+    )
+    add.add_argument(
+        "--dry-run", action="store_true", help="show what it would mute now, and where it would be told; add nothing"
+    )
+    add.add_argument("--routing-file", help="the stack's routing file (default: its RoutingFile parameter)")
     add.set_defaults(run=_silence_add)
 
     listing = actions.add_parser(
@@ -282,12 +305,14 @@ def _drill(args: argparse.Namespace) -> int:
     routing_file = args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml"
     # The stream as the drill starts: what it prints goes there even if another thread swaps sys.stdout meanwhile
     # (the sandbox runs the stack's functions beside it, capturing their output that way).
+    clients, home = _drill_clients(args) if args.account else (lambda service: aws_client(service, **where), None)
     context = drill_run.DrillContext(
         out=_writer(sys.stdout),
-        clients=_drill_clients(args) if args.account else lambda service: aws_client(service, **where),
+        clients=clients,
         table=_table_name(args),
         routing_file=routing_file,
         watched_clusters=_stack_parameter(args, "ClusterArns") or "",
+        home=home,
     )
     if args.dcgm:
         if not args.yes:
@@ -308,9 +333,10 @@ MEMBER_SERVICES = frozenset({"events", "ecs", "ec2", "sts"})
 """What a drill does in the account it targets (its event, the injector, who it is); the table stays the stack's."""
 
 
-def _drill_clients(args: argparse.Namespace) -> Callable[[str], Any]:
+def _drill_clients(args: argparse.Namespace) -> tuple[Callable[[str], Any], tuple[str, str]]:
     """Clients for a drill in another account: the member role there (assumed with the stack's external id, the
-    session named after who runs it) for what the drill does in that account, the stack's for its table."""
+    session named after who runs it) for what the drill does in that account, the stack's for its table; and the
+    stack's own account and Region (the caller's)."""
     from fault_responder.adapters.member_session import MemberSessions  # noqa: PLC0415 - drills of members only
     from fault_responder.core.places import Place  # noqa: PLC0415
 
@@ -333,7 +359,7 @@ def _drill_clients(args: argparse.Namespace) -> Callable[[str], Any]:
     def clients(service: str) -> Any:
         return sessions.client(service, place) if service in MEMBER_SERVICES else aws_client(service, **where)
 
-    return clients
+    return clients, (own.account, own.region)
 
 
 def _stack_output(args: argparse.Namespace, name: str) -> str | None:
@@ -388,9 +414,20 @@ def _report_status(path: Path, now: datetime) -> dict[str, Any]:
 
 
 def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    silences = DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where)).list(now=now)
+    incidents, _ = _open_incidents(args, now, silences, SINGLE_ACCOUNT)
+    return status_module.status(incidents, silences, _recent_resumes(args, now), now)
+
+
+def _open_incidents(
+    args: argparse.Namespace, now: datetime, silences: Sequence[Silence], accounts: Accounts
+) -> tuple[list[Incident], RoutingConfig]:
+    """The open records' incidents and fleet incidents, derived as the router derives them now (its routing file,
+    hold-down, fleets, inhibition, maintenance windows, these silences), and the routing file."""
     from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore  # noqa: PLC0415
     from fault_responder.alerting.store import with_open_members  # noqa: PLC0415
-    from fault_responder.incidents import lifecycle  # noqa: PLC0415 - only this command needs the incident machinery
+    from fault_responder.incidents import lifecycle  # noqa: PLC0415 - only these commands need the incident machinery
     from fault_responder.noise.fleet import derive_fleet, is_group  # noqa: PLC0415
     from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
     from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
@@ -400,8 +437,6 @@ def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     dynamodb = aws_client("dynamodb", **where)
     routing = load_routing(args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml")
     router = Router(routing)
-    silence_store = DynamoDBSilenceStore(table, dynamodb)
-    silences = silence_store.list(now=now)
     cache = SilenceCache(lambda: silences, refresh_seconds=3600)
     pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
     policy = Policy(
@@ -410,20 +445,21 @@ def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         inhibit_rules=tuple(routing.inhibit_rules),
         pagerduty_receivers=pagerduty,
     )
-    settings = lifecycle.Settings(hold_down=routing.flapping.hold_down)
+    settings = lifecycle.Settings(hold_down=routing.flapping.hold_down, accounts=accounts)
     store = DynamoDBInstanceStore(table, timedelta(days=30), dynamodb)
-    incidents = []
+    incidents: list[Incident] = []
     for arn in store.open_records():
         if is_group(arn):
             group = store.load_group(arn)
             if group is not None:
                 with_open_members(store, group)
-                incidents.extend(derive_fleet(group, routing.grouping, router.route, now, policy).incidents)
+                fleets = derive_fleet(group, routing.grouping, router.route, now, policy, accounts=accounts)
+                incidents.extend(fleets.incidents)
         else:
             record = store.load(arn)
             if record is not None:
                 incidents.extend(lifecycle.derive(record, settings, router.route, now, policy).incidents)
-    return status_module.status(incidents, silences, _recent_resumes(args, now), now)
+    return incidents, routing
 
 
 def _recent_resumes(args: argparse.Namespace, now: datetime) -> list[dict[str, Any]]:
@@ -487,9 +523,81 @@ def _silence_add(args: argparse.Namespace) -> int:
     silence = new_silence(
         args.match, starts_at=args.starts, ends_at=ends, created_by=author, comment=args.comment, now=now
     )
+    accounts = _accounts(args)
+    if accounts.organization and spans_accounts(silence.matchers) and not args.all_accounts:
+        raise UsageError(
+            "this stack serves an organization, and a silence that names no account, account_name, cluster or "
+            "instance would mute every account's and Region's incidents: add one (account=111111111111, "
+            "cluster=NAME), or give --all-accounts"
+        )
+    if accounts.organization or args.dry_run:
+        print(_preview(args, silence, accounts, now), file=sys.stderr, end="")
+    if args.dry_run:
+        return 0
     _store(args).add(silence)
     print(silence.id)
     return 0
+
+
+PREVIEW_PLACES = 20
+PREVIEW_INCIDENTS = 5
+
+
+def _preview(args: argparse.Namespace, silence: Silence, accounts: Accounts, now: datetime) -> str:
+    """What the silence would mute now, across every account and Region: the open incidents it matches, by where they
+    are, and the Slack receivers that are told when it starts and ends (docs/silences.md)."""
+    active = _store(args).list(now=now)
+    incidents, routing = _open_incidents(args, now, active, accounts)
+    muted = muted_by(silence, incidents, accounts)
+    places = by_place(muted)
+    kind = _plural(len(places), "account and Region") if accounts.organization else _plural(len(places), "cluster")
+    lines = [f"would mute now: {_plural(len(muted), 'open incident')} in {kind}"]
+    for place, found in list(places.items())[:PREVIEW_PLACES]:
+        shown = ", ".join(found[:PREVIEW_INCIDENTS])
+        more = f" and {len(found) - PREVIEW_INCIDENTS} more" if len(found) > PREVIEW_INCIDENTS else ""
+        lines.append(f"  {place}: {len(found)} ({shown}{more})")
+    if len(places) > PREVIEW_PLACES:
+        lines.append(f"  and {len(places) - PREVIEW_PLACES} more")
+    slack = sorted({name for item in muted for name in item.receivers if name in routing.receivers
+                    and routing.receivers[name].slack is not None})  # fmt: skip
+    told = ", ".join(slack) if slack else "none (it matches no open incident of a Slack receiver now)"
+    lines.append(f"its start and its end are told to: {told}")
+    if args.dry_run:
+        lines.append("not added (--dry-run)")
+    return "\n".join(lines) + "\n"
+
+
+def _plural(count: int, noun: str) -> str:
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} accounts and Regions" if noun == "account and Region" else f"{count} {noun}s"
+
+
+def _accounts(args: argparse.Namespace) -> Accounts:
+    """Whether the target serves an organization (its stack's OrganizationId or EnrolledAccounts, or --organization
+    with --table), with its home and AccountNames: SINGLE_ACCOUNT otherwise."""
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    if args.stack:
+        cloudformation = aws_client("cloudformation", **where)
+        try:
+            [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
+        except ClientError as error:
+            raise TargetError(f"cannot read the parameters of stack {args.stack!r}: {error}") from None
+        parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in stack.get("Parameters", [])}
+        organization = bool(parameters.get("OrganizationId") or parameters.get("EnrolledAccounts"))
+        _, _, _, region, account, _ = str(stack["StackId"]).split(":", 5)
+        names = parameters.get("AccountNames", "")
+    elif args.organization:
+        organization = True
+        account = str(aws_client("sts", **where).get_caller_identity()["Account"])
+        region = aws_client("dynamodb", **where).meta.region_name
+        names = ""
+    else:
+        return SINGLE_ACCOUNT
+    try:
+        return accounts_of(organization, account, region, names, lambda: None)
+    except RuntimeError as error:
+        raise UsageError(str(error)) from None
 
 
 def _silence_list(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """The vocabulary every capability shares: domain types, times, and the one logger, tracer and metrics.
 
 - domain.py         the domain types shared by classification, incidents, routing and rendering
+- accounts.py       the stack's home account and Region, and the accounts' names (the organization's bus)
 - copying.py        cheap copies of records: values shared, lists and dicts copied
 - timefmt.py        times as people and APIs read them
 - elapsed.py        the clock of every timer that decides by time passed across calls (the sandbox moves it on)

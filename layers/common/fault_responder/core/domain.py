@@ -184,6 +184,26 @@ class InstanceRef(Value):
 
 
 @dataclass(frozen=True, slots=True)
+class Where(Value):
+    """The account and Region a fault is in, as an organization's pages name them (fault_responder.core.accounts);
+    a single-account stack's incidents have none."""
+
+    account: str
+    region: str
+    name: str = ""
+    """The account's name; empty when neither AccountNames nor AWS Organizations tells it."""
+
+    @property
+    def account_text(self) -> str:
+        """`prod-ml (111111111111)`, or the id alone when the name is not known."""
+        return f"{self.name} ({self.account})" if self.name else self.account
+
+    def __str__(self) -> str:
+        """`account prod-ml (111111111111), us-west-2`."""
+        return f"account {self.account_text}, {self.region}"
+
+
+@dataclass(frozen=True, slots=True)
 class ContributorReading:
     """What an alarm contributor's incident says of its time series (fault_responder.incidents.alarms): the
     cluster, the value that crossed the threshold and the threshold, as far as the alarm's reason tells them."""
@@ -428,6 +448,9 @@ class Incident:
     started_by: str | None = None
     """A drill's author, as its event named them (untrusted text, escaped by the renderers); None when the event
     named nobody, and for every real fault. A drill starts when it reports its fault: `opened_at`."""
+    where: Where | None = None
+    """In organization mode, the account (its id and name) and Region it is in, which its pages name beside the
+    cluster; None in a single-account stack."""
 
     @property
     def flapping(self) -> bool:
@@ -471,3 +494,5 @@ class Alert:
     sent is corrected in place to point at the incident, and nothing new is sent for it."""
     muted: dict[str, str] = field(default_factory=dict)
     """Receiver -> why it is not told of this notice now."""
+    where: Where | None = None
+    """In organization mode, the account and Region it is in (as an incident's `where`)."""

@@ -404,10 +404,13 @@ def unknown_clusters_title(check_type: str, classification: Classification) -> s
     return f"{subject} above the threshold on {hot} of {evaluated} {clusters} (which ones is unknown)"
 
 
-def alarm_fingerprint(instance: InstanceRef) -> str:
+def alarm_fingerprint(instance: InstanceRef, *, home: bool = True) -> str:
     """`cloudwatch-alarm/REGION/NAME`: one PagerDuty dedup_key per alarm, for every episode of it; a contributor's
-    `cloudwatch-alarm/REGION/NAME/CONTRIBUTOR`."""
-    value = f"cloudwatch-alarm/{instance.region}/{instance.container_instance_id}"
+    `cloudwatch-alarm/REGION/NAME/CONTRIBUTOR`. An alarm of another account or Region than the stack's (`home`
+    false: the organization's bus) is `cloudwatch-alarm/ACCOUNT/REGION/NAME`: every member account's forwarder
+    creates the GPU alarms under the same names."""
+    region = instance.region if home else f"{instance.account}/{instance.region}"
+    value = f"cloudwatch-alarm/{region}/{instance.container_instance_id}"
     if instance.alarm_contributor is not None:
         value = f"{value}/{instance.alarm_contributor}"
     if len(value) <= MAX_DEDUP_KEY:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.domain import (
     DRILL_MARK,
     DRILL_TITLE,
@@ -43,6 +44,7 @@ from fault_responder.core.domain import (
     Severity,
     SlackThread,
     TimelineEntry,
+    Where,
 )
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.events.ecs import (
@@ -111,16 +113,23 @@ class Settings:
     hold_down: timedelta = timedelta(0)
     """Flap damping: a check must stay OK this long before its incident resolves; a relapse within it
     continues the same incident (marked flapping). Zero: an OK resolves at once."""
+    accounts: Accounts = SINGLE_ACCOUNT
+    """The stack's home and the accounts' names: an alarm's key of another account names it, and in organization
+    mode every incident and notice says where it is (`where`)."""
 
 
-def fingerprint(instance: InstanceRef, check_type: str) -> str:
+def fingerprint(instance: InstanceRef, check_type: str, accounts: Accounts = SINGLE_ACCOUNT) -> str:
     """cluster/container-instance/check-type: stable, readable, and a valid PagerDuty dedup_key; a drill's begins
-    with `drill/`, so its alert is never a real fault's (an alarm's: cloudwatch-alarm/region/name)."""
+    with `drill/`, so its alert is never a real fault's (an alarm's: cloudwatch-alarm/region/name, with the account
+    before the Region when it is not the stack's home: two accounts' alarms share their names). A container
+    instance's id is unique across accounts (its ARN names its account and Region): its key is the same wherever
+    it is; a drill's names a made-up instance, and names the account and Region too when they are not the home's."""
+    home = accounts.is_home(instance.account, instance.region)
     if instance.is_alarm:
-        return alarm_fingerprint(instance)
+        return alarm_fingerprint(instance, home=home)
     value = f"{instance.cluster_name}/{instance.container_instance_id}/{check_type}"
     if instance.drill:
-        value = f"drill/{value}"
+        value = f"drill/{value}" if home else f"drill/{instance.account}/{instance.region}/{value}"
     if len(value) <= MAX_DEDUP_KEY:
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -402,21 +411,23 @@ def derive(
     drains = {fact: _attribute(fact, record, all_episodes, settings) for fact in record.statuses if _is_drain(fact)}
     view = InstanceView()
     for check, found in by_check.items():
-        known = _identify(check, found, record.incidents.get(check, []), record.instance, now)
+        known = _identify(
+            check, found, record.incidents.get(check, []), record.instance, now, accounts=settings.accounts
+        )
         kept: list[KnownIncident] = []
         for number, (episode, identity) in enumerate(known.matched, start=1):
-            incident = _incident(record, episode, identity, number, drains)
+            incident = _incident(record, episode, identity, number, drains, accounts=settings.accounts)
             _route(incident, identity, route)
             _remember(identity, incident)
             view.incidents.append(incident)
             kept.append(identity)
         for orphan in known.orphans:
-            incident = _orphan_incident(record, orphan, known.absorbed.get(orphan.id))
+            incident = _orphan_incident(record, orphan, settings.accounts, known.absorbed.get(orphan.id))
             view.incidents.append(incident)
             kept.append(orphan)
         view.known[check] = _trimmed(kept)
     view.incidents.sort(key=lambda incident: (incident.opened_at, incident.id))
-    view.alerts = _alerts(record, view.incidents, drains, route)
+    view.alerts = _alerts(record, view.incidents, drains, route, settings.accounts.where(record.instance))
     if policy is not None:
         view.alerts = policy.apply(view.incidents, view.alerts, record.notices, now)
     return view
@@ -431,7 +442,13 @@ class _Identified:
 
 
 def _identify(
-    check: str, found: list[_Episode], known: list[KnownIncident], instance: InstanceRef, now: datetime | None
+    check: str,
+    found: list[_Episode],
+    known: list[KnownIncident],
+    instance: InstanceRef,
+    now: datetime | None,
+    *,
+    accounts: Accounts,
 ) -> _Identified:
     """Each episode is the known incident whose anchor it contains, or a new incident anchored at its start.
 
@@ -449,7 +466,7 @@ def _identify(
         else:
             anchor = episode.opened_at
             identity = KnownIncident(
-                f"{fingerprint(instance, check)}@{iso_utc(anchor)}",
+                f"{fingerprint(instance, check, accounts)}@{iso_utc(anchor)}",
                 check,
                 anchor,
                 known_at=now,
@@ -465,6 +482,8 @@ def _incident(
     identity: KnownIncident,
     number: int,
     drains: dict[StatusFact, DrainAttribution],
+    *,
+    accounts: Accounts,
 ) -> Incident:
     classification = classify_episode(episode)
     if record.instance.drill:
@@ -480,7 +499,7 @@ def _incident(
     last_report = episode.close or episode.reports[-1]
     incident = Incident(
         id=identity.id,
-        fingerprint=fingerprint(record.instance, episode.check_type),
+        fingerprint=fingerprint(record.instance, episode.check_type, accounts),
         instance=record.instance,
         check_type=episode.check_type,
         status="OPEN" if episode.is_open else "CLOSED",
@@ -500,6 +519,7 @@ def _incident(
         found=identity.found,
         started_by=next((fact.by for fact in episode.reports if fact.by), None) if record.instance.drill else None,
         reading=found,
+        where=accounts.where(record.instance),
     )
     incident.timeline = _timeline(record, episode, within)
     apply_actions(incident, record.actions)
@@ -634,7 +654,9 @@ def _remember(identity: KnownIncident, incident: Incident) -> None:
     identity.xid = incident.classification.xid
 
 
-def _orphan_incident(record: InstanceRecord, orphan: KnownIncident, merged_into: str | None = None) -> Incident:
+def _orphan_incident(
+    record: InstanceRecord, orphan: KnownIncident, accounts: Accounts, merged_into: str | None = None
+) -> Incident:
     """A known incident no episode contains any more: closed, so nothing stays open. Either its facts aged out,
     or a relapse learned late showed it to be part of an earlier incident (`merged_into`)."""
     opened = orphan.opened_at or orphan.anchor
@@ -648,7 +670,7 @@ def _orphan_incident(record: InstanceRecord, orphan: KnownIncident, merged_into:
     orphan.closed_at = orphan.closed_at or opened
     return Incident(
         id=orphan.id,
-        fingerprint=fingerprint(record.instance, orphan.check_type),
+        fingerprint=fingerprint(record.instance, orphan.check_type, accounts),
         instance=record.instance,
         check_type=orphan.check_type,
         status="CLOSED",
@@ -665,6 +687,7 @@ def _orphan_incident(record: InstanceRecord, orphan: KnownIncident, merged_into:
         route=orphan.route,
         slack_threads=_threads(record, orphan.id),
         merged_into=merged_into,
+        where=accounts.where(record.instance),
     )
 
 
@@ -720,6 +743,7 @@ def _alerts(
     incidents: list[Incident],
     drains: dict[StatusFact, DrainAttribution],
     route: Route,
+    where: Where | None = None,
 ) -> list[Alert]:
     alerts: list[Alert] = []
     by_id = {incident.id: incident for incident in incidents}
@@ -741,6 +765,7 @@ def _alerts(
                     fault_class=FaultClass.INSTANCE_LIFECYCLE,
                     drain=drain,
                     superseded_by=owner,
+                    where=where,
                 )
             )
         elif fact.status == "REGISTRATION_FAILED":
@@ -755,6 +780,7 @@ def _alerts(
                     text=fact.reason or "ECS gave no reason",
                     at=fact.at,
                     fault_class=FaultClass.INSTANCE_LIFECYCLE,
+                    where=where,
                 )
             )
     for task in record.tasks:
@@ -774,6 +800,7 @@ def _alerts(
                 at=task.at,
                 fault_class=FaultClass.TASK_INTERRUPTION,
                 superseded_by=owner,
+                where=where,
             )
         )
     from fault_responder.routing.router import alert_context  # noqa: PLC0415

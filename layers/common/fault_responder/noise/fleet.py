@@ -27,12 +27,13 @@ of drain and replace; the messages say so.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.copying import Record, Value
 from fault_responder.core.domain import (
     Alert,
@@ -251,9 +252,23 @@ class FleetView:
 # --- Groups and members ---------------------------------------------------------------------------------
 
 
-def group_of(incident: Incident, grouping: Grouping) -> Group:
-    labels = incident_labels(incident)
-    return tuple((name, labels.get(name, "")) for name in grouping.by)
+def group_of(incident: Incident, grouping: Grouping, accounts: Accounts = SINGLE_ACCOUNT) -> Group:
+    return group_from_labels(incident_labels(incident), grouping, accounts)
+
+
+def group_from_labels(labels: Mapping[str, str], grouping: Grouping, accounts: Accounts = SINGLE_ACCOUNT) -> Group:
+    """The group of what has these labels: its values for the grouping labels, and the account and Region it is in when
+    they are not the stack's home (a fleet never spans accounts or Regions; at home, and in a single-account stack, the
+    group is what it always was, so its key and open fleet incident carry on). `account_name` groups as `account`
+    (by the id: an account has one name, and a name may change)."""
+    group: list[tuple[str, str]] = []
+    for name in grouping.by:
+        label = "account" if name == "account_name" else name
+        if all(label != known for known, _ in group):
+            group.append((label, labels.get(label, "")))
+    scope = accounts.scope(labels.get("account", ""), labels.get("region", ""))
+    group.extend((name, value) for name, value in scope if all(name != known for known, _ in group))
+    return tuple(group)
 
 
 def group_arn(group: Group) -> str:
@@ -433,8 +448,11 @@ def derive_fleet(
     route: Route,
     now: datetime | None = None,
     policy: Policy | None = None,
+    *,
+    accounts: Accounts = SINGLE_ACCOUNT,
 ) -> FleetView:
-    """The group's fleet incidents, with their receivers and mutes, from its head and what was read beside it."""
+    """The group's fleet incidents, with their receivers and mutes, from its head and what was read beside it; in
+    organization mode each says where it is (`accounts`: its account's name)."""
     from fault_responder.routing.runbooks import runbook_for  # noqa: PLC0415
 
     view = FleetView()
@@ -442,6 +460,7 @@ def derive_fleet(
         return view
     for number, identity in enumerate(sorted(record.incidents, key=lambda k: (k.anchor, k.id)), start=1):
         incident = _incident(record, identity, number, grouping, now=now)
+        incident.where = accounts.where(record.where)
         apply_actions(incident, record.actions, may_close=False)
         decision = route(_context(incident))
         incident.receivers, incident.route = list(decision.receivers), ",".join(decision.routes) or None
@@ -590,7 +609,7 @@ def repair_rounds(members: int) -> int:
 
 
 def _context(incident: Incident) -> RouteContext:
-    from fault_responder.routing.router import RouteContext  # noqa: PLC0415
+    from fault_responder.routing.router import RouteContext, name_of  # noqa: PLC0415
 
     return RouteContext(
         kind="health_impaired",
@@ -601,6 +620,9 @@ def _context(incident: Incident) -> RouteContext:
         severity=incident.classification.severity,
         drain_attribution=None,
         fleet="true",
+        account=incident.instance.account,
+        region=incident.instance.region,
+        account_name=name_of(incident.where),
     )
 
 

@@ -22,11 +22,13 @@ import re
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from fault_responder.routing.matchers import Labels, Matcher, MatcherError, Op, matches_all
+from fault_responder.core.accounts import Accounts
+from fault_responder.core.domain import Incident
+from fault_responder.routing.matchers import Labels, Matcher, MatcherError, Op, incident_labels, matches_all
 
 MAX_MATCHERS = 20
 MAX_AUTHOR = 100
@@ -231,3 +233,106 @@ def _text(name: str, value: str, limit: int) -> str:
     if _CONTROL.search(value):
         raise SilenceError(f"the {name} must be one line of text, without control characters")
     return value
+
+
+# --- A silence across an organization's accounts ---------------------------------------------------------------------
+
+SCOPING_LABELS = frozenset({"account", "account_name", "cluster", "instance"})
+"""With the organization's bus, a silence without a matcher on one of these that narrows it (one that does not match the
+empty value) mutes every account's and Region's incidents alike: it is made only when asked for (`--all-accounts`)."""
+
+
+def spans_accounts(matchers: Sequence[Matcher]) -> bool:
+    """Whether a silence with these matchers would hold back every account's incidents: none names an account, a cluster
+    or an instance (a matcher that matches the empty value, `cluster!=x`, names none)."""
+    return not any(matcher.name in SCOPING_LABELS and not matcher.matches({}) for matcher in matchers)
+
+
+# --- Telling the channels a silence mutes that it started and that it ended -------------------------------------------
+
+
+class Phase(StrEnum):
+    """What of a silence its channels are told."""
+
+    STARTED = "started"
+    ENDED = "ended"
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """Where a silence's start (or end) is told, and how far that went (kept with the silence, see
+    adapters/silence_store.py): the sweep that claims it tells each receiver once, and a sweep that takes over from one
+    that died looks for what it may have posted before posting again."""
+
+    version: int = 0
+    """Moved by every write: each is conditional on the version read, so two sweeps never both own it."""
+    owner: str | None = None
+    until: float = 0.0
+    """Epoch seconds: the owner's claim lapses then, and another sweep may take over."""
+    receivers: tuple[str, ...] = ()
+    """The receivers to tell, decided when it is first claimed."""
+    told: tuple[str, ...] = ()
+    pending: tuple[tuple[str, float], ...] = ()
+    """Receiver -> when a post to it began whose outcome is not known yet (the owner died, or the post timed out)."""
+    done: bool = False
+
+    @property
+    def decided(self) -> bool:
+        return self.version > 0
+
+    def left(self) -> tuple[str, ...]:
+        return tuple(name for name in self.receivers if name not in self.told)
+
+    def pending_since(self, receiver: str) -> float | None:
+        return next((at for name, at in self.pending if name == receiver), None)
+
+
+def due(silence: Silence, announced: dict[Phase, Announcement], now: datetime, within: timedelta) -> Phase | None:
+    """What of the silence is to be told now, if anything: its start once it is active, its end once it has expired
+    (having ever been active), each once, and only within `within` of happening (a start or an end older than that, a
+    silence that predates the stack's announcements say, is told nobody). A silence that started and ended between two
+    sweeps has only its end told (which says when it started)."""
+    state = silence.state(now)
+    if state == SilenceState.ACTIVE:
+        told = announced.get(Phase.STARTED)
+        if (told is None or not told.done) and now - silence.starts_at <= within:
+            return Phase.STARTED
+        return None
+    if state == SilenceState.EXPIRED and silence.ends_at > silence.starts_at:
+        told = announced.get(Phase.ENDED)
+        if (told is None or not told.done) and now - silence.ends_at <= within:
+            return Phase.ENDED
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Muted:
+    """An open incident a silence matches: where it is, and who is told of it (its receivers)."""
+
+    incident: str
+    """Its id (an instance's incident, or a fleet incident)."""
+    where: str
+    """`prod-ml (111111111111), us-west-2`, or the cluster alone in a single-account stack."""
+    receivers: tuple[str, ...]
+
+
+def muted_by(silence: Silence, incidents: Iterable[Incident], accounts: Accounts) -> list[Muted]:
+    """The open incidents the silence's matchers match now (whether it is active or not), each with where it is and who
+    is told of it: what it mutes, and the channels that are told that it started and ended."""
+    found: list[Muted] = []
+    for incident in incidents:
+        if not incident.is_open or not silence.matches(incident_labels(incident)):
+            continue
+        instance = incident.instance
+        where = incident.where or accounts.where(instance)
+        place = f"{where.account_text}, {where.region}" if where is not None else f"cluster {instance.cluster_name}"
+        found.append(Muted(incident.id, place, tuple(incident.receivers)))
+    return found
+
+
+def by_place(muted: Iterable[Muted]) -> dict[str, list[str]]:
+    """The incidents muted, by where they are (account and Region, or cluster), in the order met."""
+    places: dict[str, list[str]] = {}
+    for item in muted:
+        places.setdefault(item.where, []).append(item.incident)
+    return places

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.domain import DRILL_MARK, DRILL_SOURCE, InstanceRef
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.incidents.lifecycle import fingerprint
@@ -63,6 +64,9 @@ class DrillTarget:
     ec2_instance_id: str | None = None
     author: str | None = None
     """Who runs the drill: every message about it says so (the event's `detail.drill.startedBy`)."""
+    home: tuple[str, str] | None = None
+    """The stack's own account and Region, when the drill is of another account (`--account`): its incident's key
+    names that account and Region, as the router's does (fault_responder.core.accounts)."""
 
     @property
     def cluster_arn(self) -> str:
@@ -90,7 +94,7 @@ class DrillTarget:
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.instance_ref(), CHECK_TYPE)
+        return fingerprint(self.instance_ref(), CHECK_TYPE, Accounts(home=self.home) if self.home else SINGLE_ACCOUNT)
 
     def incident_id(self, impaired_at: datetime) -> str:
         """The id the router gives the incident this drill opens (lifecycle: fingerprint@anchor)."""

@@ -142,12 +142,12 @@ def notice_key(request: NoticeRequest) -> str:
     return key
 
 
-def pagerduty_dedup_key(fault: Fault, subject: str) -> str:
+def pagerduty_dedup_key(fault: Fault, subject: str, *, scope: str = "") -> str:
     """One PagerDuty alert per fault and subject (a job id, the workflow); at most 255 characters. A mass fault is
     one alert for its capacity provider, whichever execution sends it: every execution over the limit triggers
-    the same key."""
+    the same key; `scope` (`<account>/<region>/`) names the account and Region of one that is not the stack's own."""
     if subject == "mass-fault":
-        key = f"{fault.cluster_name}/{fault.capacity_provider}/resume/mass-fault"
+        key = f"{scope}{fault.cluster_name}/{fault.capacity_provider}/resume/mass-fault"
     else:
         key = f"{fault.fingerprint}/resume/{subject}"
     if len(key) <= 255:

@@ -29,15 +29,18 @@ from typing import Any, Protocol
 
 from fault_responder.alerting.places import fleet_place
 from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
-from fault_responder.core.domain import MAX_NOTE_TEXT, FleetPlace, Incident, ResumeNote
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
+from fault_responder.core.domain import MAX_NOTE_TEXT, FleetPlace, Incident, ResumeNote, Where
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import NoticeFact
 from fault_responder.noise.fleet import fingerprint as fleet_fingerprint
+from fault_responder.noise.fleet import group_from_labels
 from fault_responder.noise.policy import Policy
 from fault_responder.notification.buttons import ActionId
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.delivery import Channels
+from fault_responder.notification.render.pagerduty import where_details
 from fault_responder.notification.render.slack import (
     SEVERITY_EMOJI,
     SlackMessage,
@@ -47,7 +50,8 @@ from fault_responder.notification.render.slack import (
 )
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.notices import Delivered, Notice, PagerDutyAction, pagerduty_dedup_key
-from fault_responder.routing.router import Grouping, Receiver, RouteContext, Router
+from fault_responder.routing.matchers import where_labels
+from fault_responder.routing.router import Grouping, Receiver, RouteContext, Router, name_of
 
 KIND = "training_resume"
 PHASE = "RESUME"
@@ -170,7 +174,13 @@ class ResumeNotifier:
         if incident is None:
             return None
         return fleet_place(
-            self.store, incident, self.grouping, route=self.router.route, now=self.clock(), policy=self.policy
+            self.store,
+            incident,
+            self.grouping,
+            route=self.router.route,
+            now=self.clock(),
+            policy=self.policy,
+            accounts=self.settings.accounts,
         )
 
     def _routing(
@@ -183,7 +193,7 @@ class ResumeNotifier:
         # Only a notice in the incident's timeline (the fault's time within it) can be told later: any other is told
         # now, whatever holds the incident back.
         may_hold = incident is not None and _within(fault, incident)
-        for name in self.router.route(route_context(fault, incident)).receivers:
+        for name in self.router.route(route_context(fault, incident, self.settings.accounts)).receivers:
             receiver = self.receivers.get(name)
             if receiver is None:
                 continue
@@ -202,10 +212,10 @@ class ResumeNotifier:
         return ResumeNote(
             title=notice.title,
             text=_clip(notice.text, MAX_NOTE_TEXT),
-            summary=_summary(notice, fault),
+            summary=_summary(notice, fault, self._where(fault)),
             severity=notice.severity,
             pagerduty=notice.pagerduty.value if notice.pagerduty is not None else None,
-            dedup_key=trigger_dedup_key(notice, fault, self.grouping) if notice.pages else None,
+            dedup_key=trigger_dedup_key(notice, fault, self.grouping, self.settings.accounts) if notice.pages else None,
             job_id=notice.job_id,
             approval_id=notice.approval_id,
             held=tuple(held),
@@ -280,7 +290,9 @@ class ResumeNotifier:
             self._slack_bot(name, receiver.slack.channel, notice, fault, incident)
         elif receiver.slack is not None and receiver.slack.webhook is not None:
             hook = self.channels.slack_webhook(receiver.slack.webhook)
-            message = render_resume_standalone(notice, fault, dashboard_url=self.dashboard_url)
+            message = render_resume_standalone(
+                notice, fault, dashboard_url=self.dashboard_url, where=self._where(fault)
+            )
             self._step(notice, name, "post", "slack", lambda: hook.post(message))
         elif receiver.pagerduty is not None:
             self._pagerduty(name, receiver.pagerduty.service, notice, fault)
@@ -312,7 +324,9 @@ class ResumeNotifier:
         api = self.channels.slack_api()
         thread = next((t for t in incident.slack_threads if t.receiver == name), None) if incident else None
         if thread is None or incident is None:
-            message = render_resume_standalone(notice, fault, dashboard_url=self.dashboard_url)
+            message = render_resume_standalone(
+                notice, fault, dashboard_url=self.dashboard_url, where=self._where(fault)
+            )
             self._step(notice, name, "post", "slack", lambda: _discard(api.post_message(channel, message)))
             return
         reply = render_resume_reply(notice, fault)
@@ -331,17 +345,21 @@ class ResumeNotifier:
         now = self.clock()
         fleet = {"fleet_incident": place.incident, "fleet_dedup_key": place.dedup_key} if place is not None else {}
         if notice.pagerduty == PagerDutyAction.TRIGGER:
-            dedup_key = trigger_dedup_key(notice, fault, self.grouping)
+            dedup_key = trigger_dedup_key(notice, fault, self.grouping, self.settings.accounts)
             if place is not None and place.is_open:
                 dedup_key = place.dedup_key
-            event = render_resume_trigger(notice, fault, key, now, dedup_key)
+            event = render_resume_trigger(notice, fault, key, now, dedup_key, where=self._where(fault))
             event["payload"]["custom_details"].update(fleet)
             events = self.channels.pagerduty()
             self._step(notice, name, "trigger", "pagerduty", lambda: _discard(events.send(event)))
         else:
-            change = render_change_event(notice, fault, key, now)
+            change = render_change_event(notice, fault, key, now, where=self._where(fault))
             change["payload"]["custom_details"].update(fleet)
             self._step(notice, name, "change", "pagerduty", lambda: self.change_events.send(change))
+
+    def _where(self, fault: Fault) -> Where | None:
+        """In organization mode, the fault's account (its name) and Region, which notices name beside its cluster."""
+        return self.settings.accounts.where(fault.instance_ref())
 
     def _step(self, notice: Notice, receiver: str, step: str, channel: str, send: Callable[[], None]) -> None:
         key = f"resume:{notice.key}#{receiver}#{step}"
@@ -352,18 +370,18 @@ class ResumeNotifier:
         self.on_delivery(channel, True)
 
 
-def trigger_dedup_key(notice: Notice, fault: Fault, grouping: Grouping) -> str:
+def trigger_dedup_key(notice: Notice, fault: Fault, grouping: Grouping, accounts: Accounts = SINGLE_ACCOUNT) -> str:
     """The dedup key of the workflow's page. A mass fault is a fleet event: its page is the fleet incident's
     PagerDuty alert (the fleet's dedup key for the fault's group), so on-call gets one alert for the event,
     whether the workflow or the alert pipeline triggers first, and the fleet's resolve closes it. With grouping
     off, one alert per capacity provider; every other page, one per fault and job."""
     if notice.subject == "mass-fault" and grouping.enabled:
-        labels = fault_labels(fault)
-        return fleet_fingerprint(tuple((name, labels.get(name, "")) for name in grouping.by))
-    return pagerduty_dedup_key(fault, notice.subject)
+        return fleet_fingerprint(group_from_labels(fault_labels(fault, accounts), grouping, accounts))
+    scope = "" if accounts.is_home(fault.account, fault.region) else f"{fault.account}/{fault.region}/"
+    return pagerduty_dedup_key(fault, notice.subject, scope=scope)
 
 
-def fault_labels(fault: Fault) -> dict[str, str]:
+def fault_labels(fault: Fault, accounts: Accounts = SINGLE_ACCOUNT) -> dict[str, str]:
     """The labels of the fault's incident (matchers.incident_labels), from the fault alone."""
     return {
         "kind": "health_impaired",
@@ -378,6 +396,7 @@ def fault_labels(fault: Fault) -> dict[str, str]:
         "drain_attribution": "",
         "fleet": "false",
         "drill": "false",  # the workflow never runs for a drill
+        **where_labels(fault.instance_ref(), accounts.where(fault.instance_ref())),
     }
 
 
@@ -410,8 +429,9 @@ def _within(fault: Fault, incident: Incident) -> bool:
     return incident.opened_at <= fault.impaired_at and (ends is None or fault.impaired_at <= ends)
 
 
-def route_context(fault: Fault, incident: Incident | None) -> RouteContext:
+def route_context(fault: Fault, incident: Incident | None, accounts: Accounts = SINGLE_ACCOUNT) -> RouteContext:
     """A notice is routed like its incident (same labels), with kind `training_resume`."""
+    where = incident.where if incident is not None else accounts.where(fault.instance_ref())
     return RouteContext(
         kind=KIND,
         cluster=fault.cluster_name,
@@ -420,6 +440,9 @@ def route_context(fault: Fault, incident: Incident | None) -> RouteContext:
         fault_class=fault.fault_class,
         severity=fault.severity,
         drain_attribution=incident.drain.cause.value if incident is not None and incident.drain else None,
+        account=fault.account,
+        region=fault.region,
+        account_name=name_of(where),
     )
 
 
@@ -432,40 +455,54 @@ def render_resume_reply(notice: Notice, fault: Fault) -> SlackMessage:
     return SlackMessage(text=_clip(escape_mrkdwn(notice.title), MAX_SECTION_TEXT), blocks=blocks)
 
 
-def render_resume_standalone(notice: Notice, fault: Fault, *, dashboard_url: str | None = None) -> SlackMessage:
+def render_resume_standalone(
+    notice: Notice, fault: Fault, *, dashboard_url: str | None = None, where: Where | None = None
+) -> SlackMessage:
     """The same notice as a message of its own (no incident thread to reply in, or a webhook): a root, which links
-    to the dashboard."""
+    to the dashboard. In organization mode (`where`), it names the account and Region beside the cluster."""
     emoji = SEVERITY_EMOJI[notice.severity]
     header = _clip(f"{emoji} Training auto-resume · {notice.title}", MAX_HEADER_TEXT)
-    where = (
-        f"*Cluster:* {escape_mrkdwn(fault.cluster_name)}  *Instance:* {escape_mrkdwn(fault.host)}  "
+    account = (
+        f"  *Account:* {escape_mrkdwn(where.account_text)}  *Region:* {escape_mrkdwn(where.region)}"
+        if where is not None
+        else ""
+    )
+    place = (
+        f"*Cluster:* {escape_mrkdwn(fault.cluster_name)}{account}  *Instance:* {escape_mrkdwn(fault.host)}  "
         f"*Capacity provider:* {escape_mrkdwn(fault.capacity_provider)}  *Fault:* {escape_mrkdwn(fault.title)}"
     )
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
         _section(_body(notice)),
-        _section(where),
+        _section(place),
         *_approval_buttons(notice),
         root_context([_context_text(notice, fault)], dashboard_url),
     ]
-    fallback = f"Training auto-resume · {notice.title} · {fault.host} ({fault.cluster_name})"
+    cluster = fault.cluster_name + (f", {where}" if where is not None else "")
+    fallback = f"Training auto-resume · {notice.title} · {fault.host} ({cluster})"
     return SlackMessage(text=_clip(escape_mrkdwn(fallback), MAX_SECTION_TEXT), blocks=blocks)
 
 
 def render_resume_trigger(
-    notice: Notice, fault: Fault, routing_key: str, now: datetime, dedup_key: str | None = None
+    notice: Notice,
+    fault: Fault,
+    routing_key: str,
+    now: datetime,
+    dedup_key: str | None = None,
+    *,
+    where: Where | None = None,
 ) -> dict[str, Any]:
     """An Events v2 trigger: a page, one PagerDuty alert per fault and job (unless `dedup_key` says otherwise),
     the evidence in custom_details."""
     payload = {
-        "summary": _summary(notice, fault),
+        "summary": _summary(notice, fault, where),
         "source": fault.host,
         "severity": notice.severity.value,
         "timestamp": iso_utc(now),
         "component": "training-auto-resume",
         "group": fault.capacity_provider,
         "class": notice.kind.value,
-        "custom_details": {"text": notice.text, **notice.details},
+        "custom_details": {"text": notice.text, **notice.details, **where_details(where)},
     }
     return {
         "routing_key": routing_key,
@@ -478,15 +515,17 @@ def render_resume_trigger(
     }
 
 
-def render_change_event(notice: Notice, fault: Fault, routing_key: str, now: datetime) -> dict[str, Any]:
+def render_change_event(
+    notice: Notice, fault: Fault, routing_key: str, now: datetime, *, where: Where | None = None
+) -> dict[str, Any]:
     """A Change Event: PagerDuty shows it next to the service's incidents, and it never pages."""
     return {
         "routing_key": routing_key,
         "payload": {
-            "summary": _summary(notice, fault),
+            "summary": _summary(notice, fault, where),
             "source": fault.host,
             "timestamp": iso_utc(now),
-            "custom_details": {"text": notice.text, **notice.details},
+            "custom_details": {"text": notice.text, **notice.details, **where_details(where)},
         },
         "links": _links(fault),
     }
@@ -547,8 +586,9 @@ def _mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": _clip(text, MAX_SECTION_TEXT), "verbatim": True}
 
 
-def _summary(notice: Notice, fault: Fault) -> str:
-    return _clip(f"{notice.title} ({fault.label} on {fault.host}, cluster {fault.cluster_name})", MAX_SUMMARY)
+def _summary(notice: Notice, fault: Fault, where: Where | None = None) -> str:
+    place = f"cluster {fault.cluster_name}" + (f", {where}" if where is not None else "")
+    return _clip(f"{notice.title} ({fault.label} on {fault.host}, {place})", MAX_SUMMARY)
 
 
 def _links(fault: Fault) -> list[dict[str, str]]:

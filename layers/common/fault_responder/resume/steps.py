@@ -289,6 +289,9 @@ class ResumeSteps:
     """The providers' Auto Scaling groups, where taken spares are replaced; None: never refilled."""
     sleep: Callable[[float], None] = time.sleep
     """How a refill waits for its group's lease."""
+    scope: tuple[tuple[str, str], ...] = ()
+    """What the alert side's group keys of this account and Region end with: nothing at the stack's home, its account
+    and Region elsewhere (fault_responder.core.accounts), as the hosts to avoid are read from its groups."""
 
     # --- Claim, guards, quarantine, jobs --------------------------------------------------------
 
@@ -672,7 +675,12 @@ class ResumeSteps:
                 if claimed.host:
                     known.append(KnownFault(claimed.host, claimed.impaired_at, open=False))
             for check in config.check_types:
-                labels = (("cluster", fault.cluster_name), ("capacity_provider", provider), ("check_type", check))
+                labels = (
+                    ("cluster", fault.cluster_name),
+                    ("capacity_provider", provider),
+                    ("check_type", check),
+                    *self.scope,
+                )
                 for member in self.incidents().open_members(group_arn(labels), EPOCH, limit=MAX_OPEN_MEMBERS_READ):
                     host = member.instance.ec2_instance_id or member.instance.container_instance_id
                     known.append(KnownFault(host, member.opened_at, open=True))

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fault_responder.core.domain import Alert, Incident
+    from fault_responder.core.domain import Alert, Incident, InstanceRef, Where
 
 LABEL_NAMES = (
     "kind",
@@ -30,9 +30,15 @@ LABEL_NAMES = (
     "drain_attribution",
     "fleet",
     "drill",
+    "account",
+    "account_name",
+    "region",
 )
 """`instance` is the container instance id (the last part of its ARN); `fleet` is "true" on a fleet incident;
-`drill` is "true" on what a drill reported (source fault-responder.drill, docs/drills.md), "false" otherwise."""
+`drill` is "true" on what a drill reported (source fault-responder.drill, docs/drills.md), "false" otherwise;
+`account` and `region` are where it happened (the event's, as EventBridge set them), `account_name` that account's
+name in organization mode (AccountNames, else AWS Organizations; empty when neither tells it, and in a
+single-account stack)."""
 MAX_VALUE = 256
 _MATCHER = re.compile(r"^\s*(?P<name>[a-z_]+)\s*(?P<op>=~|!~|!=|=)\s*(?P<value>.*?)\s*$", re.DOTALL)
 
@@ -111,6 +117,7 @@ def incident_labels(incident: Incident) -> dict[str, str]:
         "drain_attribution": incident.drain.cause.value if incident.drain else "",
         "fleet": "false",
         "drill": flag(incident.instance.drill),
+        **where_labels(incident.instance, incident.where),
     }
 
 
@@ -128,6 +135,16 @@ def alert_labels(alert: Alert) -> dict[str, str]:
         "drain_attribution": alert.drain.cause.value if alert.drain else "",
         "fleet": "false",
         "drill": flag(alert.instance.drill),
+        **where_labels(alert.instance, alert.where),
+    }
+
+
+def where_labels(instance: InstanceRef, where: Where | None) -> dict[str, str]:
+    """`account`, `account_name` and `region` of what happened on `instance` (its `where` names the account)."""
+    return {
+        "account": instance.account,
+        "account_name": where.name if where is not None else "",
+        "region": instance.region,
     }
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from fault_responder.core.domain import Alert, Incident, Severity
+from fault_responder.core.domain import Alert, Incident, Severity, Where
 from fault_responder.routing.matchers import LABEL_NAMES, Matcher, MatcherError, parse_matcher
 from fault_responder.routing.runbooks import check_action, check_https_url
 from fault_responder.routing.timeintervals import TimeInterval, contains_any
@@ -36,9 +36,16 @@ MATCHER_KEYS = (
     "drain_attribution",
     "fleet",
     "drill",
+    "account",
+    "account_name",
+    "region",
 )
-GroupLabel = Literal["cluster", "capacity_provider", "check_type", "fault_class", "xid", "severity"]
-"""What fleet incidents may be grouped by."""
+GroupLabel = Literal[
+    "cluster", "capacity_provider", "check_type", "fault_class", "xid", "severity", "account", "account_name", "region"
+]
+"""What fleet incidents may be grouped by. A fleet never spans accounts or Regions, whatever this says
+(fault_responder.noise.fleet): `account` and `region` only put them first in its key and its name, and `account_name`
+groups as `account` does (an account has one name, which may change; its id does not)."""
 _DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 
 
@@ -253,6 +260,12 @@ class RouteContext:
     """"true" for a fleet incident."""
     drill: str = "false"
     """"true" for what a drill reported (source fault-responder.drill)."""
+    account: str = ""
+    """The account it happened in (the event's `account`)."""
+    region: str = ""
+    """The Region it happened in (the event's `region`)."""
+    account_name: str | None = None
+    """The account's name, in organization mode (AccountNames, else AWS Organizations); None when not known."""
 
     def value(self, key: str) -> str:
         raw = getattr(self, key)
@@ -326,6 +339,11 @@ def _matches(route: Route, context: RouteContext) -> bool:
     )
 
 
+def name_of(where: Where | None) -> str | None:
+    """The `account_name` a route matches: the account's name, None (matched as `none`) when it is not known."""
+    return where.name or None if where is not None else None
+
+
 def incident_context(incident: Incident) -> RouteContext:
     """An incident is routed as the fault it is (kind `health_impaired`, or `alarm` for an alarm's), from its open
     to its resolve."""
@@ -338,6 +356,9 @@ def incident_context(incident: Incident) -> RouteContext:
         severity=incident.classification.severity,
         drain_attribution=incident.drain.cause.value if incident.drain else None,
         drill="true" if incident.instance.drill else "false",
+        account=incident.instance.account,
+        region=incident.instance.region,
+        account_name=name_of(incident.where),
     )
 
 
@@ -351,6 +372,9 @@ def alert_context(alert: Alert) -> RouteContext:
         severity=alert.severity,
         drain_attribution=alert.drain.cause.value if alert.drain else None,
         drill="true" if alert.instance.drill else "false",
+        account=alert.instance.account,
+        region=alert.instance.region,
+        account_name=name_of(alert.where),
     )
 
 

@@ -17,9 +17,11 @@ from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.adapters.endpoints import PAGERDUTY_EVENTS_URL, SLACK_API_URL
 from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
+from fault_responder.adapters.organizations import organizations_lookup
 from fault_responder.adapters.places_store import DynamoDBPlacesStore
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.service import AlertService
+from fault_responder.core.accounts import Accounts, accounts_of
 from fault_responder.core.observability import count, logger, measure
 from fault_responder.core.places import Place
 from fault_responder.events.ecs import UnsupportedEventError
@@ -85,6 +87,8 @@ class RouterSettings(BaseModel):
     enrolled_regions: Names = Field(alias="ENROLLED_REGIONS", default=())
     """Empty: every Region."""
     stack_account: str = Field(alias="STACK_ACCOUNT", default="")
+    account_names: str = Field(alias="ACCOUNT_NAMES", default="")
+    """AccountNames (`id=name,...`): the accounts' names an organization's pages show beside their ids."""
     region: str = Field(alias="AWS_REGION", default="")
     """The Region the function runs in (Lambda sets it): the stack's, always enrolled."""
     alarm_name_prefix: str = Field(alias="ALARM_NAME_PREFIX", default="", pattern=r"^([^.]{1,254}\.)?$")
@@ -119,6 +123,13 @@ class RouterSettings(BaseModel):
                 f"AlertRouter enrollment (STACK_ACCOUNT, AWS_REGION, ENROLLED_*) is invalid: {error}"
             ) from None
 
+    def accounts(self) -> Accounts:
+        """The stack's home and the accounts' names (fault_responder.core.accounts), AWS Organizations naming those
+        AccountNames does not."""
+        return accounts_of(
+            self.organization_mode, self.stack_account, self.region, self.account_names, organizations_lookup
+        )
+
 
 class AlertRouter:
     """One SQS record at a time (several at once, in threads): processed, or dead-lettered with its reason.
@@ -143,6 +154,7 @@ class AlertRouter:
         )
         store = DynamoDBInstanceStore(settings.incidents_table, timedelta(days=settings.incident_retention_days))
         silence_store = DynamoDBSilenceStore(settings.incidents_table)
+        self.silence_store = silence_store
         self.silences = SilenceCache(
             lambda: silence_store.active(datetime.now(UTC)), refresh_seconds=settings.silence_refresh_seconds
         )
@@ -153,6 +165,7 @@ class AlertRouter:
             lifecycle.Settings(
                 drain_window=timedelta(minutes=settings.drain_attribution_window_minutes),
                 hold_down=routing.flapping.hold_down,
+                accounts=settings.accounts(),
             ),
             count=count,
             measure=measure,
@@ -180,8 +193,35 @@ class AlertRouter:
         seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
         self.silences.refresh_or_keep()  # what ended since the last run is what the sweep is for
         tally = self.service.sweep(seconds_left=seconds_left)
+        if self.service.settings.accounts.organization:
+            # With the organization's bus, a silence's start and end are told to the channels it mutes.
+            seconds_left = max(0.0, self._ends_at - time.monotonic() - BUDGET_MARGIN_SECONDS)
+            tally.update(self._silence_news(seconds_left))
         logger.info("sweep done", extra=tally)
         return tally
+
+    def _silence_news(self, seconds_left: float) -> dict[str, int]:
+        """Tell the channels each silence mutes that it started, or ended (fault_responder.alerting.announce)."""
+        # Imported here: only the sweep tells of silences.
+        from fault_responder.alerting.announce import Announcer  # noqa: PLC0415
+
+        service = self.service
+        announcer = Announcer(
+            self.silence_store,
+            self.channels,
+            service.receivers,
+            service.open_incidents,
+            service.settings.accounts,
+            clock=service.clock,
+            epoch=service.epoch,
+            dashboard_url=self.settings.dashboard_url,
+            count=count,
+        )
+        try:
+            return announcer.run(seconds_left=seconds_left)
+        except Exception as error:  # the silences cannot be read: the next run tries again; the sweep's work stands
+            logger.warning("silences' starts and ends not told this run", extra={"reason": f"{error}"[:MAX_REASON]})
+            return {"silences_told": 0, "silences_left": 0}
 
     def reconcile(self) -> dict[str, int]:
         """One run of the reconciliation sweep (ReconcileFunction): what CloudWatch says of the stack's alarms, then

@@ -66,6 +66,10 @@ class ResumeSettings(BaseModel):
     incident_wait_retries: int = Field(alias="INCIDENT_WAIT_RETRIES", default=6, ge=0, le=6)
     dashboard_url: str = Field(alias="DASHBOARD_URL", default="", pattern=r"^(https://\S+)?$")
     """The stack's CloudWatch dashboard, linked from the Slack roots the notices post or update; empty: no link."""
+    # NotifyFunction's, with the organization's bus: the notices name the account and Region as the router's pages
+    # (with STACK_ACCOUNT and AWS_REGION, below).
+    organization_mode: bool = Field(alias="ORGANIZATION_MODE", default=False)
+    account_names: str = Field(alias="ACCOUNT_NAMES", default="")
 
     mode: Mode = Field(alias="RESUME_MODE", default=Mode.AUTO)
     capacity_providers: Names = Field(alias="TRAINING_CAPACITY_PROVIDERS", default=())
@@ -136,8 +140,10 @@ def _notifier() -> ResumeNotifier:
     # and every other task function's cold start would pay for them.
     from fault_responder.adapters.http import RetryPolicy  # noqa: PLC0415
     from fault_responder.adapters.notifiers import SecretChannels  # noqa: PLC0415
+    from fault_responder.adapters.organizations import organizations_lookup  # noqa: PLC0415
     from fault_responder.adapters.pagerduty import PagerDutyChangeEvents  # noqa: PLC0415
     from fault_responder.adapters.silence_store import DynamoDBSilenceStore  # noqa: PLC0415
+    from fault_responder.core.accounts import accounts_of  # noqa: PLC0415
     from fault_responder.incidents import lifecycle  # noqa: PLC0415
     from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
     from fault_responder.resume.notify import ResumeNotifier  # noqa: PLC0415
@@ -174,6 +180,13 @@ def _notifier() -> ResumeNotifier:
         settings=lifecycle.Settings(
             drain_window=timedelta(minutes=current.drain_attribution_window_minutes),
             hold_down=routing.flapping.hold_down,
+            accounts=accounts_of(
+                current.organization_mode,
+                current.stack_account,
+                current.region,
+                current.account_names,
+                organizations_lookup,
+            ),
         ),
         on_delivery=lambda channel, ok: count("NotificationsSent" if ok else "NotificationsFailed", "Channel", channel),
         policy=held_back,
@@ -261,7 +274,9 @@ def _steps_in(place: Place) -> ResumeSteps:
     dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
     return ResumeSteps(
         ecs=_LazyEcs(lambda: EcsAdapter(_checked(sessions.client("ecs", place)), sessions.client("ec2", place))),
-        store=DynamoDBResumeStore(current.incidents_table, dynamodb),
+        # Its keys named by a cluster, a job or a group begin with the account and Region: another account's cluster or
+        # job of the same name is another (adapters/resume_store.py), and its groups' keys are the alert side's.
+        store=DynamoDBResumeStore(current.incidents_table, dynamodb, scope=f"{place.account}/{place.region}/"),
         incidents=_incident_store,
         checkpoints=lambda: S3CheckpointStore(sessions.client("s3", place)),
         notifier=_notifier,
@@ -270,6 +285,7 @@ def _steps_in(place: Place) -> ResumeSteps:
         approvals=DynamoDBInteractionStore(current.incidents_table, dynamodb),
         requests=lambda: S3CheckpointRequests(sessions.client("s3", place)),
         scaling=lambda: AutoScalingAdapter(sessions.client("autoscaling", place)),
+        scope=(("account", place.account), ("region", place.region)),
     )
 
 

@@ -65,6 +65,8 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
     result.extend(blocks.incident_buttons(incident, fleet_record=group_arn(fleet.group)))
     result.append(blocks.root_context(_context(incident), dashboard_url))
     fallback = f"{_state(incident)} · {escape_mrkdwn(incident.classification.title)}"
+    if incident.where is not None:
+        fallback += f" ({escape_mrkdwn(incident.instance.cluster_name)}{blocks.where_suffix(incident.where)})"
     return SlackMessage(text=blocks._clip(fallback, blocks.MAX_FALLBACK_TEXT), blocks=blocks._fit(result))
 
 
@@ -118,10 +120,8 @@ def _fleet_trigger(incident: Incident, routing_key: str, dedup_key: str, limit: 
     fleet = _fleet(incident)
     where = incident.instance
     source = where.capacity_provider or where.cluster_name
-    prefix = (
-        f"[FLEET] {fleet.open} of {fleet.total} instances of {source} (cluster {where.cluster_name}) failing "
-        f"{incident.check_type}: "
-    )
+    place = f"cluster {where.cluster_name}" + (f", {incident.where}" if incident.where is not None else "")
+    prefix = f"[FLEET] {fleet.open} of {fleet.total} instances of {source} ({place}) failing {incident.check_type}: "
     summary = pagerduty._clip(prefix + (fleet.fault or incident.classification.title), pagerduty.MAX_SUMMARY)
     members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))[:MEMBERS_IN_PAGE]
     details: dict[str, Any] = {
@@ -129,6 +129,7 @@ def _fleet_trigger(incident: Incident, routing_key: str, dedup_key: str, limit: 
         "fingerprint": incident.fingerprint,
         "title": incident.classification.title,
         "group": dict(fleet.group),
+        **pagerduty.where_details(incident.where),
         "members_total": fleet.total,
         "members_open": fleet.open,
         "first_seen": iso_utc(fleet.first_seen or incident.opened_at),
@@ -171,6 +172,7 @@ def _fields(incident: Incident) -> list[tuple[str, str]]:
     members = f"{fleet.open} impaired of {fleet.total}" if incident.is_open else f"{fleet.total}, all recovered or left"
     return [
         ("Cluster", escape_mrkdwn(where.cluster_name)),
+        *blocks.where_fields(incident.where),
         ("Capacity provider", escape_mrkdwn(where.capacity_provider or "—")),
         ("Check", escape_mrkdwn(incident.check_type)),
         ("Members", members),

@@ -14,6 +14,7 @@ from typing import Any
 from fault_responder.core.domain import Incident, ResumeNote, TimelineEntry
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.notification.buttons import ActionId
+from fault_responder.notification.render.pagerduty import where_details
 from fault_responder.notification.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, root_context
 
 CLIENT_NAME = "GPU Fault Responder"
@@ -38,8 +39,13 @@ def render_note_message(
     dashboard."""
     instance = incident.instance
     header = _clip(f"{SEVERITY_EMOJI[note.severity]} Training auto-resume · {note.title}", MAX_HEADER_TEXT)
+    account = (
+        f"  *Account:* {escape_mrkdwn(incident.where.account_text)}  *Region:* {escape_mrkdwn(incident.where.region)}"
+        if incident.where is not None
+        else ""
+    )
     where = (
-        f"*Cluster:* {escape_mrkdwn(instance.cluster_name)}  *Instance:* {escape_mrkdwn(host(incident))}  "
+        f"*Cluster:* {escape_mrkdwn(instance.cluster_name)}{account}  *Instance:* {escape_mrkdwn(host(incident))}  "
         f"*Capacity provider:* {escape_mrkdwn(instance.capacity_provider or '-')}  "
         f"*Fault:* {escape_mrkdwn(incident.classification.title)}"
     )
@@ -50,7 +56,8 @@ def render_note_message(
         *_buttons(note),
         root_context([_about(incident, entry, note)], dashboard_url),
     ]
-    fallback = f"Training auto-resume · {note.title} · {host(incident)} ({instance.cluster_name})"
+    place = instance.cluster_name + (f", {incident.where}" if incident.where is not None else "")
+    fallback = f"Training auto-resume · {note.title} · {host(incident)} ({place})"
     return SlackMessage(text=_clip(escape_mrkdwn(fallback), MAX_SECTION_TEXT), blocks=blocks)
 
 
@@ -125,6 +132,7 @@ def _details(
         "job_id": note.job_id,
         "host": host(incident),
         "incident": incident.id,
+        **where_details(incident.where),
         "held_back_at": iso_utc(entry.at),
     }
     if fleet is not None:

@@ -16,7 +16,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from fault_responder.core.domain import Alert, DrainAttribution, Incident, InstanceRef, Runbook, TimelineEntry
+from fault_responder.core.domain import (
+    Alert,
+    DrainAttribution,
+    Incident,
+    InstanceRef,
+    Runbook,
+    TimelineEntry,
+    Where,
+)
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.incidents.alarms import shown
 from fault_responder.notification.render import drill
@@ -90,7 +98,9 @@ def render_alert_trigger(alert: Alert, routing_key: str, dedup_key: str) -> dict
 
     def event(limit: int) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            "summary": _summary(alert.title, f" on {_source(instance)} in cluster {instance.cluster_name}"),
+            "summary": _summary(
+                alert.title, f" on {_source(instance)} in cluster {instance.cluster_name}{where_text(alert.where)}"
+            ),
             "source": _name(_source(instance)),
             "severity": alert.severity.value,
             "timestamp": iso_utc(alert.at),
@@ -118,8 +128,11 @@ def _incident_summary(incident: Incident) -> str:
     if instance.is_alarm:
         # A contributor's title names its cluster already.
         cluster = f" in cluster {instance.cluster_name}" if instance.cluster_name and not incident.reading else ""
-        return _summary(incident.classification.title, f": alarm {instance.container_instance_id}{cluster} ({phase})")
-    where = f" on {_source(instance)} in cluster {instance.cluster_name} ({phase})"
+        place = (
+            f"{cluster}{where_text(incident.where)}" if cluster or incident.where is None else f" in {incident.where}"
+        )
+        return _summary(incident.classification.title, f": alarm {instance.container_instance_id}{place} ({phase})")
+    where = f" on {_source(instance)} in cluster {instance.cluster_name}{where_text(incident.where)} ({phase})"
     if drill.is_drill(incident):
         # Its title begins with DRILL; what follows says nobody is to act, and who started it when.
         started = f"started by {drill.author(incident)} at {iso_utc(incident.opened_at)}"
@@ -154,6 +167,7 @@ def _incident_details(incident: Incident, limit: int) -> dict[str, Any]:
         "status": incident.status,
         "phase": incident.phase,
         **_instance_details(incident.instance),
+        **where_details(incident.where),
         **_reading_details(incident),
         **_drain_details(incident.drain),
         "opened_at": iso_utc(incident.opened_at),
@@ -192,6 +206,7 @@ def _alert_details(alert: Alert, limit: int) -> dict[str, Any]:
         "text": alert.text,
         "fault_class": alert.fault_class.value,
         **_instance_details(alert.instance),
+        **where_details(alert.where),
         **_drain_details(alert.drain),
         "at": iso_utc(alert.at),
         "details": _keyed(listed, limit) or None,
@@ -226,6 +241,19 @@ def _instance_details(instance: InstanceRef) -> dict[str, Any]:
         "ec2_instance_id": instance.ec2_instance_id,
         "capacity_provider": instance.capacity_provider,
     }
+
+
+def where_text(where: Where | None) -> str:
+    """`, account prod-ml (111111111111), us-west-2` after a cluster's name, in organization mode; else nothing."""
+    return "" if where is None else f", {where}"
+
+
+def where_details(where: Where | None) -> dict[str, Any]:
+    """In organization mode, the account's name beside its id and Region (which every page's details carry)."""
+    if where is None:
+        return {}
+    named = {"account_name": where.name} if where.name else {}
+    return {"account": where.account, **named, "region": where.region}
 
 
 def _reading_details(incident: Incident) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from fault_responder.core.domain import (
     Runbook,
     Severity,
     TimelineEntry,
+    Where,
 )
 from fault_responder.core.timefmt import as_utc, format_duration
 from fault_responder.incidents.alarms import shown
@@ -301,7 +302,7 @@ def render_alert(alert: Alert, *, dashboard_url: str | None = None) -> SlackMess
     blocks.append(context)
     fallback = (
         f"{alert.severity.value.upper()} · {escape_mrkdwn(alert.title)} · {_instance_name(alert.instance)}"
-        f" ({escape_mrkdwn(alert.instance.cluster_name)}) · {escape_mrkdwn(alert.text)}"
+        f" ({escape_mrkdwn(alert.instance.cluster_name)}{where_suffix(alert.where)}) · {escape_mrkdwn(alert.text)}"
     )
     return SlackMessage(text=_fallback(fallback), blocks=_fit(blocks))
 
@@ -386,7 +387,7 @@ def _drill_sections(incident: Incident) -> list[dict[str, Any]]:
 def _incident_fields(incident: Incident) -> list[tuple[str, str]]:
     classification = incident.classification
     fields = [
-        *_instance_fields(incident.instance),
+        *_instance_fields(incident.instance, incident.where),
         ("Check", escape_mrkdwn(incident.check_type)),
         ("Status", _status_text(incident)),
         ("Opened", _slack_time(incident.opened_at)),
@@ -487,7 +488,7 @@ def _button(label: str, action: ActionId, value: str, *, style: str | None = Non
 
 def _alert_field_sections(alert: Alert, *, max_blocks: int) -> list[dict[str, Any]]:
     """Where and when, then the notice's details, as many as fit; a last field counts the details left out."""
-    fields = [*_instance_fields(alert.instance), ("At", _slack_time(alert.at))]
+    fields = [*_instance_fields(alert.instance, alert.where), ("At", _slack_time(alert.at))]
     if alert.drain is not None:
         fields.extend(_drain_fields(alert.drain))
     fields.extend((escape_mrkdwn(key), escape_mrkdwn(value)) for key, value in alert.details.items())
@@ -499,16 +500,34 @@ def _alert_field_sections(alert: Alert, *, max_blocks: int) -> list[dict[str, An
     return fit_fields(fields, max_blocks=max_blocks, max_chars=MAX_LISTING_TEXT, left_out=left_out).blocks
 
 
-def _instance_fields(instance: InstanceRef) -> list[tuple[str, str]]:
+def _instance_fields(instance: InstanceRef, where: Where | None = None) -> list[tuple[str, str]]:
     if instance.is_alarm:
         alarm = [("CloudWatch alarm", _link(instance.console_url, instance.container_instance_id))]
-        return [*alarm, ("Cluster", escape_mrkdwn(instance.cluster_name))] if instance.cluster_name else alarm
+        if instance.cluster_name:
+            alarm.append(("Cluster", escape_mrkdwn(instance.cluster_name)))
+        return [*alarm, *where_fields(where)]
     return [
         ("Cluster", escape_mrkdwn(instance.cluster_name)),
+        *where_fields(where),
         ("Container instance", _link(instance.console_url, instance.container_instance_id)),
         ("EC2 instance", escape_mrkdwn(instance.ec2_instance_id or "—")),
         ("Capacity provider", escape_mrkdwn(instance.capacity_provider or "—")),
     ]
+
+
+def where_fields(where: Where | None) -> list[tuple[str, str]]:
+    """In organization mode, the account (its name and id) and the Region, beside the cluster."""
+    if where is None:
+        return []
+    return [
+        ("Account", escape_mrkdwn(_clip(where.account_text, _LABEL_BUDGET))),
+        ("Region", escape_mrkdwn(where.region)),
+    ]
+
+
+def where_suffix(where: Where | None) -> str:
+    """`, account prod-ml (111111111111), us-west-2` after a cluster's name, in organization mode; else nothing."""
+    return "" if where is None else f", {escape_mrkdwn(_clip(str(where), _LABEL_BUDGET))}"
 
 
 def _drain_fields(drain: DrainAttribution) -> list[tuple[str, str]]:
@@ -613,7 +632,8 @@ def _incident_subject(incident: Incident) -> str:
     """What a push notification leads with: the state, the fault, where it is."""
     state = incident.classification.severity.value.upper() if incident.is_open else _status_text(incident)
     cluster = incident.instance.cluster_name
-    where = _instance_name(incident.instance) + (f" ({escape_mrkdwn(cluster)})" if cluster else "")
+    named = f"{escape_mrkdwn(cluster)}{where_suffix(incident.where)}" if cluster else where_suffix(incident.where)[2:]
+    where = _instance_name(incident.instance) + (f" ({named})" if named else "")
     if drill.is_drill(incident):
         # Its title, which begins with DRILL, comes first: a push notification leads with it.
         return f"{escape_mrkdwn(incident.classification.title)} · {state} · {where}"
