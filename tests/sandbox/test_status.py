@@ -109,3 +109,47 @@ def test_status_says_who_is_on_it_and_prints_no_control_characters_from_their_na
     assert rows["c/a/ACCELERATED_COMPUTE"]["acknowledged"] == {"by": "eve?[2J", "via": "slack", "at": at, "note": None}
     assert rows["c/b/ACCELERATED_COMPUTE"]["assigned"]["note"] == "to Ana Lopez"
     assert rows["c/c/ACCELERATED_COMPUTE"]["acknowledged"] is None
+
+
+def test_an_organizations_report_lists_each_accounts_incidents_under_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the report of an organization's stack: one incident at home, two in a member account (one of them a fleet
+    # incident, whose `where` names the account), one whose account has no name
+    member = {"account": "111111111111", "region": "us-west-2", "name": "prod-ml"}
+    fleet = {
+        **_open_incident("fleet/training/gpu-p5/ACCELERATED_COMPUTE/111111111111/us-west-2"),
+        "fleet": {"total": 3, "open": 3},
+        "where": member,
+    }
+    report = {
+        "stack": {
+            "account_id": "123456789012",
+            "region": "us-east-1",
+            "parameters": {"OrganizationId": "o-a1b2c3d4e5"},
+        },
+        "incidents": [
+            {**_open_incident("training/a/ACCELERATED_COMPUTE"), "where": member},
+            {
+                **_open_incident("training/b/ACCELERATED_COMPUTE"),
+                "where": {**member, "account": "222222222222", "name": ""},
+            },
+            {
+                **_open_incident("training/c/ACCELERATED_COMPUTE"),
+                "where": {"account": "123456789012", "region": "us-east-1", "name": ""},
+            },
+            fleet,
+        ],
+    }
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+
+    assert cli(["status", "--report", str(path)]) == 0
+    out = capsys.readouterr().out
+
+    # Then the stack's own come first, then each account by id, named where the report names it
+    assert "Open incidents: 3, in 3 accounts and Regions\n  123456789012, us-east-1 (this stack's): 1\n" in out
+    assert out.index("  prod-ml (111111111111)") < out.index("  222222222222")
+    assert "  prod-ml (111111111111), us-west-2: 1\n    SEVERITY" in out
+    assert "  222222222222, us-west-2: 1" in out
+    assert "Open fleet incidents: 1, in 1 account and Region\n  prod-ml (111111111111), us-west-2: 1\n" in out

@@ -7,17 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 QUICKSTART_NESTED_STACK = "Responder"
 """The logical id under which quickstart.yaml deploys template.yaml as a nested stack."""
 
 
-def aws_client(service: str, *, region: str | None = None, endpoint_url: str | None = None) -> Any:
-    """A client with the user's usual credentials; `endpoint_url` points it elsewhere (a moto server, say)."""
+def aws_client(
+    service: str, *, region: str | None = None, endpoint_url: str | None = None, config: Config | None = None
+) -> Any:
+    """A client with the user's usual credentials; `endpoint_url` points it elsewhere (a moto server, say); `config`
+    sets its timeouts and retries."""
     session = boto3.session.Session(region_name=region)
     # The stubs only type literal service names; this takes any.
-    return session.client(service, endpoint_url=endpoint_url)  # type: ignore[call-overload]
+    return session.client(service, endpoint_url=endpoint_url, config=config)  # type: ignore[call-overload]
 
 
 def responder_stack(cloudformation: Any, stack_name: str) -> str:

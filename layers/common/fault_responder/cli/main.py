@@ -244,7 +244,25 @@ def _add_status_command(commands: Any) -> None:
         help="the stack's routing file (default: the stack's RoutingFile parameter, else default.yaml)",
     )
     status.add_argument("--json", action="store_true", help="JSON instead of tables")
+    _add_organization_options(status)
     status.set_defaults(run=_status)
+
+
+def _add_organization_options(parser: argparse.ArgumentParser) -> None:
+    """--organization and --account-names: what --stack reads from the stack's parameters, for --table."""
+    organization = parser.add_argument_group(
+        "an organization's stack (docs/organization.md): --stack reads these from its parameters"
+    )
+    organization.add_argument(
+        "--organization",
+        action="store_true",
+        help="with --table: the table is an organization's stack's (its incidents are shown by account and Region)",
+    )
+    organization.add_argument(
+        "--account-names",
+        metavar="ID=NAME,...",
+        help="with --table: the accounts' names, as the stack's AccountNames (else Organizations', where it answers)",
+    )
 
 
 def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
@@ -416,8 +434,11 @@ def _report_status(path: Path, now: datetime) -> dict[str, Any]:
 def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     silences = DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where)).list(now=now)
-    incidents, _ = _open_incidents(args, now, silences, SINGLE_ACCOUNT)
-    return status_module.status(incidents, silences, _recent_resumes(args, now), now)
+    # An organization's incidents are derived with its accounts (a member's keys are scoped, its pages named), and
+    # shown by account and Region; a single-account stack's as ever.
+    accounts = _accounts(args, lookup_names=True)
+    incidents, _ = _open_incidents(args, now, silences, accounts)
+    return status_module.status(incidents, silences, _recent_resumes(args, now), now, accounts)
 
 
 def _open_incidents(
@@ -573,9 +594,11 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} accounts and Regions" if noun == "account and Region" else f"{count} {noun}s"
 
 
-def _accounts(args: argparse.Namespace) -> Accounts:
+def _accounts(args: argparse.Namespace, *, lookup_names: bool = False) -> Accounts:
     """Whether the target serves an organization (its stack's OrganizationId or EnrolledAccounts, or --organization
-    with --table), with its home and AccountNames: SINGLE_ACCOUNT otherwise."""
+    with --table), with its home and AccountNames (or --account-names): SINGLE_ACCOUNT otherwise. `lookup_names`:
+    AWS Organizations names the accounts AccountNames does not (where it answers: the management account or a
+    delegated administrator)."""
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     if args.stack:
         cloudformation = aws_client("cloudformation", **where)
@@ -586,18 +609,27 @@ def _accounts(args: argparse.Namespace) -> Accounts:
         parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in stack.get("Parameters", [])}
         organization = bool(parameters.get("OrganizationId") or parameters.get("EnrolledAccounts"))
         _, _, _, region, account, _ = str(stack["StackId"]).split(":", 5)
-        names = parameters.get("AccountNames", "")
-    elif args.organization:
+        names = getattr(args, "account_names", None) or parameters.get("AccountNames", "")
+    elif getattr(args, "organization", False):
         organization = True
         account = str(aws_client("sts", **where).get_caller_identity()["Account"])
         region = aws_client("dynamodb", **where).meta.region_name
-        names = ""
+        names = getattr(args, "account_names", None) or ""
     else:
         return SINGLE_ACCOUNT
     try:
-        return accounts_of(organization, account, region, names, lambda: None)
+        return accounts_of(organization, account, region, names, lambda: _names_lookup(args) if lookup_names else None)
     except RuntimeError as error:
         raise UsageError(str(error)) from None
+
+
+def _names_lookup(args: argparse.Namespace) -> Callable[[str], str | None]:
+    """AWS Organizations' DescribeAccount, asked once per account (a refusal ends the lookups: ids are shown)."""
+    from fault_responder.adapters.organizations import CLIENT_CONFIG, OrganizationsAccountNames  # noqa: PLC0415
+
+    return OrganizationsAccountNames(
+        lambda: aws_client("organizations", region=args.region, endpoint_url=args.endpoint_url, config=CLIENT_CONFIG)
+    )
 
 
 def _silence_list(args: argparse.Namespace) -> int:
