@@ -448,6 +448,52 @@ def test_the_other_accounts_training_faults_start_the_workflow_from_the_bus_and_
     ]
 
 
+def test_the_other_accounts_planned_drains_start_the_workflow_from_the_bus_and_this_accounts_never_twice() -> None:
+    # Given a training host set DRAINING (by a person, no fault) in each account and Region
+    organization = stack(**RESUME, **ORGANIZATION_MODE)
+    drain = copy.deepcopy(load_event("state/draining-manual.json"))
+    drain["detail"]["capacityProviderName"] = "p5-training"
+    members = organization.properties("MemberPlannedMoveRule")
+    ours = organization.properties("PlannedMoveRule")
+
+    def from_the_bus(account: str, region: str, **detail: Any) -> bool:
+        event = {**drain, "account": account, "region": region, "detail": {**drain["detail"], **detail}}
+        return matches(members["EventPattern"], event)
+
+    # Then another account's (in any Region), and this account's in another Region, start it from the organization's
+    # bus, with the targets of the default bus's rule; this account and Region's own start it from the default bus
+    # alone (LocalEventsForwardRule brings them to the organization's bus too, where they are left out)
+    assert members["EventBusName"] == f"{STACK}-organization"
+    assert ours["EventBusName"] == "default"
+    assert members["Targets"] == ours["Targets"]
+    assert from_the_bus(MEMBER, REGION)
+    assert from_the_bus(MEMBER, "eu-west-1")
+    assert from_the_bus(ACCOUNT, "eu-west-1")
+    assert not from_the_bus(ACCOUNT, REGION)
+    assert matches(ours["EventPattern"], {**drain, "account": ACCOUNT, "region": REGION})
+    # ... as the default bus's rule does: a drain naming no provider too (the workflow asks ECS there), not another
+    # provider's, nor any other status
+    no_provider = {key: value for key, value in drain["detail"].items() if key != "capacityProviderName"}
+    assert matches(members["EventPattern"], {**drain, "account": MEMBER, "detail": no_provider})
+    assert not from_the_bus(MEMBER, REGION, capacityProviderName="inference")
+    assert not from_the_bus(MEMBER, REGION, status="ACTIVE")
+    # ... and there is no such rule without the organization's bus, without auto-resume, or with moves on drain off
+    assert "MemberPlannedMoveRule" not in created(stack(**RESUME))
+    assert "MemberPlannedMoveRule" not in created(stack(**ORGANIZATION_MODE))
+    assert "MemberPlannedMoveRule" not in created(stack(**RESUME, **ORGANIZATION_MODE, MoveJobsOnDrain="false"))
+
+
+def test_with_watched_clusters_a_members_drain_starts_the_workflow_only_on_those_clusters() -> None:
+    watched = f"arn:aws:ecs:eu-west-1:{MEMBER}:cluster/training"
+    members = stack(**RESUME, **ORGANIZATION_MODE, ClusterArns=watched).properties("MemberPlannedMoveRule")
+    drain = copy.deepcopy(load_event("state/draining-manual.json"))
+    detail = {**drain["detail"], "capacityProviderName": "p5-training", "clusterArn": watched}
+
+    assert matches(members["EventPattern"], {**drain, "account": MEMBER, "region": "eu-west-1", "detail": detail})
+    other = {**detail, "clusterArn": f"arn:aws:ecs:eu-west-1:{MEMBER}:cluster/inference"}
+    assert not matches(members["EventPattern"], {**drain, "account": MEMBER, "region": "eu-west-1", "detail": other})
+
+
 # --- Account names ---------------------------------------------------------------------------------------------------
 
 RENDERING = ("AlertRouterFunction", "SweepFunction", "ReconcileFunction", "NotifyFunction")
