@@ -232,6 +232,23 @@ def test_it_charts_what_the_issue_asks_for(template: Template) -> None:
     } <= names
 
 
+def test_it_charts_each_member_account_the_reconciliation_could_not_act_in(template: Template) -> None:
+    # Given an organization's stack, and a single-account one
+    for overrides in ({"OrganizationId": "o-a1b2c3d4e5"}, {}):
+        # When its dashboard's searches are read
+        searched = {
+            (name, dimensions): query
+            for namespace, name, dimensions, _, query in charted(dashboard(template, overrides))
+            if namespace == "GpuFaultResponder"
+        }
+
+        # Then MemberAccountFailures is charted by account, one line per account (an account that never failed has
+        # none: a single-account stack's graph is empty)
+        query = searched[("MemberAccountFailures", frozenset({"Account", "service"}))]
+        assert query == '{GpuFaultResponder,Account,service} MetricName="MemberAccountFailures"'
+    assert ("MemberAccountFailures", "Account") in emitted_counts()
+
+
 # --- The resources it charts are the stack's -------------------------------------------------------------
 
 
