@@ -372,7 +372,10 @@ class _Run:
         seeded = set_alarm(alarm, world, datetime.now(UTC))
         hot = f", {len(seeded.contributors)} contributors in ALARM" if seeded.contributors else ""
         error = f", DescribeAlarmContributors answers {alarm.contributors_error}" if alarm.contributors_error else ""
-        self.timeline.step(number, f"alarm {seeded.full_name} is {alarm.state} in CloudWatch (no event){hot}{error}")
+        where = f" of {alarm.account} {alarm.region}" if alarm.place else ""
+        self.timeline.step(
+            number, f"alarm {seeded.full_name}{where} is {alarm.state} in CloudWatch (no event){hot}{error}"
+        )
 
     def _run_cli(self, number: int, arguments: list[str], expected: int, world: World) -> None:
         """`python -m fault_responder.cli` in process, against the deployed stack's incidents table in moto."""

@@ -396,6 +396,20 @@ class Alarm(_Model):
     """Its series in ALARM (those of the alarm before that are not listed are OK from `since`)."""
     contributors_error: ContributorError | None = None
     """DescribeAlarmContributors answers this error instead of the contributors (an account or a role without it)."""
+    account: str | None = Field(default=None, pattern=r"^[0-9]{12}$")
+    """An `alarm` step's: the world account whose alarm it sets (with `region`; default: the stack's own)."""
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
+
+    @model_validator(mode="after")
+    def _account_with_region(self) -> Alarm:
+        if (self.account is None) != (self.region is None):
+            raise ValueError(f"alarm {self.name}: give account and region together, or neither (the stack's own)")
+        return self
+
+    @property
+    def place(self) -> tuple[str, str] | None:
+        """The world account and Region an `alarm` step's alarm is in; None: the stack's own."""
+        return (self.account, self.region) if self.account is not None and self.region is not None else None
 
     @model_validator(mode="after")
     def _contributors_when_firing(self) -> Alarm:
@@ -425,6 +439,8 @@ class Alarm(_Model):
 
 ACCOUNT_ID = r"^[0-9]{12}$"
 REGION = r"^[a-z]{2}(-[a-z]+)+-[0-9]$"
+MEMBER_ALARMS = ("gpu-temperature", "gpu-restart-app-xids")
+"""The alarms forwarder.yaml creates in a member account and Region (under the stack's name and its dot)."""
 HOME_ACCOUNT = "123456789012"
 """The stack's account in the sandbox (moto's default account)."""
 HOME_REGION = "us-east-1"
@@ -440,6 +456,25 @@ class MemberRegion(_Model):
     buckets: list[str] = []
     checkpoints: list[Checkpoints] = []
     objects: list[S3Object] = []
+    alarms: list[Alarm] = []
+    """forwarder.yaml's GPU alarms here (MEMBER_ALARMS), as CloudWatch describes them; no event is sent."""
+
+    @model_validator(mode="after")
+    def _forwarders_alarms(self) -> MemberRegion:
+        names = [alarm.name for alarm in self.alarms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.region}: alarms: two alarms have one name")
+        others = sorted(set(names) - set(MEMBER_ALARMS))
+        if others:
+            raise ValueError(
+                f"{self.region}: alarms {', '.join(others)}: a member account's alarms are forwarder.yaml's "
+                f"({', '.join(MEMBER_ALARMS)})"
+            )
+        if any(alarm.place is not None for alarm in self.alarms):
+            raise ValueError(f"{self.region}: alarms: an alarm of world.accounts is where it is listed (no account)")
+        if not self.forwarder and self.alarms:
+            raise ValueError(f"{self.region}: alarms: forwarder.yaml creates its GPU alarms where it forwards")
+        return self
 
 
 class MemberAccount(_Model):
@@ -493,6 +528,8 @@ class World(_Model):
         names = [alarm.name for alarm in self.alarms]
         if len(set(names)) != len(names):
             raise ValueError("alarms: two alarms have one name")
+        if any(alarm.place is not None for alarm in self.alarms):
+            raise ValueError("alarms: the stack's alarms name no account (a member's are under its Region)")
         return self
 
     @model_validator(mode="after")
@@ -922,12 +959,19 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _alarm_steps_name_seeded_alarms(self) -> Scenario:
-        seeded = {alarm.name for alarm in self.world.alarms}
+        seeded = {(None, alarm.name) for alarm in self.world.alarms} | {
+            ((account.id, member.region), alarm.name)
+            for account in self.world.accounts
+            for member in account.regions
+            for alarm in member.alarms
+        }
         for number, step in enumerate(self.events, start=1):
-            if step.alarm is not None and step.alarm.name not in seeded:
-                known = ", ".join(sorted(seeded)) or "none"
+            if step.alarm is not None and (step.alarm.place, step.alarm.name) not in seeded:
+                known = ", ".join(sorted(f"{place[0]}/{place[1]}/{name}" if place else name for place, name in seeded))
+                where = f" of {step.alarm.account} {step.alarm.region}" if step.alarm.place else ""
                 raise ValueError(
-                    f"events: step {number} sets alarm {step.alarm.name}, not one of world.alarms ({known})"
+                    f"events: step {number} sets alarm {step.alarm.name}{where}, not one of world.alarms or of the "
+                    f"world accounts' Regions ({known or 'none'})"
                 )
         return self
 

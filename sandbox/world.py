@@ -91,7 +91,8 @@ class SeededAccount:
 
 @dataclass(frozen=True)
 class SeededAlarm:
-    """One of the stack's alarms as last set: its full name and ARN, when it entered its state, its contributors'."""
+    """One of the stack's alarms (or of forwarder.yaml's in a member account and Region) as last set: its full name
+    and ARN, when it entered its state, its contributors'."""
 
     name: str
     full_name: str
@@ -127,7 +128,8 @@ class World:
     emulation: EcsEmulation | None = field(default=None, repr=False, compare=False)
     """The ECS emulation the world was seeded into: it knows the instances launched since."""
     alarms: dict[str, SeededAlarm] = field(default_factory=dict)
-    """The stack's alarms by the scenario's name for them (`gpu-temperature`), as last set."""
+    """The stack's alarms by the scenario's name for them (`gpu-temperature`), and a member's by
+    `<account>/<region>/<name>`, as last set."""
     cloudwatch: CloudWatchEmulation | None = field(default=None, repr=False, compare=False)
     """The CloudWatch emulation the alarms are set in."""
     accounts: dict[str, SeededAccount] = field(default_factory=dict)
@@ -144,6 +146,10 @@ class World:
         if (account, region) == (self.identity.account_id, self.identity.region):
             return name
         return f"{account}/{region}/{name}"
+
+    def alarm_key(self, name: str, place: Place | None) -> str:
+        """How the world knows an alarm: by its name at the stack's home, else with its account and Region."""
+        return name if place is None else self.cluster_key(*place, name)
 
     def place_of(self, cluster: str) -> Place:
         """The account and Region of a cluster the world knows."""
@@ -219,8 +225,8 @@ class World:
         for prefix, folders in self.checkpoints.items():
             if folders:
                 refs[f"checkpoints.{prefix}.newest"] = folders[-1]
-        for alarm in self.alarms.values():
-            prefix = f"alarms.{alarm.name}"
+        for key, alarm in self.alarms.items():
+            prefix = f"alarms.{key}"
             refs |= {
                 f"{prefix}.name": alarm.full_name,
                 f"{prefix}.arn": alarm.arn,
@@ -375,6 +381,8 @@ def _seed_accounts(
             for cluster in member_region.clusters:
                 _seed_cluster(cluster, world, clients, emulation, place)
             _seed_s3(member_region, world, clients)
+            for alarm in member_region.alarms:
+                _seed_alarm(alarm, world, clients, place)
 
 
 def _forwarder_parameters(
@@ -414,8 +422,9 @@ def _create_iam_role(builder: StackBuilder, logical_id: str) -> DeployedResource
     return DeployedResource(logical_id, "AWS::IAM::Role", name, {"Arn": arn}, properties)
 
 
-def _seed_alarm(alarm: model.Alarm, world: World, aws: AwsClients) -> None:
-    """The alarm created in moto as the template creates it (named after the stack), then set to its state."""
+def _seed_alarm(alarm: model.Alarm, world: World, aws: AwsClients, place: Place | None = None) -> None:
+    """The alarm created in moto as the template creates it (named after the stack; in a member account and Region,
+    as forwarder.yaml creates it there, with that account's credentials), then set to its state."""
     full_name = f"{world.identity.name}.{alarm.name}"
     aws.client("cloudwatch").put_metric_alarm(
         AlarmName=full_name,
@@ -429,13 +438,17 @@ def _seed_alarm(alarm: model.Alarm, world: World, aws: AwsClients) -> None:
         ComparisonOperator="GreaterThanThreshold",
         TreatMissingData="notBreaching",
     )
-    set_alarm(alarm, world, datetime.now(UTC))
+    set_alarm(alarm, world, datetime.now(UTC), place)
 
 
-def set_alarm(alarm: model.Alarm, world: World, now: datetime) -> SeededAlarm:
-    """The alarm in the state the scenario gives (its moments from `now`), in the CloudWatch emulation; no event."""
+def set_alarm(alarm: model.Alarm, world: World, now: datetime, place: Place | None = None) -> SeededAlarm:
+    """The alarm in the state the scenario gives (its moments from `now`), in the CloudWatch emulation; no event. In
+    `place` (a member account and Region; default: an `alarm` step's own, else the stack's)."""
     if world.cloudwatch is None:
         raise SandboxError("the world has alarms, and no CloudWatch emulation to set them in")
+    place = place or alarm.place
+    identity = world.identity
+    account, region = place or (identity.account_id, identity.region)
     now = now.astimezone(UTC).replace(microsecond=0)
     full_name = f"{world.identity.name}.{alarm.name}"
     since = _at(alarm.since, now)
@@ -445,19 +458,26 @@ def set_alarm(alarm: model.Alarm, world: World, now: datetime) -> SeededAlarm:
         reason = contributor.state_reason(alarm.threshold, at)
         contributors.append(Contributor(contributor.id, contributor.all_attributes, reason, at))
     world.cloudwatch.set_alarm(
-        full_name, alarm.state, alarm.state_reason, since, contributors=contributors, error=alarm.contributors_error
+        full_name,
+        alarm.state,
+        alarm.state_reason,
+        since,
+        contributors=contributors,
+        error=alarm.contributors_error,
+        account=account,
+        region=region,
     )
-    identity = world.identity
-    before = world.alarms.get(alarm.name)
+    key = world.alarm_key(alarm.name, place)
+    before = world.alarms.get(key)
     seeded = SeededAlarm(
         alarm.name,
         full_name,
-        f"arn:{identity.partition}:cloudwatch:{identity.region}:{identity.account_id}:alarm:{full_name}",
+        f"arn:{identity.partition}:cloudwatch:{region}:{account}:alarm:{full_name}",
         since,
         # Every contributor as it was last listed in ALARM: its events may come after it is OK again.
         {**(before.contributors if before else {}), **{c.id: (c.since, c.reason) for c in contributors}},
     )
-    world.alarms[alarm.name] = seeded
+    world.alarms[key] = seeded
     return seeded
 
 

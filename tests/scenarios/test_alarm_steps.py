@@ -156,3 +156,104 @@ def test_contributors_can_be_refused_and_answered_again(world: tuple[World, Any,
 
     set_alarm(Alarm(name="gpu-temperature", state="ALARM"), seeded, NOW)
     assert client.describe_alarm_contributors(AlarmName="stack.gpu-temperature")["AlarmContributors"] == []
+
+
+# --- A member account's alarms (forwarder.yaml's GPU alarms) ------------------------------------------------------
+
+ORGANIZATION = """
+parameters: {OrganizationId: o-a1b2c3d4e5}
+world:
+  accounts:
+    - id: "222222222222"
+      regions:
+        - region: us-west-2
+          alarms:
+            - name: gpu-temperature
+              state: ALARM
+              contributors: [{id: 8f3a2c1d9e4b7a60, cluster: training, value: 93}]
+"""
+
+
+def test_a_member_accounts_alarm_and_a_step_naming_its_account_and_region_load(tmp_path: Path) -> None:
+    scenario = _load(
+        tmp_path,
+        ORGANIZATION + "events: [{alarm: {account: '222222222222', region: us-west-2, name: gpu-temperature}}]\n",
+    )
+
+    [alarm] = scenario.world.accounts[0].regions[0].alarms
+    assert (alarm.place, scenario.events[0].alarm.place) == (None, ("222222222222", "us-west-2"))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            ORGANIZATION.replace("name: gpu-temperature", "name: router-errors") + "events: [{reconcile: true}]\n",
+            "a member account's alarms are forwarder.yaml's",
+        ),
+        (
+            ORGANIZATION + "events: [{alarm: {account: '222222222222', region: eu-west-1, name: gpu-temperature}}]\n",
+            "gpu-temperature of 222222222222 eu-west-1, not one of world.alarms",
+        ),
+        (ORGANIZATION + "events: [{alarm: {name: gpu-temperature}}]\n", "not one of world.alarms"),
+        (ORGANIZATION + "events: [{alarm: {account: '222222222222', name: gpu-temperature}}]\n", "together"),
+        (
+            "world: {alarms: [{name: a, account: '222222222222', region: us-west-2}]}\nevents: [{reconcile: true}]\n",
+            "the stack's alarms name no account",
+        ),
+        (
+            ORGANIZATION.replace("- region: us-west-2", "- region: us-west-2\n          forwarder: false")
+            + "events: [{reconcile: true}]\n",
+            "forwarder.yaml creates its GPU alarms where it forwards",
+        ),
+    ],
+)
+def test_a_member_alarm_the_forwarder_would_not_create_or_a_step_naming_none_is_refused(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    with pytest.raises(SandboxError, match=says):
+        _load(tmp_path, text)
+
+
+def test_setting_a_member_accounts_alarm_puts_it_in_that_accounts_cloudwatch_and_names_it_by_its_place(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    [alarm] = _load(tmp_path, ORGANIZATION + "events: [{reconcile: true}]\n").world.accounts[0].regions[0].alarms
+    with mock_aws(), CloudWatchEmulation() as emulation:
+        # Given the member account's CloudWatch, reached with credentials of that account
+        credentials = boto3.client("sts").assume_role(
+            RoleArn="arn:aws:iam::222222222222:role/OrganizationAccountAccessRole", RoleSessionName="test"
+        )["Credentials"]
+        member = boto3.client(
+            "cloudwatch",
+            region_name="us-west-2",
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
+        member.put_metric_alarm(
+            AlarmName="stack.gpu-temperature",
+            Namespace="ECS/ContainerInsights",
+            MetricName="TaskGPUTemperature",
+            Statistic="Maximum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=90,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+        world = World(StackIdentity("stack", REGION), cloudwatch=emulation)
+
+        # When the scenario sets it there
+        set_alarm(alarm, world, NOW, ("222222222222", "us-west-2"))
+
+        # Then that account's CloudWatch describes it with its contributor, and the stack's own knows nothing of it
+        [described] = member.describe_alarms(AlarmNamePrefix="stack.")["MetricAlarms"]
+        assert described["StateValue"] == "ALARM"
+        listed = member.describe_alarm_contributors(AlarmName="stack.gpu-temperature")["AlarmContributors"]
+        assert [c["ContributorId"] for c in listed] == ["8f3a2c1d9e4b7a60"]
+        assert boto3.client("cloudwatch", region_name="us-west-2").describe_alarms()["MetricAlarms"] == []
+        # ... and its placeholders name it by its account and Region
+        assert world.fill("{{alarms.222222222222/us-west-2/gpu-temperature.arn}}") == (
+            "arn:aws:cloudwatch:us-west-2:222222222222:alarm:stack.gpu-temperature"
+        )
