@@ -399,6 +399,8 @@ def _create_rule(builder: StackBuilder, logical_id: str) -> DeployedResource:
     for key in ("Description", "ScheduleExpression", "RoleArn"):
         if key in properties:
             request[key] = properties[key]
+    if properties.get("Tags"):
+        request["Tags"] = [{"Key": str(tag["Key"]), "Value": str(tag["Value"])} for tag in properties["Tags"]]
     events = builder.aws.events
     arn = events.put_rule(**request)["RuleArn"]
     targets = [_api_target(target) for target in properties.get("Targets") or []]

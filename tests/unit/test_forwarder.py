@@ -9,6 +9,7 @@ resources and statements CloudFormation would create for that stack instance."""
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import json
 import re
 import subprocess
@@ -470,3 +471,39 @@ def test_drills_put_only_a_drills_events_on_this_accounts_default_bus_and_only_w
     assert putting["Condition"] == {"StringEquals": {"events:source": "fault-responder.drill"}}
     assert "events:PutEvents" not in granted(forwarder())
     assert set(allowed) - {"events:PutEvents"} == set(granted(forwarder()))
+
+
+# --- fault-responder accounts: whether this account forwards (AllowForwarderChecks) ---------------------------------
+
+CHECKS = {"events:ListRuleNamesByTarget", "events:DescribeRule"}
+FORWARDER_TAG = {"Key": "fault-responder:forwards-to", "Value": CENTRAL_STACK}
+
+
+def test_forwarder_checks_are_off_by_default_and_on_list_rule_names_and_describe_only_this_templates_rules() -> None:
+    off = granted(forwarder())
+    on = granted(forwarder(AllowForwarderChecks="true"))
+
+    assert not CHECKS & set(off)
+    assert set(on) - CHECKS == set(off)
+    [listing] = on["events:ListRuleNamesByTarget"]
+    assert (listing["Resource"], listing.get("Condition")) == ("*", None)
+    [describing] = on["events:DescribeRule"]
+    assert describing["Resource"] == f"arn:aws:events:*:{MEMBER}:rule/*"
+    assert describing["Condition"] == {"StringEquals": {"aws:ResourceTag/fault-responder:forwards-to": CENTRAL_STACK}}
+    # ... and the rules it may describe are this template's: each carries the tag, whatever the checks
+    for resolver in (forwarder(), forwarder(AllowForwarderChecks="true")):
+        for rule in [*FORWARD_RULES, "GpuAlarmsForwardRule"]:
+            assert FORWARDER_TAG in resolver.properties(rule)["Tags"], rule
+
+
+def test_listing_rule_names_takes_no_resource_and_describing_a_default_bus_rule_can_be_held_to_its_tags() -> None:
+    # The Service Authorization Reference, as cfn-lint carries it
+    policies = json.loads(
+        (importlib.resources.files("cfnlint.data.AdditionalSpecs") / "Policies.json").read_text(encoding="utf-8")
+    )
+    events = policies["events"]
+
+    assert events["Actions"]["listrulenamesbytarget"] == {}
+    assert "rule-on-default-event-bus" in events["Actions"]["describerule"]["Resources"]
+    assert "aws:ResourceTag/${TagKey}" in events["Resources"]["rule-on-default-event-bus"]["ConditionKeys"]
+
