@@ -213,7 +213,7 @@ def render(view: Mapping[str, Any]) -> str:
     lines.extend(_grouped(fleets, places, _fleet_lines))
     silences = view["silences"]
     lines += ["", f"Silences, active and pending: {len(silences)}"]
-    cells = [
+    cells: list[tuple[str, ...]] = [
         (s["id"], s["state"], ", ".join(s["matchers"]), _short(s["ends_at"]), s["created_by"], s["comment"])
         for s in silences
     ]
