@@ -140,6 +140,8 @@ class World:
     """Clients acting in each member account and Region (the sandbox's access to it, not the responder's)."""
     forwarders: dict[Place, Stack] = field(default_factory=dict, repr=False, compare=False)
     """forwarder.yaml as deployed in each member account and Region."""
+    event_bus_arn: str = ""
+    """The stack's organization bus (its OrganizationEventBusArn output); empty without the organization mode."""
 
     def cluster_key(self, account: str, region: str, name: str) -> str:
         """How the world knows a cluster: by its name in the stack's account and Region, else with both."""
@@ -202,6 +204,8 @@ class World:
         """Every `{{...}}` placeholder but `now`, with its value."""
         refs = {"account": self.identity.account_id, "region": self.identity.region}
         refs["stack.external_id"] = self.identity.stack_id.split("/")[2]  # the MemberRoleExternalId output
+        if self.event_bus_arn:
+            refs["stack.event_bus_arn"] = self.event_bus_arn  # the OrganizationEventBusArn output
         for name, arn in self.clusters.items():
             refs |= {f"clusters.{name}.arn": arn, f"clusters.{name}.name": name.rsplit("/", 1)[-1]}
         for instance in self.all_instances().values():
@@ -331,6 +335,8 @@ def seed_world(
     cloudwatch: CloudWatchEmulation | None = None,
 ) -> World:
     world = World(stack.identity, emulation=emulation, cloudwatch=cloudwatch)
+    if ORGANIZATION_BUS in stack.resources:
+        world.event_bus_arn = str(stack.get_att(ORGANIZATION_BUS, "Arn"))
     home = (stack.identity.account_id, stack.identity.region)
     for cluster in world_model.clusters:
         _seed_cluster(cluster, world, aws, emulation, home)

@@ -507,3 +507,12 @@ def test_listing_rule_names_takes_no_resource_and_describing_a_default_bus_rule_
     assert "rule-on-default-event-bus" in events["Actions"]["describerule"]["Resources"]
     assert "aws:ResourceTag/${TagKey}" in events["Resources"]["rule-on-default-event-bus"]["ConditionKeys"]
 
+
+def test_the_checks_grant_exactly_what_the_accounts_command_calls_through_the_role() -> None:
+    text = (ROOT / "layers" / "common" / "fault_responder" / "adapters" / "forwarder_rules.py").read_text("utf-8")
+    calls = {
+        "events:" + "".join(part.capitalize() for part in operation.split("_"))
+        for operation in re.findall(r"events\.([a-z_]+)\(", text)
+    }
+
+    assert calls == CHECKS

@@ -10,6 +10,7 @@ docs/checkpoint-contract.md).
     fault-responder drill [--cluster C] [--instance I] [--xid 79] [--author NAME] [--TIMEOUTS] TARGET
     fault-responder drill --account ACCOUNT [--account-region R] [--external-id ID] ... TARGET
     fault-responder drill --dcgm --cluster C [--capacity-provider P] --yes TARGET
+    fault-responder accounts [--json] [--timeout S] [--concurrency N] TARGET
     fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
     fault-responder checkpoint-now [--wait S] [--hold S] [--reason TEXT] [--json]
         (s3://bucket/prefix/ | --cluster C (--instance ID | --job JOB_ID))
@@ -20,9 +21,10 @@ TARGET is `--stack NAME` (the stack's IncidentsTable, found with CloudFormation)
 `--region` and `--endpoint-url` (a moto server, say). Each command is one function taking the parsed arguments:
 a new one adds its parser in its own function (as `_add_silence_commands` does) and sets `run`.
 
-Exit status: 0 done; 1 an unknown silence id, a silence already expired, a drill hop that failed, or an AWS
-error or (checkpoint-now) no such job; 2 bad usage, a silence that breaks a rule, or a drill refused (the message says
-which); 3 (checkpoint-now) a job's checkpoint did not answer within --wait, or a job could not be asked.
+Exit status: 0 done; 1 an unknown silence id, a silence already expired, a drill hop that failed, an account and
+Region that is broken (accounts), or an AWS error or (checkpoint-now) no such job; 2 bad usage, a silence that breaks
+a rule, or a drill refused (the message says which); 3 (checkpoint-now) a job's checkpoint did not answer within
+--wait, or a job could not be asked.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from fault_responder.adapters.drill_aws import DrillAwsError, DrillRefusedError
 from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
+from fault_responder.cli import accounts as accounts_cli
 from fault_responder.cli import checkpoint_now, move, recovery
 from fault_responder.cli.targets import add_records_target, login_name
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts, accounts_of
@@ -146,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_silence_commands(commands, _target_options())
     _add_status_command(commands)
     _add_drill_command(commands, _target_options())
+    accounts_cli.add_command(commands, _target_options(), _seconds, _accounts_command)
     checkpoint_now.add_command(commands, _seconds)
     recovery.add_command(commands, _duration, _moment, _recovery)
     move.add_command(commands, _seconds, _move)
@@ -402,6 +406,68 @@ def _region(text: str) -> str:
     if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]", text):
         raise argparse.ArgumentTypeError(f"not a Region code: {text[:40]!r}")
     return text
+
+
+# --- accounts -----------------------------------------------------------------------------------------
+
+
+def _accounts_command(args: argparse.Namespace) -> int:
+    """`accounts`: what the stack acts in (its parameters and outputs, or the options), its accounts' names, and its
+    open incidents, for fault_responder.cli.accounts."""
+    from fault_responder.core.places import Place  # noqa: PLC0415
+
+    where = {"region": args.region, "endpoint_url": args.endpoint_url}
+    if args.stack:
+        parameters, outputs, stack_id = _stack_description(args)
+        if not (parameters.get("OrganizationId") or parameters.get("EnrolledAccounts")):
+            raise UsageError(
+                f"stack {args.stack!r} serves one account and Region (OrganizationId and EnrolledAccounts are empty): "
+                "status shows what is open there"
+            )
+        _, _, _, region, account, _ = stack_id.split(":", 5)
+        organization = accounts_cli.Organization(
+            home=Place.of(account, region),
+            enrolled_accounts=accounts_cli.listed(parameters.get("EnrolledAccounts")),
+            enrolled_regions=accounts_cli.listed(parameters.get("EnrolledRegions")),
+            role_name=args.member_role or parameters.get("MemberRoleName") or accounts_cli.DEFAULT_MEMBER_ROLE,
+            external_id=args.external_id or outputs.get("MemberRoleExternalId"),
+            bus_arn=args.event_bus_arn or outputs.get("OrganizationEventBusArn"),
+            stack=args.stack,
+        )
+    else:
+        sts = aws_client("sts", **where)
+        organization = accounts_cli.Organization(
+            home=Place.of(
+                str(sts.get_caller_identity()["Account"]), str(aws_client("dynamodb", **where).meta.region_name)
+            ),
+            enrolled_accounts=args.enrolled_accounts or (),
+            enrolled_regions=args.enrolled_regions or (),
+            role_name=args.member_role or accounts_cli.DEFAULT_MEMBER_ROLE,
+            external_id=args.external_id,
+            bus_arn=args.event_bus_arn,
+        )
+    args.organization = True  # with --table, the command is about an organization's stack
+    accounts = _accounts(args, lookup_names=True)
+    table = _table_name(args)
+
+    def incidents() -> list[Incident]:
+        now = _now()
+        silences = DynamoDBSilenceStore(table, aws_client("dynamodb", **where)).list(now=now)
+        return _open_incidents(args, now, silences, accounts)[0]
+
+    return accounts_cli.run(args, organization, accounts, table, incidents)
+
+
+def _stack_description(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str], str]:
+    """The stack's parameters, outputs and id (through a quick start's nested stack)."""
+    cloudformation = aws_client("cloudformation", region=args.region, endpoint_url=args.endpoint_url)
+    try:
+        [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
+    except ClientError as error:
+        raise TargetError(f"cannot read stack {args.stack!r}: {error}") from None
+    parameters = {p["ParameterKey"]: str(p.get("ParameterValue", "")) for p in stack.get("Parameters", [])}
+    outputs = {o["OutputKey"]: str(o.get("OutputValue", "")) for o in stack.get("Outputs", [])}
+    return parameters, outputs, str(stack["StackId"])
 
 
 # --- status -------------------------------------------------------------------------------------------
