@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from fault_responder.core import elapsed
 from fault_responder.core.places import Place
 
 DEFAULT_CONCURRENCY = 8
@@ -142,7 +142,7 @@ def survey(
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     box_seconds: float = DEFAULT_BOX_SECONDS,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] = elapsed.monotonic,
 ) -> dict[Place, PlaceCheck]:
     """Each place's check, at most `concurrency` running at once, each given `box_seconds` from its start: one that
     has not answered by then is reported as timed out, and the next place starts in its stead."""
