@@ -200,3 +200,12 @@ def test_a_throttled_account_is_a_failure_of_its_place() -> None:
             forwarder_check(client, BUS, PLACES[1], refused="")
 
     assert raised.value.place == PLACES[1]
+
+
+def test_what_the_run_leaves_out_is_counted_and_said_in_json_too() -> None:
+    rows = statuses([HOME], home=HOME, names=lambda account: "", seen={}, checks={HOME: FINE}, open_counts={})
+
+    shown = view(rows, at=NOW, stack=None, left_out=PLACES[1:3])
+
+    assert shown["left_out"] == ["222222222201/us-west-2", "222222222202/us-west-2"]
+    assert "\n2 more not listed: the stack acts in at most 500 accounts and Regions a run\n" in render(shown)

@@ -33,6 +33,7 @@ from typing import Any
 
 from fault_responder.core import elapsed
 from fault_responder.core.places import Place
+from fault_responder.operations.organization import MAX_PLACES
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_BOX_SECONDS = 15.0
@@ -286,7 +287,8 @@ def render(shown: Mapping[str, Any]) -> str:
         lines += ["", *notes]
     left_out = list(shown.get("left_out") or [])
     if left_out:
-        lines += ["", f"{len(left_out)} more accounts and Regions not checked (at most {len(places)} a run)"]
+        limit = f"the stack acts in at most {MAX_PLACES} accounts and Regions a run"
+        lines += ["", f"{len(left_out)} more not listed: {limit}"]
     broken = [place for place in places if place["broken"]]
     lines.append("")
     if broken:
