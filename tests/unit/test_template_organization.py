@@ -445,6 +445,8 @@ def test_the_other_accounts_training_faults_start_the_workflow_from_the_bus_and_
     assert trigger["Condition"]["ArnEquals"]["aws:SourceArn"] == [
         "arn:ResumeTrainingRule.Arn",
         "arn:MemberResumeTrainingRule.Arn",
+        "arn:PlannedMoveRule.Arn",
+        "arn:MemberPlannedMoveRule.Arn",
     ]
 
 
@@ -544,3 +546,43 @@ def test_the_functions_that_render_are_told_the_names_and_may_describe_the_organ
 def test_malformed_account_names_are_refused(value: str) -> None:
     with pytest.raises(TemplateError, match="AccountNames"):
         stack(AccountNames=value)
+
+
+QUEUE_POLICIES = ("AWS::SQS::QueuePolicy",)
+SETTINGS = {
+    "one account": {},
+    "resume": RESUME,
+    "resume, no moves on drains": {**RESUME, "MoveJobsOnDrain": "false"},
+    "organization": ORGANIZATION_MODE,
+    "organization, resume": {**RESUME, **ORGANIZATION_MODE},
+    "organization, resume, no moves on drains": {**RESUME, **ORGANIZATION_MODE, "MoveJobsOnDrain": "false"},
+}
+
+
+@pytest.mark.parametrize("overrides", SETTINGS.values(), ids=SETTINGS.keys())
+def test_every_rule_with_a_dead_letter_queue_may_send_to_it(overrides: dict[str, str]) -> None:
+    # Given the stack as these parameters create it
+    resolver = stack(**overrides)
+    made = created(resolver)
+    admitted: dict[str, set[str]] = {}
+    for name in made:
+        if resolver.template.resource_type(name) not in QUEUE_POLICIES:
+            continue
+        properties = resolver.properties(name)
+        for statement in as_list(properties["PolicyDocument"]["Statement"]):
+            if statement.get("Principal") != {"Service": "events.amazonaws.com"}:
+                continue
+            arns = set(as_list(statement.get("Condition", {}).get("ArnEquals", {}).get("aws:SourceArn", [])))
+            for queue in as_list(properties["Queues"]):
+                admitted.setdefault(str(queue), set()).update(arns)
+
+    # Then each rule's undeliverable events reach its dead-letter queue: the queue's policy names the rule
+    for name in sorted(made):
+        if resolver.template.resource_type(name) != "AWS::Events::Rule":
+            continue
+        for target in resolver.properties(name).get("Targets", []):
+            queue = (target.get("DeadLetterConfig") or {}).get("Arn")
+            if queue is None:
+                continue
+            [dlq] = [q for q in made if _Attributes().get_att(q, "Arn") == queue]
+            assert f"arn:{name}.Arn" in admitted.get(f"ref:{dlq}", set()), f"{name} cannot dead-letter to {dlq}"
