@@ -146,3 +146,22 @@ def test_a_period_that_ends_before_it_begins_is_refused(tmp_path: Path, capsys) 
     report.write_text("{}", encoding="utf-8")
     assert main(["recovery", "--report", str(report), "--from", UNTIL.isoformat(), "--until", SINCE.isoformat()]) == 2
     assert "the period must end after it begins" in capsys.readouterr().err
+
+
+def test_a_member_accounts_job_is_of_its_cluster_by_name_in_a_sandbox_report(tmp_path: Path, capsys) -> None:
+    # Given a report with a job of the stack's own cluster "training" and one of a member account's (its key begins
+    # with that account and Region), and another cluster's
+    ledgers = [
+        Ledger(job_key=key, attempts=(attempt(1, "f1", at(60), running=at(70)),))
+        for key in ("training/llm-7b", "210987654321/eu-west-1/training/llm-70b", "inference/serve")
+    ]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"ledgers": [ledger.model_dump(mode="json") for ledger in ledgers]}), encoding="utf-8")
+
+    # When the report is asked for the cluster "training"
+    period = ["--from", SINCE.isoformat(), "--until", UNTIL.isoformat()]
+    assert main(["recovery", "--report", str(report), *period, "--cluster", "training", "--json"]) == 0
+
+    # Then both accounts' jobs of that cluster are in it, and the other cluster's is not
+    jobs = {job["job"] for job in json.loads(capsys.readouterr().out)["jobs"]}
+    assert jobs == {"training/llm-7b", "210987654321/eu-west-1/training/llm-70b"}

@@ -64,6 +64,11 @@ MAX_LEDGER_ATTEMPTS = 100
 """Older attempts are dropped from the ledger item; the budget only ever looks at the recent ones."""
 MAX_WRITE_CONFLICTS = 8
 _SCOPE = re.compile(r"^[0-9]{12}/[a-z0-9-]+/")
+
+
+def of_cluster(job_key: str, cluster_name: str) -> bool:
+    """Whether the job key (a member's begins with its scope: account/Region/cluster/job) is of that cluster."""
+    return _SCOPE.sub("", job_key).startswith(f"{cluster_name}/")
 """A member account's and Region's scope at the start of a job key."""
 
 _serializer = TypeSerializer()
@@ -320,7 +325,7 @@ class DynamoDBResumeStore:
                 item = _plain(raw)
                 # Every account's and Region's: a member's job key begins with its scope (account/Region/cluster/job).
                 job_key = str(item["pk"]).removeprefix("JOB#")
-                if cluster_name is None or _SCOPE.sub("", job_key).startswith(f"{cluster_name}/"):
+                if cluster_name is None or of_cluster(job_key, cluster_name):
                     yield _ledger(job_key, item)
 
     def save_attempt_tasks(self, job_key: str, number: int, task_arns: Sequence[str]) -> None:

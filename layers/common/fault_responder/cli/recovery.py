@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fault_responder.adapters.resume_store import of_cluster
 from fault_responder.cli.targets import add_records_target
 from fault_responder.core.timefmt import format_duration, iso_utc
 from fault_responder.resume.budget import Ledger
@@ -52,7 +53,7 @@ def report_ledgers(path: Path, cluster: str | None) -> list[Ledger]:
     """The ledgers a sandbox report carries (its `ledgers` section)."""
     document = json.loads(path.read_text(encoding="utf-8"))
     ledgers = [Ledger.model_validate(item) for item in document.get("ledgers") or []]
-    return [ledger for ledger in ledgers if cluster is None or ledger.job_key.startswith(f"{cluster}/")]
+    return [ledger for ledger in ledgers if cluster is None or of_cluster(ledger.job_key, cluster)]
 
 
 def render(jobs: Iterable[JobRecovery], since: datetime, until: datetime, *, as_json: bool) -> str:
