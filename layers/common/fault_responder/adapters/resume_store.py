@@ -69,6 +69,8 @@ _SCOPE = re.compile(r"^[0-9]{12}/[a-z0-9-]+/")
 def of_cluster(job_key: str, cluster_name: str) -> bool:
     """Whether the job key (a member's begins with its scope: account/Region/cluster/job) is of that cluster."""
     return _SCOPE.sub("", job_key).startswith(f"{cluster_name}/")
+
+
 """A member account's and Region's scope at the start of a job key."""
 
 _serializer = TypeSerializer()
