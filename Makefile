@@ -219,8 +219,9 @@ demo: $(VENV)/.installed ## Replay a whole GPU incident (XID 79 -> auto-repair d
 	@mkdir -p reports
 	@$(PY) -m sandbox replay $(DEMO_EVENTS) --report reports/demo.json
 
-route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] [AT=<ISO 8601>] EVENT="<file>..."
-	$(VENV)/bin/fault-responder route --routing-file $(ROUTING_FILE) $(if $(AT),--at $(AT)) $(EVENT)
+route: $(VENV)/.installed ## Which route and receivers events reach: make route [ROUTING_FILE=<file>] [AT=<ISO 8601>] [ORGANIZATION=<account>/<Region> [ACCOUNT_NAMES=<id>=<name>,...]] EVENT="<file>..."
+	$(VENV)/bin/fault-responder route --routing-file $(ROUTING_FILE) $(if $(AT),--at $(AT)) \
+		$(if $(ORGANIZATION),--organization $(ORGANIZATION)) $(if $(ACCOUNT_NAMES),--account-names $(ACCOUNT_NAMES)) $(EVENT)
 
 fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: make fuzz N=10000 [SEED=1]
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)

@@ -454,3 +454,31 @@ def test_the_example_in_docs_silences_md_is_the_example_file() -> None:
     yaml_blocks = [block.split("```", 1)[0] for block in document.split("```yaml\n")[1:]]
 
     assert MAINTENANCE_EXAMPLE.read_text(encoding="utf-8") in yaml_blocks
+
+
+def test_routecheck_of_an_organization_routes_by_the_accounts_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given XID 79 in the account 123456789012, a member of the organization whose stack is in 111122223333/us-east-1,
+    # named ml-sandbox (the packaged organization.yaml sends the sandbox accounts to Slack only)
+    event = EVENTS / "incident-xid79" / "01-impaired-xid79.json"
+    names = ["--account-names", "123456789012=ml-sandbox"]
+    home = ["--organization", "111122223333/us-east-1", "--routing-file", "organization.yaml"]
+
+    # When the route check handles it as that stack would
+    assert routecheck([*home, *names, str(event)]) == 0
+    out = capsys.readouterr().out
+
+    # Then its labels name the account and Region, and the route on account_name sends it to Slack only
+    assert "account=123456789012, account_name=ml-sandbox, region=us-west-2" in out
+    assert "route: sandbox-accounts-post-only -> gpu-alerts (slack #gpu-alerts)" in out
+
+    # And without the names, the same account pages as any other
+    assert routecheck([*home, str(event)]) == 0
+    assert "route: page-critical-and-error -> gpu-alerts (slack #gpu-alerts), gpu-oncall" in capsys.readouterr().out
+
+
+def test_routecheck_refuses_an_organization_without_its_home(capsys: pytest.CaptureFixture[str]) -> None:
+    event = str(EVENTS / "incident-xid79" / "01-impaired-xid79.json")
+    assert routecheck(["--account-names", "123456789012=ml-sandbox", event]) == 2
+    assert "--organization ACCOUNT/REGION" in capsys.readouterr().err

@@ -7,7 +7,12 @@ router would attribute it, and each event shows only what it adds. When the rout
 they are listed first, and each subject whose routes name some says which receivers they mute at `--at`
 (default: now).
 
-    fault-responder route [--routing-file FILE] [--at ISO8601] EVENT_FILE...
+    fault-responder route [--routing-file FILE] [--at ISO8601] [--organization ACCOUNT/REGION
+                          [--account-names ID=NAME,...]] EVENT_FILE...
+
+With `--organization` (the stack's own account and Region, as the organization's stack has them), events of other
+accounts and Regions are handled as that stack handles them: the labels `account`, `account_name` and `region` that
+routes may match, the accounts named by `--account-names` (as its AccountNames parameter).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pydantic import ValidationError
 
 from fault_responder.alerting.service import AlertService
 from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts, accounts_of
 from fault_responder.core.domain import Alert, Incident, Runbook
 from fault_responder.events.ecs import UnsupportedEventError
 from fault_responder.events.envelope import RejectedEvent, read_envelope
@@ -42,6 +48,7 @@ from fault_responder.routing.router import (
 )
 
 _LABELS = ("kind", "fault_class", "severity", "drain_attribution")
+_ORGANIZATION_LABELS = ("account", "account_name", "region")
 
 
 def describe_receiver(name: str, receiver: Receiver) -> str:
@@ -67,7 +74,9 @@ def describe_time_intervals(routing: RoutingConfig) -> list[str]:
     return lines
 
 
-def explain(paths: list[Path], routing: RoutingConfig, at: datetime | None = None) -> list[str]:
+def explain(
+    paths: list[Path], routing: RoutingConfig, at: datetime | None = None, accounts: Accounts = SINGLE_ACCOUNT
+) -> list[str]:
     router = Router(routing)
     channels = RecordingChannels()
     store = MemoryInstanceStore()
@@ -82,7 +91,7 @@ def explain(paths: list[Path], routing: RoutingConfig, at: datetime | None = Non
         store,
         router,
         ReceiverCourier(channels, clock=clock),
-        lifecycle.Settings(hold_down=routing.flapping.hold_down),
+        lifecycle.Settings(hold_down=routing.flapping.hold_down, accounts=accounts),
         clock=clock,
         policy=policy,
         grouping=routing.grouping,
@@ -105,7 +114,8 @@ def explain(paths: list[Path], routing: RoutingConfig, at: datetime | None = Non
             view = service.derive(record) if record is not None else None
             receivers = {str(sent.receiver) for sent in channels.sent}
             if view is not None:
-                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, clock()))
+                labels = _LABELS + _ORGANIZATION_LABELS if accounts.organization else _LABELS
+                lines.extend(_subjects(view.incidents, view.alerts, receivers, router, clock(), shown=labels))
                 lines.extend(_quiet(view.incidents, view.alerts))
                 lines.extend(_fleets(service, view.incidents))
             lines.extend(_sent(channels))
@@ -147,7 +157,13 @@ def _sent(channels: RecordingChannels) -> list[str]:
 
 
 def _subjects(
-    incidents: list[Incident], alerts: list[Alert], receivers: set[str], router: Router, at: datetime
+    incidents: list[Incident],
+    alerts: list[Alert],
+    receivers: set[str],
+    router: Router,
+    at: datetime,
+    *,
+    shown: tuple[str, ...] = _LABELS,
 ) -> list[str]:
     routing = router.config
     lines: list[str] = []
@@ -156,7 +172,7 @@ def _subjects(
             continue
         context = incident_context(incident)
         action = "open" if incident.is_open else "resolve"
-        labels = ", ".join(f"{key}={context.value(key)}" for key in _LABELS)
+        labels = ", ".join(f"{key}={context.value(key)}" for key in shown)
         lines.append(f"  {action}: {incident.fingerprint} ({incident.phase})")
         lines.append(f"    labels: {labels}")
         lines.append(f"    route: {incident.route or 'no route matched'} -> {_named(incident.receivers, routing)}")
@@ -166,7 +182,7 @@ def _subjects(
         if alert.superseded_by is not None or not receivers & set(alert.receivers):
             continue
         context = alert_context(alert)
-        labels = ", ".join(f"{key}={context.value(key)}" for key in _LABELS)
+        labels = ", ".join(f"{key}={context.value(key)}" for key in shown)
         decision = router.route(context)
         route = ",".join(decision.routes) or "no route matched"
         lines.append(f"  notice: {alert.title}")
@@ -245,7 +261,21 @@ def main(argv: Sequence[str] | None = None, prog: str = "fault-responder route")
         type=_moment,
         help="the time at which time intervals are evaluated, ISO 8601 with an offset (default: now)",
     )
+    parser.add_argument(
+        "--organization",
+        metavar="ACCOUNT/REGION",
+        help="the organization's stack's own account and Region: events are handled as that stack handles them",
+    )
+    parser.add_argument("--account-names", metavar="ID=NAME,...", default="", help="with --organization: AccountNames")
     args = parser.parse_args(argv)
+    accounts = SINGLE_ACCOUNT
+    if args.organization is not None or args.account_names:
+        home_account, _, home_region = (args.organization or "").partition("/")
+        try:
+            accounts = accounts_of(True, home_account, home_region, args.account_names, lambda: None)
+        except RuntimeError as error:
+            print(f"--organization ACCOUNT/REGION and --account-names: {error}", file=sys.stderr)
+            return 2
     try:
         routing = load_routing(args.routing_file)
     except (OSError, ValidationError, ValueError) as error:
@@ -255,7 +285,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "fault-responder route")
     if missing:
         print(f"no such event file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    print("\n".join(explain(args.events, routing, args.at)))
+    print("\n".join(explain(args.events, routing, args.at, accounts)))
     return 0
 
 
