@@ -227,20 +227,23 @@ fuzz: $(VENV)/.installed ## Mutated envelopes through the real router, tallied: 
 	$(PY) -m sandbox fuzz --count $(or $(N),1000) --seed $(or $(SEED),1)
 
 # The three environments are created side by side (downloads and disk more than CPU); then the checks that do not run
-# the suite, and the build the smoke test invokes (each is one process, mostly on one core: ruff, mypy, sam validate,
+# the suite, and the build local-invoke runs (each is one process, mostly on one core: ruff, mypy, sam validate,
 # checkov and bandit, sam build), two at a time beside the Lambda image of local-invoke while it is made (the Docker
 # engine installed, debootstrap and the image's packages downloaded: network and disk more than CPU), three at a time
-# once it is (a few seconds, when it is cached from an earlier run); then the suite beside the smoke test and
-# local-invoke, each one process (or container) invoking one function after another (run alone after the suite, they
-# left a core idle); then `sam build` for Lambda, which the suite's documentation test has made by then. The smoke test's build is made first so that it never reads a build being
-# made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam builds, one at a time:
-# they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite, the smoke test and
-# local-invoke all finish before the failure of any is reported. The suite's own local runs (tests/local, the
+# once it is (a few seconds, when it is cached from an earlier run); then the suite beside local-invoke, which invokes
+# one function after another in its containers (run alone after the suite, it left a core idle); then `sam build` for
+# Lambda, which the suite's documentation test has made by then. The build local-invoke runs is made first so that it
+# never reads a build being made: the suite's `make build-host` finds it up to date, and the suite's other builds (sam
+# builds, one at a time: they share .aws-sam/deps) write elsewhere. A step that fails stops those after it; the suite
+# and local-invoke both finish before the failure of either is reported. The suite's own local runs (tests/local, the
 # documentation's `make local-up`) wait for local-invoke's: one Docker daemon of the runs' at a time on a machine.
+# `make smoke` is not run here: local-invoke invokes the same built functions with the same samples in the same world,
+# with the same boto3 as the Lambda runtime's, in real Lambda containers, and fails on more (an error object, a failed
+# SQS record); the suite runs the samples in that world too (tests/sandbox/test_smoke.py).
 test: ## Everything CI runs
 	$(MAKE) --no-print-directory -j3 setup
 	$(MAKE) --no-print-directory -j3 --output-sync=target local-image lint typecheck validate scan build-host
-	$(MAKE) --no-print-directory -j3 --output-sync=target pytest smoke local-invoke
+	$(MAKE) --no-print-directory -j2 --output-sync=target pytest local-invoke
 	$(MAKE) --no-print-directory build
 	@echo "make test: all checks passed"
 
