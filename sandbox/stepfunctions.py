@@ -477,17 +477,27 @@ def _retry_intervals(events: Sequence[Mapping[str, Any]]) -> list[tuple[datetime
 
 
 def _callback_intervals(events: Sequence[Mapping[str, Any]]) -> list[tuple[datetime, datetime]]:
-    """From the task handing out its token (TaskSubmitted) until someone answered or it timed out."""
+    """From the callback task's start until someone answered or it timed out.
+
+    The start is its TaskStarted, from which Step Functions counts the task's TimeoutSeconds (the token's hand-out, a
+    Lambda that posts the request, included: on a loaded machine it can take a good part of a short timeout); a
+    history that has no TaskStarted for it starts at the hand-out's end (TaskSubmitted)."""
     intervals: list[tuple[datetime, datetime]] = []
+    started: dict[str, datetime] = {}
     submitted: dict[str, datetime] = {}
     for event, state in zip(events, _states(events), strict=True):
-        details = event.get("taskSubmittedEventDetails") or {}
         if state is None:
             continue
-        if event["type"] == "TaskSubmitted" and str(details.get("resource", "")).endswith(".waitForTaskToken"):
-            submitted[state] = _time(event["timestamp"])
+        if event["type"] == "TaskStarted":
+            started[state] = _time(event["timestamp"])
+        elif event["type"] == "TaskSubmitted":
+            details = event.get("taskSubmittedEventDetails") or {}
+            if str(details.get("resource", "")).endswith(".waitForTaskToken"):
+                submitted[state] = started.get(state) or _time(event["timestamp"])
         elif event["type"] in _CALLBACK_END and state in submitted:
             intervals.append((submitted.pop(state), _time(event["timestamp"])))
+        if event["type"] in (*_CALLBACK_END, *_LAMBDA_END):
+            started.pop(state, None)
     return intervals
 
 
