@@ -385,6 +385,12 @@ def _drill_clients(args: argparse.Namespace) -> tuple[Callable[[str], Any], tupl
 
 
 def _stack_output(args: argparse.Namespace, name: str) -> str | None:
+    stack = _described_stack(args)
+    return next((o["OutputValue"] for o in (stack or {}).get("Outputs", []) if o["OutputKey"] == name), None)
+
+
+def _described_stack(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The --stack's description; None without --stack, or when it cannot be read."""
     if not args.stack:
         return None
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
@@ -393,7 +399,7 @@ def _stack_output(args: argparse.Namespace, name: str) -> str | None:
         [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
     except (ClientError, ValueError):
         return None
-    return next((o["OutputValue"] for o in stack.get("Outputs", []) if o["OutputKey"] == name), None)
+    return dict(stack)
 
 
 def _account(text: str) -> str:
@@ -573,15 +579,8 @@ def _recent_resumes(args: argparse.Namespace, now: datetime) -> list[dict[str, A
 
 
 def _stack_parameter(args: argparse.Namespace, name: str) -> str | None:
-    if not args.stack:
-        return None
-    where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    try:
-        cloudformation = aws_client("cloudformation", **where)
-        [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
-    except (ClientError, ValueError):
-        return None
-    return next((p["ParameterValue"] for p in stack.get("Parameters", []) if p["ParameterKey"] == name), None)
+    stack = _described_stack(args)
+    return next((p["ParameterValue"] for p in (stack or {}).get("Parameters", []) if p["ParameterKey"] == name), None)
 
 
 def _iso_or_none(moment: Any) -> str | None:

@@ -56,7 +56,14 @@ from fault_responder.incidents.alarms import (
     unknown_clusters_ref,
 )
 from fault_responder.incidents.record import EventFacts, HealthFact, InstanceRecord, bounded_id, clip
-from fault_responder.operations.reconcile import MARGIN_SECONDS, run_event_id
+from fault_responder.operations.reconcile import (
+    MARGIN_SECONDS,
+    Counter,
+    Observe,
+    Records,
+    Redeliver,
+    run_event_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -314,21 +321,6 @@ def past_episode(
 
 
 # --- A run --------------------------------------------------------------------------------------------------
-
-
-class Records(Protocol):
-    """What a run needs from the incidents table (fault_responder.alerting.store.InstanceStore has it)."""
-
-    def load(self, arn: str) -> InstanceRecord | None: ...
-
-    def open_records(self) -> Iterator[str]: ...
-
-
-Observe = Callable[[EventFacts, float], bool]
-"""observe(facts, seconds_left) -> whether the facts changed the record (the alert service's event path)."""
-Redeliver = Callable[[str, float], object]
-"""redeliver(record ARN, seconds_left): bring its receivers up to date with its facts (the sweep's reconcile)."""
-Counter = Callable[[str, str, str], None]
 
 
 @dataclass(slots=True)

@@ -37,13 +37,13 @@ from fault_responder.incidents.record import NoticeFact
 from fault_responder.noise.fleet import fingerprint as fleet_fingerprint
 from fault_responder.noise.fleet import group_from_labels
 from fault_responder.noise.policy import Policy
-from fault_responder.notification.buttons import ActionId
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.delivery import Channels
 from fault_responder.notification.render.pagerduty import where_details
 from fault_responder.notification.render.slack import (
     SEVERITY_EMOJI,
     SlackMessage,
+    approval_buttons,
     escape_mrkdwn,
     render_incident_root,
     root_context,
@@ -451,7 +451,7 @@ def route_context(fault: Fault, incident: Incident | None, accounts: Accounts = 
 
 def render_resume_reply(notice: Notice, fault: Fault) -> SlackMessage:
     """A reply in the incident's thread: the notice, its buttons (an approval request's), and what it is about."""
-    blocks = [_section(_headline(notice)), *_approval_buttons(notice), _context(notice, fault)]
+    blocks = [_section(_headline(notice)), *approval_buttons(notice.approval_id), _context(notice, fault)]
     return SlackMessage(text=_clip(escape_mrkdwn(notice.title), MAX_SECTION_TEXT), blocks=blocks)
 
 
@@ -475,7 +475,7 @@ def render_resume_standalone(
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
         _section(_body(notice)),
         _section(place),
-        *_approval_buttons(notice),
+        *approval_buttons(notice.approval_id),
         root_context([_context_text(notice, fault)], dashboard_url),
     ]
     cluster = fault.cluster_name + (f", {where}" if where is not None else "")
@@ -537,32 +537,6 @@ def _headline(notice: Notice) -> str:
 
 def _body(notice: Notice) -> str:
     return escape_mrkdwn(notice.text)
-
-
-def _approval_buttons(notice: Notice) -> list[dict[str, Any]]:
-    # The buttons carry the approval's opaque id; SlackActionsFunction finds the task token by it (never in Slack).
-    if not notice.approval_id:
-        return []
-    return [
-        {
-            "type": "actions",
-            "block_id": "resume_approval",
-            "elements": [
-                _button("Approve", ActionId.APPROVE, notice.approval_id, "primary"),
-                _button("Reject", ActionId.REJECT, notice.approval_id, "danger"),
-            ],
-        }
-    ]
-
-
-def _button(label: str, action: ActionId, value: str, style: str) -> dict[str, Any]:
-    return {
-        "type": "button",
-        "action_id": action.value,
-        "text": {"type": "plain_text", "text": label},
-        "value": value,
-        "style": style,
-    }
 
 
 def _context(notice: Notice, fault: Fault) -> dict[str, Any]:

@@ -13,9 +13,14 @@ from typing import Any
 
 from fault_responder.core.domain import Incident, ResumeNote, TimelineEntry
 from fault_responder.core.timefmt import iso_utc
-from fault_responder.notification.buttons import ActionId
 from fault_responder.notification.render.pagerduty import where_details
-from fault_responder.notification.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn, root_context
+from fault_responder.notification.render.slack import (
+    SEVERITY_EMOJI,
+    SlackMessage,
+    approval_buttons,
+    escape_mrkdwn,
+    root_context,
+)
 
 CLIENT_NAME = "GPU Fault Responder"
 COMPONENT = "training-auto-resume"
@@ -28,7 +33,7 @@ MAX_NAME = 255
 def render_note_reply(incident: Incident, entry: TimelineEntry, note: ResumeNote) -> SlackMessage:
     """A reply in a thread (the incident's, or its fleet incident's): the notice, its buttons, what it is about."""
     headline = f"{SEVERITY_EMOJI[note.severity]} *{escape_mrkdwn(note.title)}*\n{escape_mrkdwn(note.text)}"
-    blocks = [_section(headline), *_buttons(note), _context(_about(incident, entry, note))]
+    blocks = [_section(headline), *approval_buttons(note.approval_id), _context(_about(incident, entry, note))]
     return SlackMessage(text=_clip(escape_mrkdwn(note.title), MAX_SECTION_TEXT), blocks=blocks)
 
 
@@ -53,7 +58,7 @@ def render_note_message(
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
         _section(escape_mrkdwn(note.text)),
         _section(where),
-        *_buttons(note),
+        *approval_buttons(note.approval_id),
         root_context([_about(incident, entry, note)], dashboard_url),
     ]
     place = instance.cluster_name + (f", {incident.where}" if incident.where is not None else "")
@@ -143,33 +148,6 @@ def _details(
 def _links(incident: Incident) -> list[dict[str, str]]:
     instance = incident.instance
     return [{"href": instance.console_url, "text": f"ECS container instance {instance.container_instance_id}"}]
-
-
-def _buttons(note: ResumeNote) -> list[dict[str, Any]]:
-    """An approval request's Approve and Reject, carrying its opaque id (SlackActionsFunction finds the task token by
-    it; an answer after the workflow stopped waiting is refused there, and says so)."""
-    if not note.approval_id:
-        return []
-    return [
-        {
-            "type": "actions",
-            "block_id": "resume_approval",
-            "elements": [
-                _button("Approve", ActionId.APPROVE, note.approval_id, "primary"),
-                _button("Reject", ActionId.REJECT, note.approval_id, "danger"),
-            ],
-        }
-    ]
-
-
-def _button(label: str, action: ActionId, value: str, style: str) -> dict[str, Any]:
-    return {
-        "type": "button",
-        "action_id": action.value,
-        "text": {"type": "plain_text", "text": label},
-        "value": value,
-        "style": style,
-    }
 
 
 def _section(text: str) -> dict[str, Any]:

@@ -474,6 +474,16 @@ def incident_buttons(incident: Incident, *, fleet_record: str | None = None) -> 
     return [{"type": "actions", "block_id": "incident_actions", "elements": elements}]
 
 
+def approval_buttons(approval_id: str | None) -> list[dict[str, Any]]:
+    """A resume approval request's Approve and Reject, carrying its opaque id (SlackActionsFunction finds the task
+    token by it, never in Slack; an answer after the workflow stopped waiting is refused there, and says so)."""
+    if not approval_id:
+        return []
+    approve = _button("Approve", ActionId.APPROVE, approval_id, style="primary")
+    reject = _button("Reject", ActionId.REJECT, approval_id, style="danger")
+    return [{"type": "actions", "block_id": "resume_approval", "elements": [approve, reject]}]
+
+
 def _button(label: str, action: ActionId, value: str, *, style: str | None = None) -> dict[str, Any]:
     button: dict[str, Any] = {
         "type": "button",
