@@ -269,7 +269,7 @@ def test_checks_cost_one_request_each_and_no_body_while_the_request_is_unchanged
     answered = [requests.pending(step) for step in range(9, 11)]
     second_size = put_request(s3, request_document("cn-second", deadline_in=60.0))
     second = [requests.pending(step) for step in range(11, 15)]
-    now[0] += timedelta(seconds=61)
+    now[0] = datetime.now(UTC) + timedelta(seconds=61)  # past the deadline however long the steps above took
     expired = requests.pending(16)
 
     # Then only even steps read S3, one GetObject each, counted; a request is pending until answered or expired
