@@ -5,7 +5,7 @@
    its Slack root and PagerDuty trigger go out after this one write); otherwise read, derive, write if the
    version is unchanged, and on a conflict read again and re-apply (facts are idempotent, so re-applying is
    always right).
-2. Each receiver with something to send is drained by whoever holds its lease, one thread per receiver, so
+2. Each receiver with something to send is flushed by whoever holds its lease, one thread per receiver, so
    a slow Slack never holds back PagerDuty. The lease holder sends until nothing is left, then releases the
    lease only if no new facts arrived meanwhile (with the write that records its last delivery, where it can);
    a worker that finds the lease held leaves its work to the holder. A failed receiver fails the event, which SQS
@@ -97,7 +97,7 @@ Gauge = Callable[[str, str, str, float], None]
 """measure(metric, dimension name, dimension value, amount)."""
 
 MAX_WRITE_CONFLICTS = 10
-MAX_STEPS_PER_DRAIN = 200
+MAX_STEPS_PER_FLUSH = 200
 SWEEP_LIMIT = 2000
 """Records one sweep run reconciles at most; the rest wait for the next run."""
 SWEEP_MARGIN_SECONDS = 10.0
@@ -121,7 +121,7 @@ class DeliveryPendingError(Exception):
 
 
 @dataclass(slots=True)
-class _Drained:
+class _Flushed:
     sent: list[str] = field(default_factory=list)
     failure: str | None = None
 
@@ -510,7 +510,7 @@ class AlertService:
             record.incidents = view.known
             # Leases only: an intent written here would overwrite the whole delivery as this worker read it, and a
             # root another worker posted since (deliveries do not move the version this write is conditioned on)
-            # would be forgotten, and posted again. The drain records its intent under the lease instead.
+            # would be forgotten, and posted again. The flush records its intent under the lease instead.
             leases, _ = self._claims(record, view, owner, until)
             forget = _forgotten(record, view)
             try:
@@ -753,7 +753,7 @@ class AlertService:
         until: float,
         sweeping: bool = False,
     ) -> dict[str, list[str]]:
-        """Drain every receiver with work, the instance's and its groups' fleet incidents', all at once."""
+        """Flush every receiver with work, the instance's and its groups' fleet incidents', all at once."""
         target = self._instance_target(record.arn)
         jobs = self._submit(record, view, held=held, owner=owner, until=until, target=target, sweeping=sweeping)
         for arn in groups:
@@ -788,9 +788,9 @@ class AlertService:
 
     def _submit_group(
         self, arn: str, owner: str, until: float, *, sweeping: bool = False
-    ) -> dict[str, Future[_Drained]]:
-        """Drain the group's receivers that have work. Whether they have is decided from the head and the journal
-        alone (the member counts and lists are read by the drain, when a message is rendered)."""
+    ) -> dict[str, Future[_Flushed]]:
+        """Flush the group's receivers that have work. Whether they have is decided from the head and the journal
+        alone (the member counts and lists are read by the flush, when a message is rendered)."""
         head = self.load_fleets(arn, counts=False)
         if head is None:
             return {}
@@ -819,7 +819,7 @@ class AlertService:
             head.journal = readable_journal(entries, after, self.epoch())
         return head
 
-    def _collect(self, jobs: dict[str, Future[_Drained]]) -> dict[str, list[str]]:
+    def _collect(self, jobs: dict[str, Future[_Flushed]]) -> dict[str, list[str]]:
         outcomes = {name: job.result() for name, job in jobs.items()}
         failures = {name: outcome.failure for name, outcome in outcomes.items() if outcome.failure}
         if failures:
@@ -836,10 +836,10 @@ class AlertService:
         until: float,
         target: _Target,
         sweeping: bool = False,
-    ) -> dict[str, Future[_Drained]]:
+    ) -> dict[str, Future[_Flushed]]:
         arn = record.arn
         now = self.epoch()
-        jobs: dict[str, Future[_Drained]] = {}
+        jobs: dict[str, Future[_Flushed]] = {}
         for name, receiver in self.receivers.items():
             lease = held.get(name)
             fresh = lease is not None
@@ -855,7 +855,7 @@ class AlertService:
                 lease = candidate
             # A lease taken with this worker's write comes with the record as that write left it; a lease taken
             # afterwards may follow another holder's deliveries, which `record` (read earlier) does not show.
-            jobs[name] = self._pool.submit(self._drain, name, receiver, lease, record, target, fresh=fresh)
+            jobs[name] = self._pool.submit(self._flush, name, receiver, lease, record, target, fresh=fresh)
         return jobs
 
     def _instance_target(self, arn: str) -> _Target:
@@ -867,7 +867,7 @@ class AlertService:
     def _derive_any(self, record: InstanceRecord | GroupRecord) -> View:
         return self.derive_fleet(record) if isinstance(record, GroupRecord) else self.derive(record)
 
-    def _drain(
+    def _flush(
         self,
         name: str,
         receiver: Receiver,
@@ -876,13 +876,13 @@ class AlertService:
         target: _Target,
         *,
         fresh: bool = True,
-    ) -> _Drained:
+    ) -> _Flushed:
         """Send what `name` is missing until nothing is, then let go of its lease. Unless `record` is `fresh` (as
         the write that took the lease left it), it is read again first: what was delivered before the lease was
         taken is never delivered again. Every call to the receiver is fenced by the lease: it must end before the
         lease can, or it is not made (a holder that stalled never sends after someone else took over). A failure
         is remembered with a backoff the sweep honours."""
-        drained = _Drained()
+        flushed = _Flushed()
         local = record
         channel = "pagerduty" if receiver.pagerduty is not None else "slack"
         try:
@@ -894,35 +894,35 @@ class AlertService:
                 planned = None
                 if not steps:
                     if self.store.release(local.arn, lease, local.version):
-                        return drained
+                        return flushed
                     local = self._reload(target, local)
                     continue
-                if len(drained.sent) >= MAX_STEPS_PER_DRAIN:
-                    raise RuntimeError(f"more than {MAX_STEPS_PER_DRAIN} steps for one receiver")
+                if len(flushed.sent) >= MAX_STEPS_PER_FLUSH:
+                    raise RuntimeError(f"more than {MAX_STEPS_PER_FLUSH} steps for one receiver")
                 step = steps[0]
                 with fenced(lease.until - LEASE_SKEW_SECONDS, clock=self.epoch):
                     told = self._perform(name, receiver, lease, local=local, view=view, step=step)
-                drained.sent.append(step.describe())
+                flushed.sent.append(step.describe())
                 self.count("NotificationsSent", "Channel", channel)
                 released, planned, local = self._record_told(
                     name, receiver, lease, local=local, target=target, step=step, told=told
                 )
                 if released:
-                    return drained
+                    return flushed
         except LeaseLostError as error:
-            drained.failure = f"lease lost: {error}"
+            flushed.failure = f"lease lost: {error}"
         except LeaseEndingError as error:
-            drained.failure = str(error)
+            flushed.failure = str(error)
         except DeliveryError as error:
             self.count("NotificationsFailed", "Channel", channel)
-            drained.failure = str(error)
+            flushed.failure = str(error)
             self._back_off(local, name, lease)
         except Exception as error:  # a bug must fail the event (and reach the DLQ with its reason), not vanish
             self.count("NotificationsFailed", "Channel", channel)
-            drained.failure = f"{type(error).__name__}: {error}"
+            flushed.failure = f"{type(error).__name__}: {error}"
             self._back_off(local, name, lease)
         self.store.drop_lease(local.arn, lease)
-        return drained
+        return flushed
 
     def _record_told(
         self,
@@ -964,7 +964,7 @@ class AlertService:
 
     def _back_off(self, record: InstanceRecord | GroupRecord, name: str, lease: Lease) -> None:
         """Remember the receiver's failure: the sweep tries again at its next run, then waits 1, 2, 4, ... up to 15
-        minutes between tries (an event tries at once: news is worth a try). A drain that completes clears it."""
+        minutes between tries (an event tries at once: news is worth a try). A flush that completes clears it."""
         now = self.epoch()
         before = record.backoff.get(name)
         failures = (before.failures if before is not None else 0) + 1
@@ -1124,7 +1124,7 @@ def _untold_from(head: GroupRecord, receivers: dict[str, list[str]]) -> int | No
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """How a drain re-reads and re-derives what it delivers (an instance, or a group)."""
+    """How a flush re-reads and re-derives what it delivers (an instance, or a group)."""
 
     load: Callable[[], InstanceRecord | GroupRecord | None]
     derive: Callable[[InstanceRecord | GroupRecord], View]

@@ -207,7 +207,7 @@ class InstanceStore(Protocol):
         """Write the group's fleet identities, its open fleet (its id and member count) and people's actions if the
         identities are still at record.incidents_version and, with `expected_version`, the head's version did not
         move; raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action was added, which also
-        moves the head's version (a lease holder draining the group then reads it again before letting go).
+        moves the head's version (a lease holder flushing the group then reads it again before letting go).
         `forget`: recent members to take off (a fleet incident opening counts them). On the sweep's list while a
         fleet incident is open, or `listed`."""
         ...
