@@ -134,7 +134,7 @@ def test_a_delivery_is_recorded_even_when_planning_what_follows_it_fails(
     alerts = service(store, stand_ins)
     gpu = load_event("aws-docs/health-change-accelerated-compute-xid46.json")
     looks: Counter[str] = Counter()
-    plan = alerts._plan
+    plan = alerts.dispatch._plan
 
     def failing_once(name: str, *arguments: Any) -> Any:
         looks[name] += 1
@@ -142,7 +142,7 @@ def test_a_delivery_is_recorded_even_when_planning_what_follows_it_fails(
             raise RuntimeError("a bug in what follows the root")
         return plan(name, *arguments)
 
-    monkeypatch.setattr(alerts, "_plan", failing_once)
+    monkeypatch.setattr(alerts.dispatch, "_plan", failing_once)
 
     # When the fault is handled (the drain fails, and the event with it), then handled again, as SQS redelivers it
     with pytest.raises(DeliveryPendingError):
