@@ -266,6 +266,9 @@ class FleetMembership:
 
 @dataclass(frozen=True, slots=True)
 class Scout:
+    """A new fault's registration among its group's recent members, written in the background (`head`: the head it
+    returns)."""
+
     incident: Incident
     grouping: Grouping
     head: Future[GroupRecord]
@@ -273,11 +276,11 @@ class Scout:
 
 def heads(scouts: list[Scout]) -> dict[str, GroupRecord]:
     """The heads the registrations returned, by incident (those that failed are registered again)."""
-    heads: dict[str, GroupRecord] = {}
+    found: dict[str, GroupRecord] = {}
     for scout in scouts:
         with contextlib.suppress(Exception):
-            heads[scout.incident.id] = scout.head.result()
-    return heads
+            found[scout.incident.id] = scout.head.result()
+    return found
 
 
 def alone(scouts: list[Scout]) -> bool:
