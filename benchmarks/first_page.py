@@ -76,19 +76,19 @@ class ClientCalls:
 
 
 def _handovers() -> list[float]:
-    """When the router handed each record to its deliveries (AlertService._submit), from its loaded service module.
+    """When the router handed each record to its deliveries (Dispatch._submit), from its loaded dispatch module.
 
     What a page waits for is what was asked before that moment; a call made after it (the member's own write) runs
     beside the delivery, even when a busy machine starts the delivery's thread after that call has answered."""
-    service = sys.modules["fault_responder.alerting.service"].AlertService
+    dispatch = sys.modules["fault_responder.alerting.dispatch"].Dispatch
     moments: list[float] = []
-    original = service._submit
+    original = dispatch._submit
 
     def submit(self: Any, *args: Any, **kwargs: Any) -> Any:
         moments.append(time.time())
         return original(self, *args, **kwargs)
 
-    service._submit = submit
+    dispatch._submit = submit
     return moments
 
 

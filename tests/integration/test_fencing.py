@@ -127,7 +127,7 @@ def test_a_holder_stalled_past_its_lease_never_posts_while_another_worker_posts_
                 per_fault[number] += 1
     assert swept["records"] >= RUNS
     assert per_fault == dict.fromkeys(range(RUNS), 1), per_fault
-    # (refused by the fence, or finding the lease taken when it wakes; a fault whose Slack drain had not started when
+    # (refused by the fence, or finding the lease taken when it wakes; a fault whose Slack flush had not started when
     # the sweep took it over has nothing to say)
     assert all(outcome is None or "lease" in outcome for outcome in outcomes), outcomes
     assert len(stalled_posts) == RUNS  # every one of the stalled router's posts was reached, and stalled

@@ -1,7 +1,7 @@
-"""A drain lets go of its lease in the write that records its last delivery, and only when no fact arrived meanwhile.
+"""A flush lets go of its lease in the write that records its last delivery, and only when no fact arrived meanwhile.
 
 The alert service against the Slack and PagerDuty stand-ins over HTTP (built as tests/integration/test_fencing.py
-builds it), with the in-memory store, whose writes are counted: a drain that ends with nothing left to send records
+builds it), with the in-memory store, whose writes are counted: a flush that ends with nothing left to send records
 its last delivery and releases the lease in one write (`record_and_release`). When another worker writes a fact
 between the holder's look and that write, the write is refused; the holder records the delivery alone, reads the
 record again, sends what the new fact changed and only then lets go.
@@ -73,7 +73,7 @@ def roots(stand_ins: StandIns) -> list[dict[str, Any]]:
     return [m for messages in stand_ins.slack_channels().values() for m in messages if not m["thread_ts"]]
 
 
-def test_a_drain_with_nothing_left_releases_its_lease_with_the_last_delivery(stand_ins: StandIns) -> None:
+def test_a_flush_with_nothing_left_releases_its_lease_with_the_last_delivery(stand_ins: StandIns) -> None:
     # Given a new GPU fault, paged to PagerDuty and posted to Slack
     store = CountingStore()
     gpu = load_event("aws-docs/health-change-accelerated-compute-xid46.json")
@@ -81,7 +81,7 @@ def test_a_drain_with_nothing_left_releases_its_lease_with_the_last_delivery(sta
     # When the service handles it
     outcome = service(store, stand_ins).handle(gpu)
 
-    # Then Slack's drain ended with one write that recorded its last delivery and let go of its lease; PagerDuty's,
+    # Then Slack's flush ended with one write that recorded its last delivery and let go of its lease; PagerDuty's,
     # whose last step opened the alert, recorded it, remembered whose alert the dedup key is, then let go
     # (a receiver left behind would have raised DeliveryPendingError)
     assert sorted(outcome["receivers"]) == ["gpu-alerts", "gpu-oncall"], outcome["receivers"]
@@ -94,7 +94,7 @@ def test_a_drain_with_nothing_left_releases_its_lease_with_the_last_delivery(sta
 
 def test_a_fact_written_before_the_last_delivery_is_recorded_is_sent_before_the_lease_goes(stand_ins: StandIns) -> None:
     # Given a GPU fault handled by one worker, and a second worker that writes a daemon fault of the same instance
-    # just before the first records its last delivery (the second worker's own drain finds the lease taken)
+    # just before the first records its last delivery (the second worker's own flush finds the lease taken)
     store = CountingStore()
     gpu = load_event("aws-docs/health-change-accelerated-compute-xid46.json")
     daemon = daemon_fault(gpu)
@@ -112,8 +112,8 @@ def test_a_fact_written_before_the_last_delivery_is_recorded_is_sent_before_the_
     # When the first worker handles the GPU fault
     outcome = service(store, stand_ins).handle(gpu)
 
-    # Then Slack's first try to record its root and let go was refused, and its drain went on: the daemon's incident
-    # was posted by the same drain, and every lease was let go in the end. (PagerDuty's drain lets go with a write of
+    # Then Slack's first try to record its root and let go was refused, and its flush went on: the daemon's incident
+    # was posted by the same flush, and every lease was let go in the end. (PagerDuty's flush lets go with a write of
     # its own after its trigger, before or after the daemon's fact was written: what that fact pages is the other
     # worker's to send once the lease is free, so its pages are not counted here.)
     assert store.folded[0] is False and store.folded[-1] is True
@@ -134,7 +134,7 @@ def test_a_delivery_is_recorded_even_when_planning_what_follows_it_fails(
     alerts = service(store, stand_ins)
     gpu = load_event("aws-docs/health-change-accelerated-compute-xid46.json")
     looks: Counter[str] = Counter()
-    plan = alerts._plan
+    plan = alerts.dispatch._plan
 
     def failing_once(name: str, *arguments: Any) -> Any:
         looks[name] += 1
@@ -142,9 +142,9 @@ def test_a_delivery_is_recorded_even_when_planning_what_follows_it_fails(
             raise RuntimeError("a bug in what follows the root")
         return plan(name, *arguments)
 
-    monkeypatch.setattr(alerts, "_plan", failing_once)
+    monkeypatch.setattr(alerts.dispatch, "_plan", failing_once)
 
-    # When the fault is handled (the drain fails, and the event with it), then handled again, as SQS redelivers it
+    # When the fault is handled (the flush fails, and the event with it), then handled again, as SQS redelivers it
     with pytest.raises(DeliveryPendingError):
         alerts.handle(gpu)
     failed = store.load(gpu["detail"]["containerInstanceArn"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fault_responder.alerting.store import InstanceStore
+from fault_responder.alerting.store import Fleets
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.domain import FleetPlace, Incident
 from fault_responder.noise.fleet import Route, derive_fleet, group_arn, group_of
@@ -20,7 +20,7 @@ from fault_responder.routing.router import Grouping
 
 
 def fleet_place(
-    store: InstanceStore,
+    store: Fleets,
     incident: Incident,
     grouping: Grouping | None,
     *,

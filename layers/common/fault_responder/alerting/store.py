@@ -1,5 +1,10 @@
 """The instance store: what the service needs from persistence, and an in-memory implementation.
 
+Three ports, by what their callers need: `Records` (an instance's facts and incidents, the sweep's list, what a
+record is remembered by), `Leases` (a receiver's lease, and what its holder records) and `Fleets` (groups, their
+members and journal). `InstanceStore` is the three at once: what one table keeps, and what the service is built
+with; each part of the service takes only the ports it uses.
+
 The DynamoDB implementation is fault_responder.adapters.dynamodb_store; the in-memory one serves the
 routing CLI (`make route`) and unit tests. Both keep the same contract:
 - facts and incidents are written only if the record is still at the version read (`commit`), or, for the
@@ -68,7 +73,10 @@ class Committed:
     """The leases the caller now holds, by receiver."""
 
 
-class InstanceStore(Protocol):
+class Records(Protocol):
+    """An instance's record (its facts and incidents), the sweep's list, and what a record is remembered by: a
+    PagerDuty alert's dedup key, a step of the training auto-resume notifier already sent."""
+
     def load(self, arn: str) -> InstanceRecord | None: ...
 
     def commit(
@@ -86,10 +94,6 @@ class InstanceStore(Protocol):
         Raises ConcurrentUpdateError."""
         ...
 
-    def unlist(self, arn: str, version: int) -> bool:
-        """Take the record (an instance's or a group's) off the sweep's list if it is still at `version`."""
-        ...
-
     def commit_checks(
         self,
         record: InstanceRecord,
@@ -102,6 +106,34 @@ class InstanceStore(Protocol):
         record. Refused (ConcurrentUpdateError with the stored record) when any of these checks already has
         facts, or the instance has instance-level facts (statuses, tasks, quarantine, notices)."""
         ...
+
+    def unlist(self, arn: str, version: int) -> bool:
+        """Take the record (an instance's or a group's) off the sweep's list if it is still at `version`."""
+        ...
+
+    def open_records(self) -> Iterator[str]:
+        """The ARNs of the records (instances and groups) on the sweep's list: with an open incident or fleet
+        incident, or something still to be told. Groups come first."""
+        ...
+
+    def remember_page(self, dedup_key: str, arn: str) -> None:
+        """Note which record a PagerDuty alert (by dedup key) belongs to: PagerDuty's webhooks name only the key."""
+        ...
+
+    def page_record(self, dedup_key: str) -> str | None:
+        """The record a PagerDuty alert belongs to (remember_page), or None."""
+        ...
+
+    def delivered(self, key: str) -> bool:
+        """Whether a delivery step of the training auto-resume notifier (by key) already went out."""
+        ...
+
+    def mark_delivered(self, key: str) -> None: ...
+
+
+class Leases(Protocol):
+    """A receiver's lease on a record (an instance's or a group's), and what only its holder writes: what the receiver
+    was told, and its backoff after a failure."""
 
     def take_lease(self, arn: str, lease: Lease, now: float) -> bool:
         """Take the receiver's lease if it is free or expired (its `until` before `now`)."""
@@ -131,19 +163,9 @@ class InstanceStore(Protocol):
         """Record the receiver's failure (by the lease's holder; LeaseLostError otherwise). `release` clears it."""
         ...
 
-    def delivered(self, key: str) -> bool:
-        """Whether a delivery step of the training auto-resume notifier (by key) already went out."""
-        ...
 
-    def mark_delivered(self, key: str) -> None: ...
-
-    def remember_page(self, dedup_key: str, arn: str) -> None:
-        """Note which record a PagerDuty alert (by dedup key) belongs to: PagerDuty's webhooks name only the key."""
-        ...
-
-    def page_record(self, dedup_key: str) -> str | None:
-        """The record a PagerDuty alert belongs to (remember_page), or None."""
-        ...
+class Fleets(Protocol):
+    """Groups (fault_responder.noise.fleet): a group's head, its members, its journal and its fleet identities."""
 
     def load_group(self, arn: str) -> GroupRecord | None:
         """The group's head (bounded, whatever the number of members), or None."""
@@ -207,15 +229,16 @@ class InstanceStore(Protocol):
         """Write the group's fleet identities, its open fleet (its id and member count) and people's actions if the
         identities are still at record.incidents_version and, with `expected_version`, the head's version did not
         move; raises ConcurrentUpdateError (without `stored`) otherwise. `acted`: an action was added, which also
-        moves the head's version (a lease holder draining the group then reads it again before letting go).
+        moves the head's version (a lease holder flushing the group then reads it again before letting go).
         `forget`: recent members to take off (a fleet incident opening counts them). On the sweep's list while a
         fleet incident is open, or `listed`."""
         ...
 
-    def open_records(self) -> Iterator[str]:
-        """The ARNs of the records (instances and groups) on the sweep's list: with an open incident or fleet
-        incident, or something still to be told. Groups come first."""
-        ...
+
+class InstanceStore(Records, Leases, Fleets, Protocol):
+    """The three ports at once, as one table keeps them (fault_responder.adapters.dynamodb_store and
+    MemoryInstanceStore implement all three): what the alert service is built with. Each of its parts takes only the
+    ports it uses."""
 
 
 class MemoryInstanceStore:
@@ -498,7 +521,7 @@ class MemoryInstanceStore:
         yield from groups + instances
 
 
-def with_open_members(store: InstanceStore, head: GroupRecord) -> GroupRecord:
+def with_open_members(store: Fleets, head: GroupRecord) -> GroupRecord:
     """The head with its open fleet incident's open members read beside it: how many, and the oldest
     LISTED_MEMBERS of them (what its root and page show)."""
     fleet = head.fleet()
