@@ -190,14 +190,20 @@ def test_hostile_text_everywhere_still_fits_and_says_it_was_shortened() -> None:
     huge = "\u2603<&>" * 20_000
     incident = dataclasses.replace(
         an_incident(reason=huge, title=huge),
-        instance=dataclasses.replace(INSTANCE, ec2_instance_id=huge, capacity_provider=huge),
+        id=huge,
+        instance=dataclasses.replace(
+            INSTANCE, ec2_instance_id=huge, capacity_provider=huge, cluster_arn=f"arn:aws:ecs:::cluster/{huge}"
+        ),
     )
 
     payload = render_incident(incident, receiver="ops", change=Change.OPENED)
 
     assert payload_errors(payload) == []
     assert len(encode(payload)) <= MAX_BODY_BYTES
-    assert _only_alert(payload)["annotations"]["summary"].endswith("… (shortened)")
+    alert = _only_alert(payload)
+    assert alert["annotations"]["summary"].endswith("… (shortened)")
+    assert alert["labels"]["cluster"].endswith("… (shortened)")
+    assert alert["labels"]["incident"] == payload["groupLabels"]["incident"]  # the group's identity is cut once
 
 
 def test_a_resolved_fleet_resolves_its_own_alert() -> None:

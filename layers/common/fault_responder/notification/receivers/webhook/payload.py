@@ -35,6 +35,7 @@ from fault_responder.core.domain import (
 from fault_responder.core.timefmt import as_utc, format_duration
 from fault_responder.incidents.alarms import shown
 from fault_responder.noise.fleet import member_name, repair_rounds
+from fault_responder.notification.receivers.webhook.target import DEFAULT_MAX_ALERTS
 from fault_responder.notification.render import drill
 from fault_responder.routing.matchers import alert_labels, incident_labels
 
@@ -110,7 +111,7 @@ def render_incident(
     receiver: str,
     change: Change,
     step: TimelineEntry | None = None,
-    max_alerts: int = 0,
+    max_alerts: int = DEFAULT_MAX_ALERTS,
     external_url: str = "",
 ) -> dict[str, Any]:
     """The payload telling `change` of `incident` (a fleet incident's too), to the routing file's `receiver`; `step`
@@ -126,7 +127,7 @@ def render_incident(
             max_alerts=max_alerts,
             external_url=external_url,
         )
-    group = {"alertname": ALERTNAMES[incident.kind], "incident": incident.id}
+    group = _group(ALERTNAMES[incident.kind], incident=incident.id)
 
     def alerts(count: int, limit: int) -> list[dict[str, Any]]:
         return [_incident_alert(incident, group, change, step, limit)]
@@ -137,7 +138,7 @@ def render_incident(
 def render_alert(alert: Alert, *, receiver: str, external_url: str = "") -> dict[str, Any]:
     """The payload of a notice that belongs to no incident: one firing alert, never resolved (there is nothing to
     resolve: docs/webhook.md)."""
-    group = {"alertname": ALERTNAMES[alert.kind], "notice": alert.key}
+    group = _group(ALERTNAMES[alert.kind], notice=alert.key)
 
     def built(count: int, limit: int) -> list[dict[str, Any]]:
         labels = {**group, **alert_labels(alert)}
@@ -272,13 +273,14 @@ def _render_fleet(
     max_alerts: int,
     external_url: str,
 ) -> dict[str, Any]:
-    group = {"alertname": FLEET_ALERTNAME, "incident": incident.id}
+    group = _group(FLEET_ALERTNAME, incident=incident.id)
     base = {**group, **incident_labels(incident), "fleet": "true", "route": incident.route or ""}
     for name in ("instance", "ec2_instance", "xid"):
         base.pop(name, None)  # a fleet's own alert names no one host; its hosts' alerts do
-    members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m)))
+    # A closed fleet's payload is its own alert, resolved: its hosts recovered or left (docs/webhook.md).
+    members = sorted(fleet.listed, key=lambda m: (m.opened_at, member_name(m))) if incident.is_open else []
     # The fleet's own alert, then one per host it lists; the open members it does not list count as left out.
-    total = 1 + len(members) + max(0, fleet.open - len(members))
+    total = 1 + len(members) + (max(0, fleet.open - len(members)) if incident.is_open else 0)
     common = _runbook(incident.runbook, with_action=incident.is_open, for_drill=drill.is_drill(incident))
 
     def fleet_alert(limit: int, left_out: int) -> dict[str, Any]:
@@ -462,13 +464,26 @@ def _alert(
     starts, ends = span
     return {
         "status": "firing" if ends is None else "resolved",
-        "labels": {name: _clip(value, min(limit, _MAX_LABEL)) for name, value in labels.items() if value},
+        # The group's labels are bounded once (`_group`) and never cut again: every alert carries them whole.
+        "labels": {
+            name: value if name in _GROUP_NAMES else _clip(value, min(limit, _MAX_LABEL))
+            for name, value in labels.items()
+            if value
+        },
         "annotations": {name: _clip(value, limit) for name, value in annotations.items() if value},
         "startsAt": rfc3339(starts),
         "endsAt": ZERO_TIME if ends is None else rfc3339(ends),
         "generatorURL": generator if len(generator) <= _MAX_URL else "",
         "fingerprint": hashlib.sha256(identity.encode()).hexdigest()[:16],
     }
+
+
+_GROUP_NAMES = frozenset({"alertname", "incident", "notice"})
+
+
+def _group(alertname: str, **identity: str) -> dict[str, str]:
+    """A payload's groupLabels: its alertname and what it is about, each within _MAX_LABEL characters."""
+    return {"alertname": alertname, **{name: _clip(value, _MAX_LABEL) for name, value in identity.items()}}
 
 
 def _common(sets: list[dict[str, str]]) -> dict[str, str]:
