@@ -7,7 +7,7 @@ recorded in arrival order with its secrets redacted, so tests and the sandbox re
 crossed the wire and what on-call would see.
 
 PagerDuty Change Events (`/v2/change/enqueue`, informational: they never open an alert) are validated and
-recorded apart from the alerts.
+recorded apart from the alerts. The signed webhook's consumer (`/webhook/<endpoint>`) is sandbox/standin_webhook.py.
 
 The other direction, what these services send to the stack: `signed_click` (a button press as Slack signs it, at any
 timestamp) and `StandIns.pagerduty_webhook` (a v3 webhook about the newest alert, or the one named by its incident
@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sandbox.errors import SandboxError
+from sandbox.standin_webhook import SANDBOX_WEBHOOK_ENDPOINT, WEBHOOK_RECEIVER_PATH, WebhookConsumer
 
 _T = TypeVar("_T")
 
@@ -161,6 +162,8 @@ class StandIns:
             {SANDBOX_ROUTING_KEY} if pagerduty_routing_keys is None else pagerduty_routing_keys
         )
         self._lock = threading.Lock()
+        self.webhook = WebhookConsumer()
+        """The signed webhook's consumer (sandbox/standin_webhook.py): its secrets, and what it accepted."""
         self._requests: list[dict[str, Any]] = []
         self._ephemeral: list[dict[str, Any]] = []
         self._server: _Server | None = None
@@ -227,6 +230,9 @@ class StandIns:
     @property
     def slack_webhook_url(self) -> str:
         return f"{self.base_url}{WEBHOOK_PATH}"
+
+    def webhook_url(self, endpoint: str = SANDBOX_WEBHOOK_ENDPOINT) -> str:
+        return f"{self.base_url}{WEBHOOK_RECEIVER_PATH}{endpoint}"
 
     @property
     def pagerduty_url(self) -> str:
@@ -334,15 +340,25 @@ class StandIns:
             headers["x-pagerduty-signature"] = f"v1={digest}"
         return headers, body, event
 
-    def _answer(self, method: str, target: str, authorization: str | None, content_type: str, raw: bytes) -> _Reply:
+    def _answer(
+        self,
+        method: str,
+        target: str,
+        authorization: str | None,
+        content_type: str,
+        raw: bytes,
+        headers: Mapping[str, str] | None = None,
+    ) -> _Reply:
         """Answer one request and record it; the HTTP handler calls this for every request."""
         split = urlsplit(target)
         path = split.path
         service = "pagerduty" if path.startswith("/v2/") else "slack"
+        if path.startswith(WEBHOOK_RECEIVER_PATH):
+            service = "webhook"
         # One lock around answer and record: the order of `requests` is the order of effects.
         with self._lock:
-            fault = self._faults[service].next()
-            delay = self._latency[service]
+            fault = self._faults[service].next() if service in self._faults else None
+            delay = self._latency.get(service, 0.0)
             if isinstance(fault, dict) or fault == TIMEOUT:
                 delay = TIMEOUT_SECONDS if fault == TIMEOUT else float(fault["delay"])  # type: ignore[index]
                 fault = None
@@ -350,6 +366,8 @@ class StandIns:
                 reply = _fault_reply(service, fault)
             elif method not in ("POST", "GET"):
                 reply = _Reply(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed")
+            elif service == "webhook":
+                reply = _Reply(*self.webhook.receive(path, headers or {}, raw, _parse_json(raw)))
             else:
                 reply = self._route(path, authorization, content_type, raw or split.query.encode())
             reply.delay = delay
@@ -454,7 +472,12 @@ class _Handler(BaseHTTPRequestHandler):
             length = 0
         raw = self.rfile.read(length) if length > 0 else b""
         reply = self.server.stand_ins._answer(
-            self.command, self.path, self.headers.get("Authorization"), self.headers.get("Content-Type") or "", raw
+            self.command,
+            self.path,
+            self.headers.get("Authorization"),
+            self.headers.get("Content-Type") or "",
+            raw,
+            dict(self.headers.items()),
         )
         payload, content_type = reply.encode()
         if reply.delay:

@@ -178,6 +178,8 @@ class _Fenced(Exception):
 
 FailureCheck = Callable[[HttpResponse], tuple[bool, bool, str]]
 """Classifies a 2xx response: (failed, retryable, reason)."""
+Signer = Callable[[bytes], Mapping[str, str]]
+"""Headers that sign the exact body of one attempt (made again for each attempt, so each carries its own time)."""
 
 
 class Budget:
@@ -227,9 +229,12 @@ def send_json(
     budget: Budget | None = None,
     idempotent: bool = True,
     form: bool = False,
+    sign: Signer | None = None,
+    retryable_statuses: frozenset[int] = frozenset(),
 ) -> HttpResponse:
     """POST `payload` (JSON, or form-encoded when `form`) and return the accepted response, or raise
-    `DeliveryError`."""
+    `DeliveryError`. `sign` adds headers made from the body as sent; `retryable_statuses` are 4xx answers retried
+    as 429 is."""
     budget = budget or Budget.unlimited()
     attempt = 0
     while True:
@@ -248,6 +253,8 @@ def send_json(
             service=service,
             is_failure=is_failure,
             form=form,
+            sign=sign,
+            retryable_statuses=retryable_statuses,
         )
         if isinstance(outcome, HttpResponse):
             return outcome
@@ -294,6 +301,8 @@ def _post_once(
     service: str,
     is_failure: FailureCheck | None,
     form: bool,
+    sign: Signer | None = None,
+    retryable_statuses: frozenset[int] = frozenset(),
 ) -> HttpResponse | _Failed:
     sent_headers = dict(headers or {})
     if form:
@@ -302,6 +311,8 @@ def _post_once(
     else:
         body = json.dumps(payload, allow_nan=False).encode()
         sent_headers.setdefault("Content-Type", "application/json")
+    if sign is not None:
+        sent_headers.update(sign(body))
     try:
         response = session.post(url, body=body, headers=sent_headers, timeout=timeout)
     except _Fenced:
@@ -310,7 +321,7 @@ def _post_once(
     except _TransportError as exc:
         error = DeliveryError(service, None, exc.name, exc.retryable, unknown_outcome=exc.unknown_outcome)
         return _Failed(error, timed_out=exc.timed_out)
-    failure = _judge(response, service, is_failure)
+    failure = _judge(response, service, is_failure, retryable_statuses)
     if failure is None:
         return response
     return _Failed(failure, _retry_after_seconds(response.headers.get("Retry-After")))
@@ -325,14 +336,19 @@ def json_object(response: HttpResponse) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def _judge(response: HttpResponse, service: str, is_failure: FailureCheck | None) -> DeliveryError | None:
+def _judge(
+    response: HttpResponse,
+    service: str,
+    is_failure: FailureCheck | None,
+    retryable_statuses: frozenset[int] = frozenset(),
+) -> DeliveryError | None:
     status = response.status_code
     if 200 <= status < 300:
         if is_failure is None:
             return None
         failed, retryable, reason = is_failure(response)
         return DeliveryError(service, status, reason, retryable) if failed else None
-    retryable = status == 429 or status >= 500
+    retryable = status == 429 or status >= 500 or status in retryable_statuses
     return DeliveryError(service, status, _reason(response), retryable)
 
 
