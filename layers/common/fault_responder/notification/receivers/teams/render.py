@@ -58,7 +58,8 @@ def render_incident(
     incident: Incident, entry: TimelineEntry | None = None, *, dashboard_url: str | None = None
 ) -> TeamsMessage:
     """The card for one change of an incident: the step `entry` announces, or, without one, the incident as it is
-    (opened, or resolved once it is closed). It names the incident and the step and carries the current state."""
+    (opened, or resolved once it is closed). It names the incident and the step and carries the current state. A
+    fleet incident's cards are fleet.py's."""
     step = step_name(incident, entry)
     body = [
         *incident_header(incident, step),
