@@ -6,6 +6,9 @@ and edits; PagerDuty alerts by routing key + dedup key) and injected faults. Eve
 recorded in arrival order with its secrets redacted, so tests and the sandbox report can show what
 crossed the wire and what on-call would see.
 
+A Teams Workflows webhook is answered at TEAMS_PATH by sandbox/standin_teams.py (its envelope, its Adaptive Cards
+against the schema, its size); `teams_webhook_url` is its URL and `teams_messages` what it accepted.
+
 PagerDuty Change Events (`/v2/change/enqueue`, informational: they never open an alert) are validated and
 recorded apart from the alerts. The signed webhook's consumer (`/webhook/<endpoint>`) is sandbox/standin_webhook.py.
 
@@ -50,6 +53,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from sandbox.errors import SandboxError
+from sandbox.standin_teams import TEAMS_PATH, TEAMS_QUERY, TeamsChannel
 from sandbox.standin_webhook import SANDBOX_WEBHOOK_ENDPOINT, WEBHOOK_RECEIVER_PATH, WebhookConsumer
 
 _T = TypeVar("_T")
@@ -93,6 +97,8 @@ ONCALL_GROUP = "S0ONCALL01"
 """The workspace's one user group (usergroups.users.list answers it), for permissions given as a group."""
 ONCALL_GROUP_MEMBERS = ("U0ONCALL01", "U0ONCALL02")
 SERVICES = ("slack", "pagerduty")
+FAULT_SERVICES = (*SERVICES, "teams")
+"""The services faults can be injected into (scenario files take SERVICES' only)."""
 REDACTED = "***"
 DEFAULT_SLACK_TOKEN = "xoxb-sandbox-token"  # nosec B105  # the stand-in's own token, accepted only on loopback
 SANDBOX_ROUTING_KEY = "sandboxpagerdutyroutingkey000000"
@@ -155,8 +161,8 @@ class StandIns:
         slack_scopes: frozenset[str] = SLACK_SCOPES,
     ) -> None:
         checked = _checked_faults(faults or {})
-        self._faults = {service: _Schedule(checked.get(service, ServiceFaults()).phases) for service in SERVICES}
-        self._latency = {service: checked.get(service, ServiceFaults()).latency for service in SERVICES}
+        self._faults = {service: _Schedule(checked.get(service, ServiceFaults()).phases) for service in FAULT_SERVICES}
+        self._latency = {service: checked.get(service, ServiceFaults()).latency for service in FAULT_SERVICES}
         self._slack = _SlackWorkspace(slack_token, known_channels, slack_scopes)
         self._pagerduty = _PagerDutyEvents(
             {SANDBOX_ROUTING_KEY} if pagerduty_routing_keys is None else pagerduty_routing_keys
@@ -166,6 +172,7 @@ class StandIns:
         """The signed webhook's consumer (sandbox/standin_webhook.py): its secrets, and what it accepted."""
         self._requests: list[dict[str, Any]] = []
         self._ephemeral: list[dict[str, Any]] = []
+        self._teams = TeamsChannel()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._url_host = "127.0.0.1"
@@ -241,6 +248,15 @@ class StandIns:
     @property
     def pagerduty_change_url(self) -> str:
         return f"{self.base_url}/v2/change/enqueue"
+
+    @property
+    def teams_webhook_url(self) -> str:
+        """The Teams Workflows webhook's URL, its signature (`sig`) included: the secret."""
+        return f"{self.base_url}{TEAMS_PATH}?{TEAMS_QUERY}"
+
+    def teams_messages(self) -> list[dict[str, Any]]:
+        """The Teams messages accepted so far, in order: {"at", "size", "cards"}."""
+        return self._teams.messages()
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -352,7 +368,7 @@ class StandIns:
         """Answer one request and record it; the HTTP handler calls this for every request."""
         split = urlsplit(target)
         path = split.path
-        service = "pagerduty" if path.startswith("/v2/") else "slack"
+        service = "pagerduty" if path.startswith("/v2/") else "teams" if path == TEAMS_PATH else "slack"
         if path.startswith(WEBHOOK_RECEIVER_PATH):
             service = "webhook"
         # One lock around answer and record: the order of `requests` is the order of effects.
@@ -368,6 +384,9 @@ class StandIns:
                 reply = _Reply(HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed")
             elif service == "webhook":
                 reply = _Reply(*self.webhook.receive(path, headers or {}, raw, _parse_json(raw)))
+            elif service == "teams":
+                answer = self._teams.post(split.query, raw)
+                reply = _Reply(answer.status, answer.body, answer.headers)
             else:
                 reply = self._route(path, authorization, content_type, raw or split.query.encode())
             reply.delay = delay
@@ -532,8 +551,8 @@ def _checked_faults(faults: object) -> dict[str, ServiceFaults]:
         raise SandboxError('faults must be an object like {"slack": [429, 500], "pagerduty": [500]}')
     checked: dict[str, ServiceFaults] = {}
     for service, value in faults.items():
-        if service not in SERVICES:
-            raise SandboxError(f"faults: unknown service {service!r}; expected one of {', '.join(SERVICES)}")
+        if service not in FAULT_SERVICES:
+            raise SandboxError(f"faults: unknown service {service!r}; expected one of {', '.join(FAULT_SERVICES)}")
         try:
             checked[service] = service_faults(service, value)
         except ValueError as exc:
