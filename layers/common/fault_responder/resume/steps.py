@@ -102,7 +102,6 @@ from fault_responder.resume.relaunch import (
 from fault_responder.resume.spare_steps import SpareSteps
 from fault_responder.resume.spares import (
     Refill,
-    SpareState,
     SpareUse,
     spare_constraint,
 )
@@ -133,6 +132,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class ResumeSteps:
     ecs: EcsPort
     store: ResumeStore
+    spare_records: SpareRecords
+    """The warm spares held and their pools' refills (resume/spare_steps.py): the same table as `store`."""
     incidents: Callable[[], InstanceStore]
     """The alert pipeline's records, built on first use: only the quarantine, a relaunch and the check of where its
     tasks landed read them, and the other steps' cold starts need not import the incident store."""
@@ -149,8 +150,6 @@ class ResumeSteps:
     """Where an approval request's task token is kept (never in a message); needed in approve mode only."""
     requests: Callable[[], CheckpointRequests] | None = None
     """Where a move asks the job for a checkpoint now (its `_CHECKPOINT_NOW`); None: moves never ask."""
-    spare_records: SpareRecords | None = None
-    """The warm spares held and their pools' refills (resume/spare_steps.py); None: spares are never taken."""
     scaling: Callable[[], ScalingPort] | None = None
     """The providers' Auto Scaling groups, where taken spares are replaced; None: never refilled."""
     sleep: Callable[[float], None] = time.sleep
@@ -614,23 +613,19 @@ class ResumeSteps:
     ) -> tuple[SpareUse, tuple[str, ...]]:
         """Claim one free spare per task, all or none (resume/spare_steps.py); what was done and the spares others
         hold."""
-        if self.spare_records is None:
-            return SpareUse(state=SpareState.OFF), ()
-        return self._spares(self.spare_records).take_spares(
-            job, specs, attempt, avoid, providers=providers, config=config
-        )
+        return self._spares().take_spares(job, specs, attempt, avoid, providers=providers, config=config)
 
     def refill_spares(
         self, job: Job, attempt: int, providers: dict[str, ProviderInfo], spare: SpareUse, config: ResumeConfig
     ) -> Refill | None:
         """Grow the provider's Auto Scaling group by the spares taken, once per attempt (resume/spare_steps.py)."""
-        if self.spare_records is None:
-            return None
-        return self._spares(self.spare_records).refill_spares(job, attempt, providers, spare, config)
+        return self._spares().refill_spares(job, attempt, providers, spare, config)
 
-    def _spares(self, records: SpareRecords) -> SpareSteps:
+    def _spares(self) -> SpareSteps:
         # Built per call from the fields as they are then: a test may swap the clock or the sleep.
-        return SpareSteps(ecs=self.ecs, records=records, clock=self.clock, scaling=self.scaling, sleep=self.sleep)
+        return SpareSteps(
+            ecs=self.ecs, records=self.spare_records, clock=self.clock, scaling=self.scaling, sleep=self.sleep
+        )
 
 
 def _with_ask(plan: Plan, ask: MoveCheckpoint) -> Plan:
