@@ -29,6 +29,8 @@ def left_cluster(statuses: Iterable[StatusFact]) -> StatusFact | None:
 
 @dataclass(slots=True)
 class Episode:
+    """One fault of one check, from its first non-OK report to the OK or the departure that closed it."""
+
     check_type: str
     reports: list[HealthFact]
     """The non-OK transitions, in time order."""

@@ -51,6 +51,9 @@ Auto Scaling call)."""
 
 @dataclass
 class SpareSteps:
+    """A relaunch's spares: what it takes for its tasks, and the refill of their pool (ResumeSteps builds one per
+    call, with its own ports)."""
+
     ecs: EcsPort
     records: SpareRecords
     clock: Callable[[], datetime]
