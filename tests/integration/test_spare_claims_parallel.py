@@ -46,9 +46,11 @@ def _relaunch_claims(
             ]
 
     unused: Any = None
+    records = DynamoDBResumeStore(table, moto_client("dynamodb", endpoint))
     steps = ResumeSteps(
         ecs=IdleSpares(),  # type: ignore[arg-type]
-        store=DynamoDBResumeStore(table, moto_client("dynamodb", endpoint)),
+        store=records,
+        spare_records=records,
         incidents=unused,
         checkpoints=unused,
         notifier=unused,

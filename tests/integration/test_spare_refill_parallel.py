@@ -48,9 +48,11 @@ def _relaunches_refill(endpoint: str, table: str, group: str, worker: int, barri
 
     unused: Any = None
     scaling = AutoScalingAdapter(moto_client("autoscaling", endpoint))
+    records = DynamoDBResumeStore(table, moto_client("dynamodb", endpoint))
     steps = ResumeSteps(
         ecs=unused,
-        store=DynamoDBResumeStore(table, moto_client("dynamodb", endpoint)),
+        store=records,
+        spare_records=records,
         incidents=unused,
         checkpoints=unused,
         notifier=unused,

@@ -163,6 +163,7 @@ def _steps(requests: _Requests, *, at: datetime = NOW, checkpoints: Any = None) 
     return ResumeSteps(
         ecs=unused,
         store=unused,
+        spare_records=unused,
         incidents=unused,
         checkpoints=checkpoints,
         notifier=unused,

@@ -262,6 +262,7 @@ def _take(store: DynamoDBResumeStore, spares: list[str], job: str, tasks: int) -
     steps = ResumeSteps(
         ecs=cast(Any, _Spares([spare(host) for host in spares])),
         store=store,
+        spare_records=store,
         incidents=unused,
         checkpoints=unused,
         notifier=unused,
@@ -330,6 +331,7 @@ def _refill_steps(store: DynamoDBResumeStore, scaling: Any) -> ResumeSteps:
     return ResumeSteps(
         ecs=unused,
         store=store,
+        spare_records=store,
         incidents=unused,
         checkpoints=unused,
         notifier=unused,
@@ -453,6 +455,7 @@ def _leased_steps(store: DynamoDBResumeStore, scaling: Any, time: _Time) -> Resu
     return ResumeSteps(
         ecs=unused,
         store=store,
+        spare_records=store,
         incidents=unused,
         checkpoints=unused,
         notifier=unused,

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
@@ -48,8 +48,16 @@ from fault_responder.adapters.silence_store import PK as SILENCE_PK
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.adapters.silence_store import decode as decode_silence
 from fault_responder.cli import accounts as accounts_cli
-from fault_responder.cli import checkpoint_now, move, recovery
-from fault_responder.cli.targets import add_records_target, login_name
+from fault_responder.cli import checkpoint_now, drill_command, move, recovery
+from fault_responder.cli.targets import (
+    TargetError,
+    UsageError,
+    add_records_target,
+    login_name,
+    stack_description,
+    stack_parameter,
+    table_name,
+)
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts, accounts_of
 from fault_responder.core.places import MemberAccessError
 from fault_responder.noise.silences import (
@@ -75,7 +83,6 @@ if TYPE_CHECKING:
 
 PROG = "fault-responder" if Path(sys.argv[0]).name == "fault-responder" else "python -m fault_responder.cli"
 """The command as it was run: the installed script, or the module (`python -m`, or in process)."""
-INCIDENTS_TABLE = "IncidentsTable"
 RESUME_STATE_MACHINE = "ResumeTrainingStateMachine"
 _serializer = TypeSerializer()
 _DURATION = re.compile(r"^(?:(?P<w>\d+)w)?(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
@@ -83,14 +90,6 @@ _UNITS = {"w": timedelta(weeks=1), "d": timedelta(days=1), "h": timedelta(hours=
 _COLUMNS = ("ID", "STATE", "MATCHERS", "STARTS", "ENDS", "AUTHOR", "COMMENT")
 
 Command = Callable[[argparse.Namespace], int]
-
-
-class UsageError(Exception):
-    """Arguments that parse but cannot be used; exit status 2."""
-
-
-class TargetError(Exception):
-    """The stack or table named cannot be reached or found; exit status 1."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_silence_commands(commands, _target_options())
     _add_status_command(commands)
-    _add_drill_command(commands, _target_options())
+    drill_command.add_command(commands, _target_options(), _seconds)
     accounts_cli.add_command(commands, _target_options(), _seconds, _accounts_command)
     checkpoint_now.add_command(commands, _seconds)
     recovery.add_command(commands, _duration, _moment, _recovery)
@@ -269,151 +268,6 @@ def _add_organization_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_drill_command(commands: Any, target: argparse.ArgumentParser) -> None:
-    drill = commands.add_parser(
-        "drill",
-        parents=[target],
-        help="a fire drill: a synthetic GPU fault followed hop by hop, or (--dcgm) a real injected XID",
-        description=(
-            "Synthetic (default): put an IMPAIRED health event with the source fault-responder.drill on the default "
-            "bus, follow it through the incidents table (incident, Slack root, PagerDuty trigger), send its OK and "
-            "follow the resolve; print each hop's latency; exit 1 naming the hops that failed. With --dcgm: inject a "
-            "real XID on a test cluster tagged as a drill target, follow ECS's repair, print a recovery-time report "
-            "(docs/drills.md)."
-        ),
-    )
-    drill.add_argument("--cluster", help="the cluster named in the event (default: the stack's first watched one)")
-    drill.add_argument("--instance", help="the container instance id named in the event (default: drill-<time>)")
-    drill.add_argument("--capacity-provider", help="the capacity provider named in the event (or, --dcgm, used)")
-    drill.add_argument("--xid", type=_xid, default=79, help="the XID reported (default 79, GPU fell off the bus)")
-    drill.add_argument("--routing-file", help="the stack's routing file (default: its RoutingFile parameter)")
-    drill.add_argument(
-        "--author",
-        help="who runs it, named on the drill's messages (default: $USER, else $LOGNAME, else the OS account's name)",
-    )
-    timeouts = drill.add_argument_group("timeouts, in seconds, each counted from the end of the hop before")
-    for hop, default in (("incident", 60.0), ("slack", 60.0), ("pagerduty", 60.0), ("resolve", 60.0)):
-        timeouts.add_argument(
-            f"--{hop}-timeout", type=_seconds, default=default, metavar="S", help=f"default {default:g}"
-        )
-    timeouts.add_argument("--poll-seconds", type=_seconds, default=1.0, metavar="S", help="how often the table is read")
-    member = drill.add_argument_group(
-        "another account of the organization (docs/drills.md): the drill acts there through the member role"
-    )
-    member.add_argument("--account", type=_account, help="the account the drill's fault happens in (default: yours)")
-    member.add_argument("--account-region", type=_region, metavar="REGION", help="its Region (default: --region's)")
-    member.add_argument(
-        "--member-role",
-        help="the role assumed there (default: the stack's MemberRoleName, else gpu-fault-responder-member)",
-    )
-    member.add_argument("--external-id", help="the external id it requires (default: the stack's MemberRoleExternalId)")
-    dcgm = drill.add_argument_group("the DCGM drill (a real fault: the instance it lands on is replaced)")
-    dcgm.add_argument("--dcgm", action="store_true", help="inject the XID with dcgmi on an instance of --cluster")
-    dcgm.add_argument("--yes", action="store_true", help="required with --dcgm: you accept losing that instance")
-    dcgm.add_argument("--injector-image", help="an image with dcgmi matching the hosts' DCGM major version")
-    dcgm.add_argument(
-        "--recovery-timeout", type=_seconds, default=1800.0, metavar="S", help="how long to follow ECS (default 1800)"
-    )
-    drill.set_defaults(run=_drill)
-
-
-# --- drill --------------------------------------------------------------------------------------------
-
-
-def _drill(args: argparse.Namespace) -> int:
-    from fault_responder.cli import drills as drill_run  # noqa: PLC0415 - only this command needs the drill machinery
-
-    where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    routing_file = args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml"
-    # The stream as the drill starts: what it prints goes there even if another thread swaps sys.stdout meanwhile
-    # (the sandbox runs the stack's functions beside it, capturing their output that way).
-    clients, home = _drill_clients(args) if args.account else (lambda service: aws_client(service, **where), None)
-    context = drill_run.DrillContext(
-        out=_writer(sys.stdout),
-        clients=clients,
-        table=_table_name(args),
-        routing_file=routing_file,
-        watched_clusters=_stack_parameter(args, "ClusterArns") or "",
-        home=home,
-    )
-    if args.dcgm:
-        if not args.yes:
-            raise UsageError(
-                "the DCGM drill injects a real XID: ECS marks the instance it lands on IMPAIRED and, with auto repair, "
-                "replaces it. Give --yes to go ahead"
-            )
-        if not args.cluster:
-            raise UsageError("the DCGM drill needs --cluster: a test cluster tagged as a drill target")
-        return drill_run.dcgm_drill(context, args)
-    # No author is no refusal (unlike a silence's): the drill still proves the path; its messages say nobody was named.
-    args.author = args.author or login_name()
-    return drill_run.synthetic_drill(context, args)
-
-
-DEFAULT_MEMBER_ROLE = "gpu-fault-responder-member"
-MEMBER_SERVICES = frozenset({"events", "ecs", "ec2", "sts"})
-"""What a drill does in the account it targets (its event, the injector, who it is); the table stays the stack's."""
-
-
-def _drill_clients(args: argparse.Namespace) -> tuple[Callable[[str], Any], tuple[str, str]]:
-    """Clients for a drill in another account: the member role there (assumed with the stack's external id, the
-    session named after who runs it) for what the drill does in that account, the stack's for its table; and the
-    stack's own account and Region (the caller's)."""
-    from fault_responder.adapters.member_session import MemberSessions  # noqa: PLC0415 - drills of members only
-    from fault_responder.core.places import Place  # noqa: PLC0415
-
-    where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    external_id = args.external_id or _stack_output(args, "MemberRoleExternalId")
-    if not external_id:
-        raise UsageError("--account needs the external id the member role requires: give --stack, or --external-id")
-    role = args.member_role or _stack_parameter(args, "MemberRoleName") or DEFAULT_MEMBER_ROLE
-    sts = aws_client("sts", **where)
-    own = Place.of(str(sts.get_caller_identity()["Account"]), str(sts.meta.region_name))
-    sessions = MemberSessions(
-        home=own,
-        role_name=role,
-        external_id=external_id,
-        function_name=f"fault-responder-drill-{login_name() or 'someone'}",
-        endpoint_url=args.endpoint_url,
-    )
-    place = Place.of(args.account, args.account_region or own.region)
-
-    def clients(service: str) -> Any:
-        return sessions.client(service, place) if service in MEMBER_SERVICES else aws_client(service, **where)
-
-    return clients, (own.account, own.region)
-
-
-def _stack_output(args: argparse.Namespace, name: str) -> str | None:
-    stack = _described_stack(args)
-    return next((o["OutputValue"] for o in (stack or {}).get("Outputs", []) if o["OutputKey"] == name), None)
-
-
-def _described_stack(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The --stack's description; None without --stack, or when it cannot be read."""
-    if not args.stack:
-        return None
-    where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    try:
-        cloudformation = aws_client("cloudformation", **where)
-        [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
-    except (ClientError, ValueError):
-        return None
-    return dict(stack)
-
-
-def _account(text: str) -> str:
-    if not re.fullmatch(r"[0-9]{12}", text):
-        raise argparse.ArgumentTypeError(f"not an account id (12 digits): {text[:40]!r}")
-    return text
-
-
-def _region(text: str) -> str:
-    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]", text):
-        raise argparse.ArgumentTypeError(f"not a Region code: {text[:40]!r}")
-    return text
-
-
 # --- accounts -----------------------------------------------------------------------------------------
 
 
@@ -424,7 +278,7 @@ def _accounts_command(args: argparse.Namespace) -> int:
 
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
     if args.stack:
-        parameters, outputs, stack_id = _stack_description(args)
+        parameters, outputs, stack_id = stack_description(args)
         if not (parameters.get("OrganizationId") or parameters.get("EnrolledAccounts")):
             raise UsageError(
                 f"stack {args.stack!r} serves one account and Region (OrganizationId and EnrolledAccounts are empty): "
@@ -454,7 +308,7 @@ def _accounts_command(args: argparse.Namespace) -> int:
         )
     args.organization = True  # with --table, the command is about an organization's stack
     accounts = _accounts(args, lookup_names=True)
-    table = _table_name(args)
+    table = table_name(args)
 
     def incidents() -> list[Incident]:
         now = _now()
@@ -462,18 +316,6 @@ def _accounts_command(args: argparse.Namespace) -> int:
         return _open_incidents(args, now, silences, accounts)[0]
 
     return accounts_cli.run(args, organization, accounts, table, incidents)
-
-
-def _stack_description(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str], str]:
-    """The stack's parameters, outputs and id (through a quick start's nested stack)."""
-    cloudformation = aws_client("cloudformation", region=args.region, endpoint_url=args.endpoint_url)
-    try:
-        [stack] = cloudformation.describe_stacks(StackName=responder_stack(cloudformation, args.stack))["Stacks"]
-    except ClientError as error:
-        raise TargetError(f"cannot read stack {args.stack!r}: {error}") from None
-    parameters = {p["ParameterKey"]: str(p.get("ParameterValue", "")) for p in stack.get("Parameters", [])}
-    outputs = {o["OutputKey"]: str(o.get("OutputValue", "")) for o in stack.get("Outputs", [])}
-    return parameters, outputs, str(stack["StackId"])
 
 
 # --- status -------------------------------------------------------------------------------------------
@@ -505,7 +347,7 @@ def _report_status(path: Path, now: datetime) -> dict[str, Any]:
 
 def _deployed_status(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    silences = DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where)).list(now=now)
+    silences = DynamoDBSilenceStore(table_name(args), aws_client("dynamodb", **where)).list(now=now)
     # An organization's incidents are derived with its accounts (a member's keys are scoped, its pages named), and
     # shown by account and Region; a single-account stack's as ever.
     accounts = _accounts(args, lookup_names=True)
@@ -526,9 +368,9 @@ def _open_incidents(
     from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
 
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    table = _table_name(args)
+    table = table_name(args)
     dynamodb = aws_client("dynamodb", **where)
-    routing = load_routing(args.routing_file or _stack_parameter(args, "RoutingFile") or "default.yaml")
+    routing = load_routing(args.routing_file or stack_parameter(args, "RoutingFile") or "default.yaml")
     router = Router(routing)
     cache = SilenceCache(lambda: silences, refresh_seconds=3600)
     pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
@@ -576,11 +418,6 @@ def _recent_resumes(args: argparse.Namespace, now: datetime) -> list[dict[str, A
         for execution in listed.get("executions", [])
         if execution.get("startDate") and execution["startDate"] >= since
     ]
-
-
-def _stack_parameter(args: argparse.Namespace, name: str) -> str | None:
-    stack = _described_stack(args)
-    return next((p["ParameterValue"] for p in (stack or {}).get("Parameters", []) if p["ParameterKey"] == name), None)
 
 
 def _iso_or_none(moment: Any) -> str | None:
@@ -741,7 +578,7 @@ def silence_table(silences: Sequence[Silence], now: datetime) -> str:
 
 def _store(args: argparse.Namespace) -> DynamoDBSilenceStore:
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    return DynamoDBSilenceStore(_table_name(args), aws_client("dynamodb", **where))
+    return DynamoDBSilenceStore(table_name(args), aws_client("dynamodb", **where))
 
 
 # --- move ---------------------------------------------------------------------------------------------
@@ -774,20 +611,10 @@ def _recovery(args: argparse.Namespace) -> int:
         ledgers = recovery.report_ledgers(Path(args.report), args.cluster)
     else:
         client = aws_client("dynamodb", region=args.region, endpoint_url=args.endpoint_url)
-        ledgers = list(DynamoDBResumeStore(_table_name(args), client).ledgers(args.cluster))
+        ledgers = list(DynamoDBResumeStore(table_name(args), client).ledgers(args.cluster))
     jobs = recovery_report(ledgers, since, until)
     print(recovery.render(jobs, since, until, as_json=args.json), end="")
     return 0
-
-
-def _table_name(args: argparse.Namespace) -> str:
-    if args.table is not None:
-        return str(args.table)
-    where = {"region": args.region, "endpoint_url": args.endpoint_url}
-    try:
-        return stack_resource(aws_client("cloudformation", **where), args.stack, INCIDENTS_TABLE)
-    except ClientError as error:
-        raise TargetError(f"cannot find the {INCIDENTS_TABLE} of stack {args.stack!r}: {error}") from None
 
 
 def _now() -> datetime:
@@ -799,14 +626,6 @@ def _fail(message: str, status: int) -> int:
     return status
 
 
-def _writer(stream: TextIO) -> Callable[[str], None]:
-    def write(text: str) -> None:
-        stream.write(text)
-        stream.flush()
-
-    return write
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -815,12 +634,6 @@ def _seconds(text: str) -> float:
     if not 0 < value <= 86_400:
         raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 86400 seconds")
     return value
-
-
-def _xid(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an XID (a number such as 79)")
-    return int(text)
 
 
 def _matcher(text: str) -> Matcher:

@@ -251,7 +251,7 @@ def _alarm_ref(
 def contributor_facts(event: AlarmContributorStateChangeEvent, event_id: str) -> EventFacts | None:
     """The state the contributor entered. There is no previous state: an OK or INSUFFICIENT_DATA of a contributor
     is recorded, and is no news unless the contributor's record has its ALARM (an episode needs a non-OK report
-    to open, fault_responder.incidents.lifecycle.episodes)."""
+    to open, fault_responder.incidents.episodes.episodes)."""
     state = event.detail.state
     if state.value == "INSUFFICIENT_DATA":
         return None

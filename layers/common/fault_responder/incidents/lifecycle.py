@@ -16,13 +16,15 @@ facts an instance has, never over the order they arrived in (docs/reliability.md
   the message already sent is corrected in place.
 - An incident keeps its identity (its Slack root, its PagerDuty alert) while late events move its bounds: the
   transition that first made it known anchors it.
+
+The episodes are cut in episodes.py, and each incident's timeline is written in timeline.py.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -36,14 +38,12 @@ from fault_responder.core.domain import (
     Classification,
     DrainAttribution,
     DrainCause,
-    EntryKind,
     EventKind,
     FaultClass,
     Incident,
     InstanceRef,
     Severity,
     SlackThread,
-    TimelineEntry,
     Where,
 )
 from fault_responder.core.timefmt import iso_utc
@@ -60,20 +60,18 @@ from fault_responder.events.ecs import (
 from fault_responder.incidents.alarms import (
     alarm_facts,
     alarm_fingerprint,
-    classify_alarm,
     contributor_facts,
     contributor_title,
     found_by_sweep,
-    is_alarm_check,
     is_unknown_clusters,
     reading,
     told_by_contributors,
     unknown_clusters_ok,
     unknown_clusters_title,
 )
-from fault_responder.incidents.classify import classify_health_check
 from fault_responder.incidents.drain import attribute_drain
-from fault_responder.incidents.people import KIND_ORDER, MAX_TIMELINE, apply_actions
+from fault_responder.incidents.episodes import Episode, classify_episode, episodes, left_cluster
+from fault_responder.incidents.people import apply_actions
 from fault_responder.incidents.record import (
     MAX_INCIDENTS_PER_CHECK,
     EventFacts,
@@ -85,6 +83,7 @@ from fault_responder.incidents.record import (
     bounded_id,
     clip,
 )
+from fault_responder.incidents.timeline import incident_timeline
 from fault_responder.routing.runbooks import runbook_for
 
 if TYPE_CHECKING:
@@ -100,7 +99,6 @@ MAX_DEDUP_KEY = 255
 MAX_CHECKS_PER_EVENT = 16
 """ECS sends one to four; an event listing more is broken or hostile, and the rest are not read."""
 MAX_ARN = 1024
-LEFT_CLUSTER = "INACTIVE"
 _DRAIN_PHASES = ("DRAINING", "DEREGISTERING")
 
 Route = Callable[["RouteContext"], "RouteDecision"]
@@ -264,123 +262,6 @@ def _task_facts(event: TaskStateEvent, event_id: str) -> EventFacts | None:
 
 
 @dataclass(slots=True)
-class _Episode:
-    check_type: str
-    reports: list[HealthFact]
-    """The non-OK transitions, in time order."""
-    closed_at: datetime | None = None
-    close: HealthFact | None = None
-    close_reason: str | None = None
-    relapsed: list[HealthFact] = field(default_factory=list)
-    """OKs the check did not hold (a non-OK came within the hold-down): the incident flapped."""
-    recovering: HealthFact | None = None
-    """An OK still inside its hold-down: the incident resolves at `resolves_at` unless the check relapses."""
-    resolves_at: datetime | None = None
-
-    @property
-    def flapping(self) -> bool:
-        return bool(self.relapsed)
-
-    @property
-    def opened_at(self) -> datetime:
-        return self.reports[0].at
-
-    @property
-    def is_open(self) -> bool:
-        return self.closed_at is None
-
-    def contains(self, moment: datetime) -> bool:
-        return self.opened_at <= moment and (self.closed_at is None or moment <= self.closed_at)
-
-    def holds(self, moment: datetime) -> bool:
-        """Whether a transition at `moment` is one of this episode's: within its bounds, or among its reports when it
-        was closed from the start (an instance that had already left the cluster when its fault was reported)."""
-        if self.closed_at is None:
-            return self.opened_at <= moment
-        return self.opened_at <= moment <= max(self.closed_at, self.reports[-1].at)
-
-    def open_at(self, moment: datetime) -> bool:
-        """Whether the fault was ongoing at `moment` (a drain then belongs to it)."""
-        return self.opened_at <= moment and (self.closed_at is None or moment < self.closed_at)
-
-
-def episodes(
-    check_type: str,
-    facts: Iterable[HealthFact],
-    gone: StatusFact | None,
-    hold_down: timedelta = timedelta(0),
-    now: datetime | None = None,
-) -> list[_Episode]:
-    """A check's transitions cut into episodes; an instance that left the cluster closes what is still open.
-
-    An OK ends the episode once the check has held OK for `hold_down` (as of `now`; None: long after every
-    fact); a non-OK report within the hold-down is a relapse of the same episode, not a new one.
-    """
-    found: list[_Episode] = []
-    current: _Episode | None = None
-    for fact in sorted(facts, key=lambda f: (f.at, f.status == "OK")):
-        if fact.status == "OK":
-            if current is not None and current.recovering is None:
-                current.recovering = fact
-        elif current is None:
-            current = _Episode(check_type, [fact])
-        elif current.recovering is None:
-            current.reports.append(fact)
-        elif fact.at - current.recovering.at < hold_down:
-            current.relapsed.append(current.recovering)
-            current.recovering = None
-            current.reports.append(fact)
-        else:
-            found.append(_closed(current, current.recovering))
-            current = _Episode(check_type, [fact])
-    if current is not None:
-        ok = current.recovering
-        if ok is not None and (now is None or not hold_down or now - ok.at >= hold_down):
-            found.append(_closed(current, ok))
-        else:
-            if ok is not None:
-                current.resolves_at = ok.at + hold_down
-            found.append(current)
-    if gone is not None:
-        for episode in found:
-            if episode.is_open and episode.recovering is not None and episode.recovering.at <= gone.at:
-                _closed(episode, episode.recovering)
-                episode.resolves_at = None
-            elif episode.is_open:
-                episode.recovering, episode.resolves_at = None, None
-                left_before = gone.at < episode.opened_at
-                episode.closed_at = episode.opened_at if left_before else gone.at
-                episode.close_reason = (
-                    "the instance had already left the cluster" if left_before else "the instance left the cluster"
-                )
-    return found
-
-
-def _closed(episode: _Episode, ok: HealthFact) -> _Episode:
-    episode.recovering = None
-    episode.closed_at, episode.close = ok.at, ok
-    episode.close_reason = (
-        "the alarm is OK" if is_alarm_check(episode.check_type) else f"{episode.check_type} health check OK"
-    )
-    return episode
-
-
-def classify_episode(episode: _Episode) -> Classification:
-    """The most severe report; among equally severe ones, the latest."""
-    best = max(
-        episode.reports,
-        key=lambda f: (_classify(f).severity.rank, f.at, f.event_id),
-    )
-    return _classify(best)
-
-
-def _classify(fact: HealthFact) -> Classification:
-    if is_alarm_check(fact.check_type):
-        return classify_alarm(fact.check_type, fact.status, fact.reason)
-    return classify_health_check(HealthCheck(type=fact.check_type, status=fact.status, statusReason=fact.reason))
-
-
-@dataclass(slots=True)
 class InstanceView:
     """Everything derived from one record: incidents, notices outside incidents, and incident identities."""
 
@@ -402,7 +283,7 @@ def derive(
     """The incidents and notices the facts make, with their receivers and, under a policy, who is not told
     now and why; as of `now` (None: long after every fact, with no silence or window in force). Same facts and
     time, same view, in any order."""
-    gone = _left_cluster(record.statuses)
+    gone = left_cluster(record.statuses)
     # A drill's OK is sent by the drill itself, not by a sensor that may flap, and an alarm is already damped by
     # CloudWatch's evaluation periods: neither has a hold-down of its own.
     hold_down = timedelta(0) if record.instance.drill or record.instance.is_alarm else settings.hold_down
@@ -435,7 +316,7 @@ def derive(
 
 @dataclass(slots=True)
 class _Identified:
-    matched: list[tuple[_Episode, KnownIncident]]
+    matched: list[tuple[Episode, KnownIncident]]
     orphans: list[KnownIncident]
     absorbed: dict[str, str] = field(default_factory=dict)
     """Orphan id -> the incident whose episode now contains its anchor (a relapse learned late joined them)."""
@@ -443,7 +324,7 @@ class _Identified:
 
 def _identify(
     check: str,
-    found: list[_Episode],
+    found: list[Episode],
     known: list[KnownIncident],
     instance: InstanceRef,
     now: datetime | None,
@@ -455,7 +336,7 @@ def _identify(
     Works on copies: the view's identities are compared with the record's to see whether anything changed.
     """
     unclaimed = sorted((copy.deepcopy(k) for k in known), key=lambda k: (k.anchor, k.id))
-    matched: list[tuple[_Episode, KnownIncident]] = []
+    matched: list[tuple[Episode, KnownIncident]] = []
     absorbed: dict[str, str] = {}
     for episode in found:
         mine = [k for k in unclaimed if episode.holds(k.anchor)]
@@ -478,7 +359,7 @@ def _identify(
 
 def _incident(
     record: InstanceRecord,
-    episode: _Episode,
+    episode: Episode,
     identity: KnownIncident,
     number: int,
     drains: dict[StatusFact, DrainAttribution],
@@ -521,12 +402,12 @@ def _incident(
         reading=found,
         where=accounts.where(record.instance),
     )
-    incident.timeline = _timeline(record, episode, within)
+    incident.timeline = incident_timeline(record, episode, within)
     apply_actions(incident, record.actions)
     return incident
 
 
-def _phase(episode: _Episode, statuses: list[StatusFact]) -> str:
+def _phase(episode: Episode, statuses: list[StatusFact]) -> str:
     if not episode.is_open:
         return "RESOLVED"
     latest = max(statuses, key=lambda fact: fact.order, default=None)
@@ -535,83 +416,6 @@ def _phase(episode: _Episode, statuses: list[StatusFact]) -> str:
     if episode.recovering is not None:
         return "RECOVERING"
     return episode.reports[-1].status
-
-
-def _timeline(record: InstanceRecord, episode: _Episode, statuses: list[StatusFact]) -> list[TimelineEntry]:
-    check = episode.check_type
-    entries: list[TimelineEntry] = []
-    previous: Classification | None = None
-    relapsed_at = sorted(ok.at for ok in episode.relapsed)
-    for fact in episode.reports:
-        classification = _classify(fact)
-        relapses = sum(1 for at in relapsed_at if at <= fact.at)
-        if previous is None:
-            text = f"{check} {fact.status}: {classification.title}"
-            entries.append(_health_entry(fact, text, EntryKind.OPENED, page=True))
-        elif relapses and not any(entry.key.startswith(f"relapse:{relapses}:") for entry in entries):
-            text = f"{check} {fact.status} again: {classification.title} (relapse {relapses}: flapping)"
-            entries.append(_health_entry(fact, text, EntryKind.CHANGED, page=False, prefix=f"relapse:{relapses}"))
-        elif classification != previous:
-            escalated = classification.severity.rank > previous.severity.rank
-            text = f"{check} now reports {fact.status}: {classification.title}"
-            if escalated:
-                text += f" (severity {previous.severity} → {classification.severity})"
-            entries.append(_health_entry(fact, text, EntryKind.CHANGED, page=escalated))
-        previous = classification
-    for ok in episode.relapsed:
-        entries.append(_health_entry(ok, f"{check} OK, briefly", EntryKind.RECOVERED, page=False))
-    if episode.recovering is not None and episode.resolves_at is not None:
-        text = f"{check} is OK; resolves at {_clock(episode.resolves_at)} if it stays OK"
-        entries.append(_health_entry(episode.recovering, text, EntryKind.RECOVERED, page=False))
-    if episode.close is not None:
-        entries.append(_health_entry(episode.close, f"{check} is OK again", EntryKind.RECOVERED, page=True))
-    for status in statuses:
-        entries.append(_status_entry(status))
-    for task in record.tasks:
-        if episode.contains(task.at):
-            entries.append(_task_entry(task))
-    for notice in record.notices:
-        if notice.check_type == check and episode.contains(notice.fault_at):
-            key = f"notice:{notice.key}"
-            entries.append(
-                TimelineEntry(
-                    key, notice.at, key, "RESUME", notice.title, EntryKind.NOTICE, notice.pages, note=notice.note
-                )
-            )
-    entries.sort(key=lambda entry: (entry.at, KIND_ORDER[entry.kind], entry.key))
-    if len(entries) > MAX_TIMELINE:
-        entries = [entries[0], *entries[-(MAX_TIMELINE - 1) :]]
-    return entries
-
-
-def _clock(moment: datetime) -> str:
-    return moment.strftime("%H:%M UTC")
-
-
-def _health_entry(fact: HealthFact, text: str, kind: EntryKind, *, page: bool, prefix: str = "health") -> TimelineEntry:
-    key = f"{prefix}:{fact.check_type}:{fact.status}:{iso_utc(fact.at)}"
-    phase = "RECOVERED" if fact.status == "OK" else fact.status
-    classification = None if fact.status == "OK" else _classify(fact)
-    return TimelineEntry(key, fact.at, fact.event_id, phase, text, kind, page, classification=classification)
-
-
-def _status_entry(fact: StatusFact) -> TimelineEntry:
-    texts = {
-        "DRAINING": "Instance set to DRAINING",
-        "DEREGISTERING": "Instance DEREGISTERING",
-        LEFT_CLUSTER: "Instance left the cluster (INACTIVE)",
-        "ACTIVE": "Instance ACTIVE again",
-    }
-    text = texts.get(fact.status, f"Instance status {fact.status}")
-    page = fact.status in ("DRAINING", LEFT_CLUSTER)
-    key = f"status:{fact.event_id}"
-    return TimelineEntry(key, fact.at, fact.event_id, fact.status, text, EntryKind.INSTANCE, page)
-
-
-def _task_entry(task: TaskStopFact) -> TimelineEntry:
-    code = f" [{task.stop_code}]" if task.stop_code else ""
-    text = f"Task {task.family} ({task.task_id}) stopped: {task.reason}{code}"
-    return TimelineEntry(f"task:{task.task_arn}", task.at, task.event_id, "TASK_STOPPED", text, EntryKind.TASK)
 
 
 def _threads(record: InstanceRecord, subject: str) -> list[SlackThread]:
@@ -705,17 +509,12 @@ def _trimmed(known: list[KnownIncident]) -> list[KnownIncident]:
 # --- Drains and notices outside incidents --------------------------------------------------------------
 
 
-def _left_cluster(statuses: Iterable[StatusFact]) -> StatusFact | None:
-    gone = [fact for fact in statuses if fact.status == LEFT_CLUSTER]
-    return min(gone, key=lambda fact: fact.at) if gone else None
-
-
 def _is_drain(fact: StatusFact) -> bool:
     return fact.status == "DRAINING"
 
 
 def _attribute(
-    fact: StatusFact, record: InstanceRecord, all_episodes: list[_Episode], settings: Settings
+    fact: StatusFact, record: InstanceRecord, all_episodes: list[Episode], settings: Settings
 ) -> DrainAttribution:
     faults = [
         (episode.opened_at, _fault_label(episode))
@@ -733,7 +532,7 @@ def _attribute(
     )
 
 
-def _fault_label(episode: _Episode) -> str:
+def _fault_label(episode: Episode) -> str:
     xid = classify_episode(episode).xid
     return f"XID {xid}" if xid is not None else episode.check_type
 

@@ -14,6 +14,8 @@ steps with their adapters):
 - watch.py     task states after StopTask and RunTask: stopped, started, failed or timed out
 - notices.py   what people are told, per notice kind (texts, PagerDuty action, evidence)
 - notify.py    where a notice is sent (Slack thread, PagerDuty), through the alert pipeline's pieces
+- ports.py     what the steps act through: ECS, Auto Scaling, the workflow's records, S3 requests, the notifier
+- spare_steps.py taking warm spares for a relaunch and refilling their pool, once per attempt, under a lease
 - steps.py     one step per task state of the workflow, over ports
 
 The models are the JSON payloads that travel between the workflow's states. They ignore unknown fields, so an

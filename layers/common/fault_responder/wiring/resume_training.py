@@ -247,9 +247,11 @@ def resume_steps(place: Place | None = None) -> ResumeSteps:
 def _own_steps() -> ResumeSteps:
     current = settings()
     dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
+    store = DynamoDBResumeStore(current.incidents_table, dynamodb)
     return ResumeSteps(
         ecs=EcsAdapter(ecs_client(), boto3.client("ec2", config=AWS_CLIENT_CONFIG)),
-        store=DynamoDBResumeStore(current.incidents_table, dynamodb),
+        store=store,
+        spare_records=store,
         incidents=_incident_store,
         checkpoints=_checkpoint_store,
         notifier=_notifier,
@@ -272,11 +274,13 @@ def _steps_in(place: Place) -> ResumeSteps:
     if sessions is None:
         raise RuntimeError("acting in another account needs MEMBER_ROLE_NAME")
     dynamodb = boto3.client("dynamodb", config=AWS_CLIENT_CONFIG)
+    # Its keys named by a cluster, a job or a group begin with the account and Region: another account's cluster or
+    # job of the same name is another (adapters/resume_store.py), and its groups' keys are the alert side's.
+    store = DynamoDBResumeStore(current.incidents_table, dynamodb, scope=f"{place.account}/{place.region}/")
     return ResumeSteps(
         ecs=_LazyEcs(lambda: EcsAdapter(_checked(sessions.client("ecs", place)), sessions.client("ec2", place))),
-        # Its keys named by a cluster, a job or a group begin with the account and Region: another account's cluster or
-        # job of the same name is another (adapters/resume_store.py), and its groups' keys are the alert side's.
-        store=DynamoDBResumeStore(current.incidents_table, dynamodb, scope=f"{place.account}/{place.region}/"),
+        store=store,
+        spare_records=store,
         incidents=_incident_store,
         checkpoints=lambda: S3CheckpointStore(sessions.client("s3", place)),
         notifier=_notifier,
