@@ -344,6 +344,11 @@ def _count(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def clip_text(text: str, limit: int) -> str:
+    """`text`, or its start ending with SHORTENED when it is longer than `limit`."""
+    return _clip(text, limit)
+
+
 def _clip(text: str, limit: int) -> str:
     """`text`, or its start ending with SHORTENED when it is longer than `limit`."""
     return text if len(text) <= limit else text[: limit - len(SHORTENED)] + SHORTENED

@@ -804,6 +804,11 @@ def _block_name(block: dict[str, Any]) -> str:
     return str(block["type"])
 
 
+def clip_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters ending with SHORTENED, the one mark of a text cut to fit."""
+    return _clip(text, limit, SHORTENED)
+
+
 def _clip(text: str, limit: int, marker: str = ELLIPSIS) -> str:
     """Cut `text` to `limit` characters ending with `marker`, never inside an entity or our link markup.
 
