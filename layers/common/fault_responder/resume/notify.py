@@ -42,7 +42,7 @@ from fault_responder.notification.receivers.kind import Capability, NoticeAt, Ou
 from fault_responder.notification.receivers.pagerduty.notices import render_notice_change, render_notice_trigger
 from fault_responder.notification.receivers.registry import can, hears, kind_of
 from fault_responder.notification.receivers.slack.notices import render_notice_reply, render_notice_standalone
-from fault_responder.notification.render.slack import SlackMessage
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.resume.fault import Fault
 from fault_responder.resume.notices import Delivered, Notice, pagerduty_dedup_key
 from fault_responder.routing.matchers import where_labels

@@ -53,11 +53,11 @@ from fault_responder.notification.receivers.steps import (
     step_marker,
     without,
 )
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.fleet import render_fleet_steps
 from fault_responder.notification.render.notes import render_note_message, render_note_reply
 from fault_responder.notification.render.silences import render_silence_news
 from fault_responder.notification.render.slack import (
-    SlackMessage,
     render_alert,
     render_incident_root,
     render_timeline_reply,

@@ -7,16 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from fault_responder.notification.receivers.kind import ResumeNotice
-from fault_responder.notification.render.slack import (
+from fault_responder.notification.render.blocks import (
     MAX_HEADER_TEXT,
     MAX_SECTION_TEXT,
-    SEVERITY_EMOJI,
     SlackMessage,
-    approval_buttons,
     clip_text,
     escape_mrkdwn,
     root_context,
 )
+from fault_responder.notification.render.slack import SEVERITY_EMOJI, approval_buttons
 
 
 def render_notice_reply(notice: ResumeNotice) -> SlackMessage:

@@ -21,13 +21,9 @@ from fault_responder.notification.receivers.steps import (
     digest,
     held_notes,
 )
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.fleet import render_fleet_root, steps_that_fit
-from fault_responder.notification.render.slack import (
-    SlackMessage,
-    render_alert,
-    render_incident_root,
-    render_superseded_alert,
-)
+from fault_responder.notification.render.slack import render_alert, render_incident_root, render_superseded_alert
 
 _MARKED = frozenset({StepKind.POST_ROOT, StepKind.POST_NOTICE, StepKind.REPLY, StepKind.NOTE})
 """A bot's posts that must never happen twice: each is looked for before it is made again."""
