@@ -26,7 +26,6 @@ from fault_responder.notification.receivers.pagerduty.kind import ChangeEvents, 
 from fault_responder.notification.receivers.pagerduty.plan import pagerduty_subject
 from fault_responder.notification.receivers.registry import kind_of
 from fault_responder.notification.receivers.slack.kind import SlackApi, SlackChannels, SlackHook
-from fault_responder.notification.receivers.slack.plan import replies
 from fault_responder.notification.receivers.steps import (
     FLEET_BATCH,
     FLEET_BATCH_WAIT,
@@ -41,6 +40,7 @@ from fault_responder.notification.receivers.steps import (
     with_pending,
     without_pending,
 )
+from fault_responder.notification.receivers.timeline import replies
 from fault_responder.routing.router import Receiver
 
 __all__ = [

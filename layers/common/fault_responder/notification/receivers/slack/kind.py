@@ -28,7 +28,6 @@ from fault_responder.notification.receivers.kind import (
 )
 from fault_responder.notification.receivers.slack.notices import render_notice_reply, render_notice_standalone
 from fault_responder.notification.receivers.slack.plan import (
-    batch_told,
     bot_plan,
     message_digest,
     notice_message,
@@ -53,6 +52,7 @@ from fault_responder.notification.receivers.steps import (
     step_marker,
     without,
 )
+from fault_responder.notification.receivers.timeline import batch_told
 from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.fleet import render_fleet_steps
 from fault_responder.notification.render.notes import render_note_message, render_note_reply

@@ -6,21 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fault_responder.core.domain import Alert, EntryKind, Incident, TimelineEntry
-from fault_responder.incidents.record import Delivery
-from fault_responder.noise.fleet import journal_seq
-from fault_responder.notification.receivers.steps import (
-    FLEET_BATCH,
-    FLEET_BATCH_WAIT,
-    FLEET_REPLY_MAX,
-    WEBHOOK_POSTED,
-    Step,
-    StepKind,
-    Told,
-    View,
-    digest,
-    held_notes,
-)
+from fault_responder.core.domain import Alert, Incident
+from fault_responder.notification.receivers.steps import Step, StepKind, Told, View, digest, held_notes
+from fault_responder.notification.receivers.timeline import fleet_batch, fleet_batch_due, post_only_plan, replies, told
 from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.fleet import render_fleet_root, steps_that_fit
 from fault_responder.notification.render.slack import render_alert, render_incident_root, render_superseded_alert
@@ -32,10 +20,9 @@ _MARKED = frozenset({StepKind.POST_ROOT, StepKind.POST_NOTICE, StepKind.REPLY, S
 def bot_plan(
     name: str, incidents: list[Incident], alerts: list[Alert], record: Told, view: View, *, dashboard_url: str | None
 ) -> list[Step]:
-    return [
-        Step(s.kind, s.subject, s.entry, s.incident, s.batch, s.thread, s.place, marked=s.kind in _MARKED)
-        for s in _bot_plan(name, incidents, alerts, record, view, dashboard_url=dashboard_url)
-    ]
+    """A bot's plan: its posts marked, to be looked for before they are made again (`Step.marker`)."""
+    steps = _bot_plan(name, incidents, alerts, record, view, dashboard_url=dashboard_url)
+    return [replace(step, marked=step.kind in _MARKED) for step in steps]
 
 
 def _bot_plan(
@@ -63,7 +50,7 @@ def _bot_plan(
         if incident.fleet is not None:
             due = fleet_batch_due(incident, unsent, sent) or not incident.is_open
             if unsent and due:
-                batch = fleet_batch(unsent)
+                batch = fleet_batch(unsent, steps_that_fit)
                 steps.append(Step(StepKind.REPLY, incident.id, batch[0], batch=batch))
             if not due:
                 continue  # the root is brought up to date with the next batch
@@ -79,72 +66,6 @@ def _bot_plan(
         elif sent.digest != message_digest(notice_message(alert, view, dashboard_url)):
             steps.append(Step(StepKind.UPDATE_NOTICE, alert.key))
     return steps
-
-
-def webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: Told) -> list[Step]:
-    steps: list[Step] = []
-    for incident in incidents:
-        sent = record.delivery(name, incident.id)
-        steps.extend(Step(StepKind.NOTE, incident.id, entry) for entry, _ in held_notes(name, incident, sent))
-        if (name not in incident.receivers and not sent.steps) or name in incident.muted:
-            continue
-        unsent = [
-            entry
-            for entry in incident.timeline
-            if entry.kind != EntryKind.NOTICE and not told(entry, sent, incident) and entry.muted is None
-        ]
-        if incident.fleet is not None:
-            if unsent and fleet_batch_due(incident, unsent, sent):
-                batch = fleet_batch(unsent)
-                steps.append(Step(StepKind.POST_STEP, incident.id, batch[0], batch=batch))
-        else:
-            steps.extend(Step(StepKind.POST_STEP, incident.id, entry) for entry in unsent)
-    for alert in alerts:
-        sent = record.delivery(name, alert.key)
-        muted = name in alert.muted
-        if alert.superseded_by is None and name in alert.receivers and WEBHOOK_POSTED not in sent.steps and not muted:
-            steps.append(Step(StepKind.POST_NOTICE, alert.key))
-    return steps
-
-
-def fleet_batch_due(incident: Incident, unsent: list[TimelineEntry], sent: Delivery) -> bool:
-    """Whether a fleet incident's waiting member updates (and its root's update) go out now: ten of them, pager
-    news, a person's action, or a minute since the last batch (as of the derivation: the next event or the sweep
-    sends them)."""
-    fleet = incident.fleet
-    if (
-        not unsent
-        or len(unsent) >= FLEET_BATCH
-        or any(entry.page or entry.kind == EntryKind.ACTION for entry in unsent)
-    ):
-        return True  # a person's action shows at once: they are waiting to see it
-    if fleet is None or fleet.as_of is None or sent.last_at is None:
-        return True
-    return fleet.as_of - sent.last_at >= FLEET_BATCH_WAIT
-
-
-def fleet_batch(unsent: list[TimelineEntry]) -> tuple[TimelineEntry, ...]:
-    """The member steps one reply names: the oldest untold, member updates in their journal's order, as many as
-    fit one message (the rest go in the next)."""
-    ordered = sorted(unsent, key=lambda e: (journal_seq(e.key) is None, journal_seq(e.key) or 0, e.at, e.key))
-    batch = tuple(ordered[:FLEET_REPLY_MAX])
-    return batch[: max(1, steps_that_fit(batch))]
-
-
-def told(entry: TimelineEntry, sent: Delivery, incident: Incident) -> bool:
-    """Whether the receiver was told this step: a fleet incident's member updates by their journal number (the
-    thread's cursor), every other step by its key."""
-    seq = journal_seq(entry.key) if incident.fleet is not None else None
-    if seq is None:
-        return entry.key in sent.steps
-    cursor = sent.cursor if sent.cursor is not None else incident.fleet.thread_from if incident.fleet else 0
-    return seq <= cursor
-
-
-def replies(incident: Incident) -> list[TimelineEntry]:
-    """The steps that go into the incident's thread: all but the first (the root shows it) and the notices
-    (the resume workflow posts those itself)."""
-    return [entry for entry in incident.timeline[1:] if entry.kind != EntryKind.NOTICE and entry.muted is None]
 
 
 def root_message(incident: Incident, dashboard_url: str | None = None) -> SlackMessage:
@@ -164,9 +85,6 @@ def notice_message(alert: Alert, view: View, dashboard_url: str | None = None) -
     return render_alert(alert, dashboard_url=dashboard_url)
 
 
-def batch_told(sent: Delivery, batch: tuple[TimelineEntry, ...]) -> Delivery:
-    """A fleet thread's batch told: its member updates move the cursor, its other steps are kept by key."""
-    seqs = [seq for seq in (journal_seq(entry.key) for entry in batch) if seq is not None]
-    keys = [entry.key for entry in batch if journal_seq(entry.key) is None]
-    cursor = max([*seqs, sent.cursor]) if sent.cursor is not None else max(seqs, default=None)
-    return replace(sent, steps=[*sent.steps, *keys], cursor=cursor)
+def webhook_plan(name: str, incidents: list[Incident], alerts: list[Alert], record: Told) -> list[Step]:
+    """An incoming webhook can only post: one message per step, a fleet's member updates as many as fit one."""
+    return post_only_plan(name, incidents, alerts, record, fits=steps_that_fit)
