@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import ast
 import inspect
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import MemoryInstanceStore
 from fault_responder.core.domain import Severity
+from fault_responder.incidents import lifecycle
+from fault_responder.incidents.record import Delivery
+from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
 from fault_responder.notification.receivers.kind import Capability, ReceiverKind
 from fault_responder.notification.receivers.registry import RECEIVER_KINDS, capabilities, describe
+from fault_responder.notification.receivers.steps import Step, View
 from fault_responder.notification.render.blocks import SHORTENED
-from fault_responder.routing.router import KINDS, Receiver, RoutingConfig
+from fault_responder.routing.router import KINDS, Receiver, Router, RoutingConfig
+from tests.conftest import EVENTS, load_event
 from tests.unit.test_resume_domain import a_fault
 
 PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "common" / "fault_responder"
@@ -192,3 +200,41 @@ def test_a_resume_notice_cut_to_fit_ends_with_the_one_mark_in_slack_and_pagerdut
     assert reply.text.endswith(SHORTENED) and reply.blocks[0]["text"]["text"].endswith(SHORTENED)
     page = render_resume_trigger(notice, fault, "k" * 32, fault.impaired_at)
     assert page["payload"]["summary"].endswith(SHORTENED) and len(page["payload"]["summary"]) <= 1024
+
+
+class _CheckingCourier(ReceiverCourier):
+    """Performs every step, having checked that the receiver's kind can do what the step does."""
+
+    performed: list[tuple[str, str]]
+
+    def perform(self, name: str, receiver: Receiver, step: Step, view: View, sent: Delivery) -> Delivery:
+        assert step.verb in capabilities(receiver), f"{name} cannot {step.verb}: {step.describe()}"
+        self.performed.append((name, step.verb))
+        return super().perform(name, receiver, step, view, sent)
+
+
+def test_each_kind_plans_only_what_it_can_do_through_a_lifecycle_and_a_storm() -> None:
+    routing = RoutingConfig.model_validate(
+        {
+            "receivers": {
+                "bot": {"slack": {"channel": "#gpu"}},
+                "hook": {"slack": {"webhook": "ops"}},
+                "pager": {"pagerduty": {"service": "gpu-oncall"}},
+            },
+            "routes": [{"name": "all", "receivers": ["bot", "hook", "pager"]}],
+            "grouping": {"threshold": 3},
+        }
+    )
+    now = [datetime(1970, 1, 1, tzinfo=UTC)]
+    courier = _CheckingCourier(RecordingChannels(), clock=lambda: now[0])
+    courier.performed = []
+    service = AlertService(MemoryInstanceStore(), Router(routing), courier, lifecycle.Settings(), clock=lambda: now[0])
+    lifecycle_events = [load_event(f"incident-xid79/{path.name}") for path in sorted(EVENTS.glob("incident-xid79/*"))]
+    for raw in [*lifecycle_events, *load_event("noise/storm-xid79.json")]:
+        now[0] = max(now[0], datetime.fromisoformat(raw["time"].replace("Z", "+00:00")))
+        service.handle(raw)
+    now[0] += timedelta(hours=1)
+    service.sweep(seconds_left=60.0)
+    verbs = {(name, verb) for name, verb in courier.performed}
+    assert {("bot", "open"), ("bot", "thread"), ("bot", "update"), ("hook", "open"), ("pager", "open")} <= verbs
+    assert ("pager", "resolve") in verbs

@@ -26,7 +26,7 @@ TargetT = TypeVar("TargetT", bound=BaseModel)
 
 
 class Capability(StrEnum):
-    """What a receiver can do. The first five are the verbs its steps use (`StepKind.verb`)."""
+    """What a receiver can do. The first five are the verbs its steps use (`Step.verb`)."""
 
     OPEN = "open"
     """Post a root (a message of its own) or trigger an alert."""

@@ -3,7 +3,7 @@ records.
 
 A plan (each kind's, fault_responder.notification.receivers) compares what the derived incidents and notices say now
 with what the receiver was already told (the record's deliveries) and lists the steps that close the gap. Each step
-kind belongs to one of the verbs a receiver kind may support (`StepKind.verb`): open, update, thread, resolve,
+step uses one of the verbs a receiver kind may support (`Step.verb`): open, update, thread, resolve,
 acknowledge.
 """
 
@@ -76,7 +76,8 @@ class StepKind(StrEnum):
 
     @property
     def verb(self) -> str:
-        """The verb of a receiver kind it uses (`Capability`): open, update, thread, resolve or acknowledge."""
+        """The verb of a receiver kind it uses (`Capability`): open, update, thread, resolve or acknowledge (a held-back
+        notice: `Step.verb`)."""
         return _VERBS[self]
 
 
@@ -87,7 +88,7 @@ _VERBS = {
     StepKind.TRIGGER: "open",
     StepKind.TRIGGER_NOTICE: "open",
     StepKind.REPLY: "thread",
-    StepKind.NOTE: "thread",
+    StepKind.NOTE: "open",
     StepKind.UPDATE_ROOT: "update",
     StepKind.UPDATE_NOTICE: "update",
     StepKind.RESOLVE: "resolve",
@@ -122,6 +123,11 @@ class Step:
         if self.marked:
             return step_marker(self.subject, self.entry)
         return None
+
+    @property
+    def verb(self) -> str:
+        """The verb of a receiver kind the step uses: its kind's, but a held-back notice in a thread replies in it."""
+        return "thread" if self.kind is StepKind.NOTE and self.thread is not None else self.kind.verb
 
     def describe(self) -> str:
         what = f" {self.entry.phase}" if self.entry is not None else ""
