@@ -2,7 +2,7 @@
 records.
 
 A plan (each kind's, fault_responder.notification.receivers) compares what the derived incidents and notices say now
-with what the receiver was already told (the record's deliveries) and lists the steps that close the gap. Each step
+with what the receiver was already told (the record's deliveries) and lists the steps that close the gap. Each
 step uses one of the verbs a receiver kind may support (`Step.verb`): open, update, thread, resolve,
 acknowledge.
 """
