@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from fault_responder.notification.contract import SlackPostRef
-from fault_responder.notification.render.slack import SlackMessage
+from fault_responder.notification.render.blocks import SlackMessage
 
 CHANNEL_ID = "C0FAKE0001"
 

@@ -54,9 +54,7 @@ def test_the_table_lists_the_folders_in_the_order_the_import_contracts_allow() -
 
 MAX_MODULE_LINES = 700
 MAX_PROTOCOL_METHODS = 12
-LONG_MODULES_BEING_SPLIT = frozenset(
-    {"adapters/dynamodb_store.py", "notification/delivery.py", "notification/render/slack.py"}
-)
+LONG_MODULES_BEING_SPLIT = frozenset({"adapters/dynamodb_store.py"})
 """Modules over MAX_MODULE_LINES whose split is under way; empty this as each lands."""
 WIDE_PROTOCOLS_BEING_SPLIT = frozenset({"alerting/store.py:InstanceStore"})
 """Protocols over MAX_PROTOCOL_METHODS whose split is under way; empty this as each lands."""

@@ -26,9 +26,9 @@ from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.adapters.pagerduty import PagerDutyEvents
 from fault_responder.adapters.slack import SlackWebApi, SlackWebhook
 from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.notification.render.slack import (
-    SlackMessage,
     render_alert,
     render_incident_root,
     render_superseded_alert,

@@ -20,8 +20,8 @@ from fault_responder.core.accounts import Accounts
 from fault_responder.core.domain import Incident, Where
 from fault_responder.noise.silences import Muted, Phase, Silence, new_silence
 from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.silences import render_silence_news
-from fault_responder.notification.render.slack import SlackMessage
 from fault_responder.routing.matchers import parse_matchers
 from fault_responder.routing.router import RoutingConfig
 from sandbox.standins import block_errors

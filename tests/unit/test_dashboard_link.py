@@ -15,10 +15,9 @@ from fault_responder.core.domain import FleetMember, FleetSummary, Incident
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.delivery import plan
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.notification.render.blocks import MAX_CONTEXT_ELEMENTS, SlackMessage
 from fault_responder.notification.render.fleet import render_fleet_root, render_fleet_steps
 from fault_responder.notification.render.slack import (
-    MAX_CONTEXT_ELEMENTS,
-    SlackMessage,
     render_alert,
     render_incident_root,
     render_superseded_alert,

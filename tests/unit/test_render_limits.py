@@ -31,10 +31,9 @@ from fault_responder.core.domain import (
     Where,
 )
 from fault_responder.incidents.alarms import MAX_ATTRIBUTES
+from fault_responder.notification.render.blocks import SlackMessage, escape_mrkdwn
 from fault_responder.notification.render.pagerduty import render_alert_trigger, render_trigger
 from fault_responder.notification.render.slack import (
-    SlackMessage,
-    escape_mrkdwn,
     render_alert,
     render_incident_root,
     render_superseded_alert,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fault_responder.notification.render.slack import (
+from fault_responder.notification.render.blocks import (
     MAX_FIELDS_PER_SECTION,
     MAX_LISTING_TEXT,
     MAX_SECTION_TEXT,

@@ -11,12 +11,14 @@ import pytest
 
 from fault_responder.core.domain import DrainAttribution, DrainCause, FaultClass, Severity
 from fault_responder.notification.render import slack
-from fault_responder.notification.render.slack import (
+from fault_responder.notification.render.blocks import (
     MAX_CONTEXT_ELEMENTS,
     MAX_LISTING_TEXT,
     MAX_MESSAGE_TEXT,
     SlackMessage,
     escape_mrkdwn,
+)
+from fault_responder.notification.render.slack import (
     render_alert,
     render_incident_root,
     render_superseded_alert,

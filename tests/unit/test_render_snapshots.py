@@ -21,9 +21,9 @@ from fault_responder.events.cloudwatch import AlarmContributorStateChangeEvent, 
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import FOUND_BY_SWEEP, InstanceRecord
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.notification.render.pagerduty import render_alert_trigger, render_resolve, render_trigger
 from fault_responder.notification.render.slack import (
-    SlackMessage,
     render_alert,
     render_incident_root,
     render_superseded_alert,

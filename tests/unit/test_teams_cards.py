@@ -26,7 +26,7 @@ from fault_responder.notification.receivers.teams import (
     render_resolved,
 )
 from fault_responder.notification.receivers.teams.card import escape_markdown
-from fault_responder.notification.render.slack import SHORTENED
+from fault_responder.notification.render.marks import SHORTENED
 from fault_responder.resume.notices import NoticeKind, build_notice
 from fault_responder.resume.watch import TaskWatch, WatchState
 from sandbox.standin_teams import MAX_REQUEST_BYTES, card_errors, message_errors

@@ -31,7 +31,7 @@ from fault_responder.adapters.http import (
 from fault_responder.notification.contract import DeliveryError, SlackPostRef
 
 if TYPE_CHECKING:
-    from fault_responder.notification.render.slack import SlackMessage
+    from fault_responder.notification.render.blocks import SlackMessage
 
 log = logging.getLogger(__name__)
 

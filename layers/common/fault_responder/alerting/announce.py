@@ -31,8 +31,9 @@ from fault_responder.core.accounts import Accounts
 from fault_responder.core.domain import Incident
 from fault_responder.noise.silences import Announcement, Muted, Phase, Silence, due, muted_by
 from fault_responder.notification.contract import DeliveryError
-from fault_responder.notification.delivery import LOOKBACK, Channels
-from fault_responder.notification.render.silences import render_silence_news
+from fault_responder.notification.delivery import Channels
+from fault_responder.notification.receivers.kind import Capability, News, Outlet
+from fault_responder.notification.receivers.registry import can, kind_of
 from fault_responder.routing.router import Receiver
 
 log = logging.getLogger(__name__)
@@ -139,43 +140,44 @@ class Announcer:
         names = [name for item in muted for name in item.receivers]
         if phase is Phase.ENDED and started is not None:
             names = [*started.receivers, *names]
-        slack = [name for name in names if name in self.receivers and self.receivers[name].slack is not None]
-        return tuple(dict.fromkeys(slack))
+        told = [name for name in names if name in self.receivers and can(self.receivers[name], Capability.NEWS)]
+        return tuple(dict.fromkeys(told))
 
     def _tell(
         self, silence: Silence, phase: Phase, current: Announcement, name: str, muted: list[Muted]
     ) -> Announcement:
         """Tell one receiver (once), and record it."""
-        slack = self.receivers[name].slack if name in self.receivers else None
-        marker = f"silence:{silence.id}:{phase.value}"
-        message = render_silence_news(silence, phase, muted, dashboard_url=self.dashboard_url)
+        receiver = self.receivers.get(name)
         since = current.pending_since(name)
-        if slack is None:
-            pass  # (no longer a Slack receiver of the routing file: nothing to tell it)
-        elif since is not None and slack.channel is None:
-            log.warning("silence %s %s: a webhook post's outcome is unknown; not posted again", silence.id, phase.value)
-        elif since is not None and slack.channel is not None and self._found(slack.channel, marker, since):
-            pass  # posted by the sweep that died: told
-        else:
-            pending = (*((n, at) for n, at in current.pending if n != name), (name, self.epoch()))
-            current = self._write(silence, phase, current, pending=pending)
+        if receiver is not None and can(receiver, Capability.NEWS):
+            news = News(silence, phase, muted, marker=f"silence:{silence.id}:{phase.value}", event_type=EVENT_TYPE)
+            intent: list[Announcement] = []
+
+            def intend() -> None:
+                pending = (*((n, at) for n, at in current.pending if n != name), (name, self.epoch()))
+                intent.append(self._write(silence, phase, current, pending=pending))
+
             try:
-                if slack.channel is not None:
-                    metadata = {"event_type": EVENT_TYPE, "event_payload": {"id": marker}}
-                    self.channels.slack_api().post_message(slack.channel, message, metadata=metadata)
-                else:
-                    self.channels.slack_webhook(slack.webhook or "").post(message)
+                posted = kind_of(receiver).announce(
+                    receiver.target,
+                    news,
+                    Outlet(self.channels, self.clock, self.dashboard_url),
+                    since=None if since is None else datetime.fromtimestamp(since, UTC),
+                    intend=intend,
+                )
             except DeliveryError as error:
+                if not intent:
+                    raise
+                current = intent[-1]
                 if not error.unknown_outcome:
                     current = self._write(silence, phase, current, pending=_without(current.pending, name))
                 self._write(silence, phase, current, owner=None, until=0.0)
                 raise
-            self.count("SilenceNews", "Phase", phase.value)
+            current = intent[-1] if intent else current
+            if posted:
+                self.count("SilenceNews", "Phase", phase.value)
+        # (else no longer a receiver of the routing file told such news: nothing to tell it)
         return self._write(silence, phase, current, told=(*current.told, name), pending=_without(current.pending, name))
-
-    def _found(self, channel: str, marker: str, since: float) -> bool:
-        oldest = datetime.fromtimestamp(since, UTC) - LOOKBACK
-        return self.channels.slack_api().find_message(channel, EVENT_TYPE, marker, oldest) is not None
 
     def _write(
         self,

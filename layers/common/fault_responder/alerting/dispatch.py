@@ -169,7 +169,7 @@ class Dispatch:
         is remembered with a backoff the sweep honours."""
         flushed = _Flushed()
         local = record
-        channel = "pagerduty" if receiver.pagerduty is not None else "slack"
+        channel = receiver.kind
         try:
             if not fresh:
                 local = self._reload(target, record)

@@ -12,7 +12,10 @@ from fault_responder.core.domain import Incident
 from fault_responder.incidents.lifecycle import InstanceView, derive
 from fault_responder.incidents.record import InstanceRecord
 from fault_responder.noise.fleet import JOURNAL_PAGE, FleetView, GroupRecord, derive_fleet, readable_journal
-from fault_responder.notification.delivery import FLEET_BATCH, FLEET_BATCH_WAIT, View, pagerduty_subject
+from fault_responder.notification.delivery import FLEET_BATCH, FLEET_BATCH_WAIT, View
+from fault_responder.notification.receivers.kind import Capability
+from fault_responder.notification.receivers.registry import can, hears
+from fault_responder.notification.receivers.registry import subject as delivery_subject
 
 
 class Views:
@@ -49,9 +52,9 @@ class Views:
                 receiver = self.context.receivers.get(name)
                 if receiver is None or name not in incident.receivers:
                     continue  # (no longer routed to it: nothing is told to it any more)
-                if receiver.pagerduty is not None and not note.pagerduty:
+                if not hears(receiver, note.pagerduty):
                     continue
-                subject = pagerduty_subject(incident.fingerprint) if receiver.pagerduty is not None else incident.id
+                subject = delivery_subject(receiver, incident)
                 if entry.key not in record.delivery(name, subject).steps:
                     return True
         return False
@@ -83,7 +86,7 @@ class Views:
             with_open_members(self.fleets, head)
         # The receivers that keep a thread (or post webhook messages) of each fleet incident: PagerDuty keeps none.
         receivers = {
-            incident.id: [name for name in incident.receivers if self.context.receivers[name].pagerduty is None]
+            incident.id: [name for name in incident.receivers if can(self.context.receivers[name], Capability.TIMELINE)]
             for incident in self.derive_fleet(head).incidents
         }
         after = _untold_from(head, receivers)
@@ -110,14 +113,14 @@ class Views:
             if name in incident.muted:
                 continue
             receiver = self.context.receivers[name]
-            subject = pagerduty_subject(incident.fingerprint) if receiver.pagerduty is not None else fleet.id
+            subject = delivery_subject(receiver, incident)
             sent = head.delivery(name, subject)
             if sent.ts is None and sent.alert is None:
                 return True  # nothing sent yet
             if sent.last_at is None or now - sent.last_at >= FLEET_BATCH_WAIT:
                 return True
             told = sent.cursor if sent.cursor is not None else fleet.first_seq
-            if receiver.pagerduty is None and head.journal_seq - told >= FLEET_BATCH:
+            if can(receiver, Capability.TIMELINE) and head.journal_seq - told >= FLEET_BATCH:
                 return True
         return False
 

@@ -19,6 +19,8 @@ from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.incidents.lifecycle import fingerprint
 from fault_responder.incidents.record import InstanceRecord
 from fault_responder.notification.delivery import pagerduty_subject
+from fault_responder.notification.receivers.kind import Capability
+from fault_responder.notification.receivers.registry import with_capability
 from fault_responder.operations.drill import (
     CHECK_TYPE,
     DEFAULT_CLUSTER,
@@ -61,8 +63,8 @@ class DrillContext:
 def receivers_of(routing_file: str) -> Receivers:
     routing = load_routing(routing_file)
     return Receivers(
-        slack=frozenset(name for name, receiver in routing.receivers.items() if receiver.slack is not None),
-        pagerduty=frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None),
+        slack=with_capability(routing.receivers, Capability.TIMELINE),
+        pagerduty=with_capability(routing.receivers, Capability.PAGE),
     )
 
 

@@ -365,6 +365,8 @@ def _open_incidents(
     from fault_responder.incidents import lifecycle  # noqa: PLC0415 - only these commands need the incident machinery
     from fault_responder.noise.fleet import derive_fleet, is_group  # noqa: PLC0415
     from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
+    from fault_responder.notification.receivers.kind import Capability  # noqa: PLC0415
+    from fault_responder.notification.receivers.registry import with_capability  # noqa: PLC0415
     from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
 
     where = {"region": args.region, "endpoint_url": args.endpoint_url}
@@ -373,7 +375,7 @@ def _open_incidents(
     routing = load_routing(args.routing_file or stack_parameter(args, "RoutingFile") or "default.yaml")
     router = Router(routing)
     cache = SilenceCache(lambda: silences, refresh_seconds=3600)
-    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    pagerduty = with_capability(routing.receivers, Capability.PAGE)
     policy = Policy(
         silencer=cache.silencer,
         window_mutes=router.muted_receivers,
@@ -469,6 +471,9 @@ PREVIEW_INCIDENTS = 5
 def _preview(args: argparse.Namespace, silence: Silence, accounts: Accounts, now: datetime) -> str:
     """What the silence would mute now, across every account and Region: the open incidents it matches, by where they
     are, and the Slack receivers that are told when it starts and ends (docs/silences.md)."""
+    from fault_responder.notification.receivers.kind import Capability  # noqa: PLC0415
+    from fault_responder.notification.receivers.registry import with_capability  # noqa: PLC0415
+
     active = _store(args).list(now=now)
     incidents, routing = _open_incidents(args, now, active, accounts)
     muted = muted_by(silence, incidents, accounts)
@@ -481,8 +486,8 @@ def _preview(args: argparse.Namespace, silence: Silence, accounts: Accounts, now
         lines.append(f"  {place}: {len(found)} ({shown}{more})")
     if len(places) > PREVIEW_PLACES:
         lines.append(f"  and {len(places) - PREVIEW_PLACES} more")
-    slack = sorted({name for item in muted for name in item.receivers if name in routing.receivers
-                    and routing.receivers[name].slack is not None})  # fmt: skip
+    news = with_capability(routing.receivers, Capability.NEWS)
+    slack = sorted({name for item in muted for name in item.receivers if name in news})
     told = ", ".join(slack) if slack else "none (it matches no open incident of a Slack receiver now)"
     lines.append(f"its start and its end are told to: {told}")
     if args.dry_run:

@@ -4,7 +4,9 @@
                a Slack message is
 - buttons.py   what the responder's Slack buttons carry
 - render/      Slack Block Kit and PagerDuty Events API v2 payloads (incidents, notices, fleets)
-- delivery.py  what each receiver still needs to be told, and telling it: where a page is sent
+- receivers/   one package per kind of receiver (Slack, PagerDuty) behind one interface, and their registry by the
+               routing file's key: what a kind can do, its plan, performing a step, the workflow's notices
+- delivery.py  what each receiver still needs to be told, and telling it (through the receiver's kind)
 - dryrun.py    channels that record what would be sent instead of sending it
 
 May import core, events, routing, incidents and noise.

@@ -17,7 +17,7 @@ from typing import Any
 from fault_responder.incidents.record import Delivery
 from fault_responder.notification.contract import SlackPostRef
 from fault_responder.notification.delivery import Courier, Step, View
-from fault_responder.notification.render.slack import SlackMessage
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.routing.router import Receiver
 
 DRY_RUN_CHANNEL = "C0DRYRUN00"

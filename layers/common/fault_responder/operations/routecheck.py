@@ -37,6 +37,8 @@ from fault_responder.incidents import lifecycle
 from fault_responder.noise.policy import Policy
 from fault_responder.noise.silences import iso
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
+from fault_responder.notification.receivers.kind import Capability
+from fault_responder.notification.receivers.registry import describe, with_capability
 from fault_responder.routing.router import (
     Receiver,
     RouteDecision,
@@ -52,12 +54,7 @@ _ORGANIZATION_LABELS = ("account", "account_name", "region")
 
 
 def describe_receiver(name: str, receiver: Receiver) -> str:
-    if receiver.slack is not None:
-        target = receiver.slack.channel or f"webhook {receiver.slack.webhook}"
-        return f"{name} (slack {target})"
-    if receiver.pagerduty is None:
-        raise ValueError(f"receiver {name} has no target")
-    return f"{name} (pagerduty {receiver.pagerduty.service})"
+    return describe(name, receiver)
 
 
 def describe_time_intervals(routing: RoutingConfig) -> list[str]:
@@ -83,7 +80,7 @@ def explain(
     # Each event is handled as of when it happened (its envelope's time), unless --at places them all at one
     # moment; after the last one, the sweep shows how things stand now.
     clock = _Clock(at)
-    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    pagerduty = with_capability(routing.receivers, Capability.PAGE)
     policy = Policy(
         window_mutes=router.muted_receivers, inhibit_rules=tuple(routing.inhibit_rules), pagerduty_receivers=pagerduty
     )

@@ -31,7 +31,6 @@ from fault_responder.alerting.places import fleet_place
 from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.domain import MAX_NOTE_TEXT, FleetPlace, Incident, ResumeNote, Where
-from fault_responder.core.timefmt import iso_utc
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import NoticeFact
 from fault_responder.noise.fleet import fingerprint as fleet_fingerprint
@@ -39,26 +38,18 @@ from fault_responder.noise.fleet import group_from_labels
 from fault_responder.noise.policy import Policy
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.delivery import Channels
-from fault_responder.notification.render.pagerduty import where_details
-from fault_responder.notification.render.slack import (
-    SEVERITY_EMOJI,
-    SlackMessage,
-    approval_buttons,
-    escape_mrkdwn,
-    render_incident_root,
-    root_context,
-)
+from fault_responder.notification.receivers.kind import Capability, NoticeAt, Outlet, ResumeNotice, shortened
+from fault_responder.notification.receivers.pagerduty.notices import render_notice_change, render_notice_trigger
+from fault_responder.notification.receivers.registry import can, hears, kind_of
+from fault_responder.notification.receivers.slack.notices import render_notice_reply, render_notice_standalone
+from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.resume.fault import Fault
-from fault_responder.resume.notices import Delivered, Notice, PagerDutyAction, pagerduty_dedup_key
+from fault_responder.resume.notices import Delivered, Notice, pagerduty_dedup_key
 from fault_responder.routing.matchers import where_labels
 from fault_responder.routing.router import Grouping, Receiver, RouteContext, Router, name_of
 
 KIND = "training_resume"
 PHASE = "RESUME"
-CLIENT_NAME = "GPU Fault Responder"
-MAX_SUMMARY = 1024
-MAX_SECTION_TEXT = 3000
-MAX_HEADER_TEXT = 150
 MAX_SAVE_CONFLICTS = 5
 
 
@@ -151,12 +142,10 @@ class ResumeNotifier:
             receiver = self.receivers[name]
             if where is _Where.HELD:
                 continue
-            channel = "slack" if receiver.slack is not None else "pagerduty"
+            channel = receiver.kind
+            fleet = place if where is _Where.FLEET and incident is not None else None
             try:
-                if where is _Where.FLEET and place is not None and incident is not None:
-                    self._deliver_to_fleet(name, receiver, notice, fault, incident=incident, place=place)
-                else:
-                    self._deliver_to(name, receiver, notice, fault, incident)
+                self._tell(name, receiver, notice, fault, NoticeAt(incident, fleet))
             except DeliveryError as error:
                 self.on_delivery(channel, False)
                 failures.append(DeliveryFailure(name, channel, error))
@@ -197,8 +186,8 @@ class ResumeNotifier:
             receiver = self.receivers.get(name)
             if receiver is None:
                 continue
-            if incident is None or (receiver.pagerduty is not None and notice.pagerduty is None):
-                routing[name] = _Where.OWN  # (no incident yet: standalone; a PagerDuty receiver with nothing to hear)
+            if incident is None or not hears(receiver, _paging(notice)):
+                routing[name] = _Where.OWN  # (no incident yet: standalone; a receiver with nothing to hear: nothing)
             elif name in incident.held and may_hold:
                 routing[name] = _Where.HELD
             elif place is not None and name in place.receivers:
@@ -211,8 +200,8 @@ class ResumeNotifier:
         """What the router tells the receivers held back, once nothing holds them back (bounded)."""
         return ResumeNote(
             title=notice.title,
-            text=_clip(notice.text, MAX_NOTE_TEXT),
-            summary=_summary(notice, fault, self._where(fault)),
+            text=shortened(notice.text, MAX_NOTE_TEXT),
+            summary=resume_notice(notice, fault, where=self._where(fault)).summary,
             severity=notice.severity,
             pagerduty=notice.pagerduty.value if notice.pagerduty is not None else None,
             dedup_key=trigger_dedup_key(notice, fault, self.grouping, self.settings.accounts) if notice.pages else None,
@@ -232,15 +221,15 @@ class ResumeNotifier:
     def _not_ready(
         self, fault: Fault, incident: Incident | None, place: FleetPlace | None, routing: dict[str, _Where]
     ) -> str | None:
-        """Why the notice cannot go where it belongs yet: no incident, or a bot-token Slack receiver whose thread
-        there (the incident's root, or the fleet incident's) the alert pipeline has not posted yet."""
+        """Why the notice cannot go where it belongs yet: no incident, or a receiver that threads (a bot-token Slack
+        receiver) whose thread there (the incident's root, or the fleet incident's) the alert pipeline has not posted
+        yet."""
         if incident is None:
             return f"incident {fault.fingerprint} does not exist yet"
         threaded = {thread.receiver for thread in incident.slack_threads}
         pending: list[str] = []
         for name, where in routing.items():
-            slack = self.receivers[name].slack
-            if slack is None or slack.channel is None:
+            if not can(self.receivers[name], Capability.THREAD):
                 continue
             if where is _Where.FLEET and place is not None and name not in place.threads:
                 pending.append(f"{name} (fleet incident {place.incident})")
@@ -283,85 +272,25 @@ class ResumeNotifier:
             return incident, stored
         raise ConcurrentUpdateError(f"incident {fault.fingerprint} kept changing")
 
-    def _deliver_to(
-        self, name: str, receiver: Receiver, notice: Notice, fault: Fault, incident: Incident | None
-    ) -> None:
-        if receiver.slack is not None and receiver.slack.channel is not None:
-            self._slack_bot(name, receiver.slack.channel, notice, fault, incident)
-        elif receiver.slack is not None and receiver.slack.webhook is not None:
-            hook = self.channels.slack_webhook(receiver.slack.webhook)
-            message = render_resume_standalone(
-                notice, fault, dashboard_url=self.dashboard_url, where=self._where(fault)
-            )
-            self._step(notice, name, "post", "slack", lambda: hook.post(message))
-        elif receiver.pagerduty is not None:
-            self._pagerduty(name, receiver.pagerduty.service, notice, fault)
-
-    def _deliver_to_fleet(
-        self, name: str, receiver: Receiver, notice: Notice, fault: Fault, *, incident: Incident, place: FleetPlace
-    ) -> None:
-        """The notice where the fleet incident tells it: a reply in its thread (the incident's own root, if this
-        receiver has one, updated in place), next to its alert on PagerDuty (a page joins the alert while it is
-        open). A webhook has no thread: a message of its own, as ever."""
-        if receiver.slack is not None and receiver.slack.channel is not None:
-            thread = place.threads.get(name)
-            if thread is None:  # (not posted yet, and no more retries to wait for it: a message of its own)
-                self._slack_bot(name, receiver.slack.channel, notice, fault, None)
-                return
-            api = self.channels.slack_api()
-            reply = render_resume_reply(notice, fault)
-            self._step(notice, name, "reply", "slack", lambda: _discard(api.post_message(thread[0], reply, thread[1])))
-            own = next((t for t in incident.slack_threads if t.receiver == name), None)
-            if own is not None:
-                root = render_incident_root(incident, dashboard_url=self.dashboard_url)
-                self._step(notice, name, "update", "slack", lambda: api.update_message(own.channel, own.ts, root))
-        elif receiver.pagerduty is not None:
-            self._pagerduty(name, receiver.pagerduty.service, notice, fault, place)
-        else:
-            self._deliver_to(name, receiver, notice, fault, incident)
-
-    def _slack_bot(self, name: str, channel: str, notice: Notice, fault: Fault, incident: Incident | None) -> None:
-        api = self.channels.slack_api()
-        thread = next((t for t in incident.slack_threads if t.receiver == name), None) if incident else None
-        if thread is None or incident is None:
-            message = render_resume_standalone(
-                notice, fault, dashboard_url=self.dashboard_url, where=self._where(fault)
-            )
-            self._step(notice, name, "post", "slack", lambda: _discard(api.post_message(channel, message)))
-            return
-        reply = render_resume_reply(notice, fault)
-        self._step(notice, name, "reply", "slack", lambda: _discard(api.post_message(thread.channel, reply, thread.ts)))
-        root = render_incident_root(incident, dashboard_url=self.dashboard_url)
-        self._step(notice, name, "update", "slack", lambda: api.update_message(thread.channel, thread.ts, root))
-
-    def _pagerduty(
-        self, name: str, service: str, notice: Notice, fault: Fault, place: FleetPlace | None = None
-    ) -> None:
-        """A page or a change event; about a member of a fleet incident (`place`), it names the fleet incident, and a
-        page goes to the fleet's alert while that is open."""
-        if notice.pagerduty is None:
-            return
-        key = self.channels.routing_key(service)
-        now = self.clock()
-        fleet = {"fleet_incident": place.incident, "fleet_dedup_key": place.dedup_key} if place is not None else {}
-        if notice.pagerduty == PagerDutyAction.TRIGGER:
-            dedup_key = trigger_dedup_key(notice, fault, self.grouping, self.settings.accounts)
-            if place is not None and place.is_open:
-                dedup_key = place.dedup_key
-            event = render_resume_trigger(notice, fault, key, now, dedup_key, where=self._where(fault))
-            event["payload"]["custom_details"].update(fleet)
-            events = self.channels.pagerduty()
-            self._step(notice, name, "trigger", "pagerduty", lambda: _discard(events.send(event)))
-        else:
-            change = render_change_event(notice, fault, key, now, where=self._where(fault))
-            change["payload"]["custom_details"].update(fleet)
-            self._step(notice, name, "change", "pagerduty", lambda: self.change_events.send(change))
+    def _tell(self, name: str, receiver: Receiver, notice: Notice, fault: Fault, at: NoticeAt) -> None:
+        """The notice, as the receiver's kind tells it where it goes (`at`), each send once."""
+        dedup_key = trigger_dedup_key(notice, fault, self.grouping, self.settings.accounts)
+        told = resume_notice(notice, fault, where=self._where(fault), dedup_key=dedup_key)
+        outlet = Outlet(_NoticeChannels(self.channels, self.change_events), self.clock, self.dashboard_url)
+        kind_of(receiver).notify(
+            name,
+            receiver.target,
+            told,
+            at,
+            out=outlet,
+            once=lambda step, send: self._step(notice, name, step, receiver.kind, send),
+        )
 
     def _where(self, fault: Fault) -> Where | None:
         """In organization mode, the fault's account (its name) and Region, which notices name beside its cluster."""
         return self.settings.accounts.where(fault.instance_ref())
 
-    def _step(self, notice: Notice, receiver: str, step: str, channel: str, send: Callable[[], None]) -> None:
+    def _step(self, notice: Notice, receiver: str, step: str, channel: str, send: Callable[[], object]) -> None:
         key = f"resume:{notice.key}#{receiver}#{step}"
         if self.store.delivered(key):
             return
@@ -446,41 +375,63 @@ def route_context(fault: Fault, incident: Incident | None, accounts: Accounts = 
     )
 
 
-# --- Rendering (pure) ----------------------------------------------------------------------------
+class _NoticeChannels:
+    """The delivery channels, but for Change Events: the workflow's own client."""
+
+    def __init__(self, channels: Channels, change_events: ChangeEvents) -> None:
+        self._channels = channels
+        self._change_events = change_events
+
+    def pagerduty_changes(self) -> ChangeEvents:
+        return self._change_events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._channels, name)
+
+
+def _paging(notice: Notice) -> str | None:
+    return notice.pagerduty.value if notice.pagerduty is not None else None
+
+
+def resume_notice(
+    notice: Notice, fault: Fault, *, where: Where | None = None, dedup_key: str | None = None
+) -> ResumeNotice:
+    """The notice as every receiver kind renders it (fault_responder.notification.receivers): what it says, about
+    which fault, where; a page's dedup key, one per fault and job unless `dedup_key` says otherwise."""
+    return ResumeNotice(
+        title=notice.title,
+        text=notice.text,
+        severity=notice.severity,
+        kind=notice.kind.value,
+        instance=fault.instance_ref(),
+        host=fault.host,
+        cluster=fault.cluster_name,
+        capacity_provider=fault.capacity_provider,
+        fault_title=fault.title,
+        fault_label=fault.label,
+        incident_id=fault.fingerprint,
+        dedup_key=dedup_key or pagerduty_dedup_key(fault, notice.subject),
+        paging=_paging(notice),
+        job_id=notice.job_id,
+        approval_id=notice.approval_id,
+        details=dict(notice.details),
+        where=where,
+    )
+
+
+# --- As each kind renders it (its package decides how) -------------------------------------------------------
 
 
 def render_resume_reply(notice: Notice, fault: Fault) -> SlackMessage:
-    """A reply in the incident's thread: the notice, its buttons (an approval request's), and what it is about."""
-    blocks = [_section(_headline(notice)), *approval_buttons(notice.approval_id), _context(notice, fault)]
-    return SlackMessage(text=_clip(escape_mrkdwn(notice.title), MAX_SECTION_TEXT), blocks=blocks)
+    """A reply in the incident's thread (receivers/slack/notices.py)."""
+    return render_notice_reply(resume_notice(notice, fault))
 
 
 def render_resume_standalone(
     notice: Notice, fault: Fault, *, dashboard_url: str | None = None, where: Where | None = None
 ) -> SlackMessage:
-    """The same notice as a message of its own (no incident thread to reply in, or a webhook): a root, which links
-    to the dashboard. In organization mode (`where`), it names the account and Region beside the cluster."""
-    emoji = SEVERITY_EMOJI[notice.severity]
-    header = _clip(f"{emoji} Training auto-resume · {notice.title}", MAX_HEADER_TEXT)
-    account = (
-        f"  *Account:* {escape_mrkdwn(where.account_text)}  *Region:* {escape_mrkdwn(where.region)}"
-        if where is not None
-        else ""
-    )
-    place = (
-        f"*Cluster:* {escape_mrkdwn(fault.cluster_name)}{account}  *Instance:* {escape_mrkdwn(fault.host)}  "
-        f"*Capacity provider:* {escape_mrkdwn(fault.capacity_provider)}  *Fault:* {escape_mrkdwn(fault.title)}"
-    )
-    blocks = [
-        {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
-        _section(_body(notice)),
-        _section(place),
-        *approval_buttons(notice.approval_id),
-        root_context([_context_text(notice, fault)], dashboard_url),
-    ]
-    cluster = fault.cluster_name + (f", {where}" if where is not None else "")
-    fallback = f"Training auto-resume · {notice.title} · {fault.host} ({cluster})"
-    return SlackMessage(text=_clip(escape_mrkdwn(fallback), MAX_SECTION_TEXT), blocks=blocks)
+    """The notice as a message of its own (receivers/slack/notices.py)."""
+    return render_notice_standalone(resume_notice(notice, fault, where=where), dashboard_url=dashboard_url)
 
 
 def render_resume_trigger(
@@ -492,94 +443,14 @@ def render_resume_trigger(
     *,
     where: Where | None = None,
 ) -> dict[str, Any]:
-    """An Events v2 trigger: a page, one PagerDuty alert per fault and job (unless `dedup_key` says otherwise),
-    the evidence in custom_details."""
-    payload = {
-        "summary": _summary(notice, fault, where),
-        "source": fault.host,
-        "severity": notice.severity.value,
-        "timestamp": iso_utc(now),
-        "component": "training-auto-resume",
-        "group": fault.capacity_provider,
-        "class": notice.kind.value,
-        "custom_details": {"text": notice.text, **notice.details, **where_details(where)},
-    }
-    return {
-        "routing_key": routing_key,
-        "event_action": "trigger",
-        "dedup_key": dedup_key or pagerduty_dedup_key(fault, notice.subject),
-        "payload": payload,
-        "links": _links(fault),
-        "client": CLIENT_NAME,
-        "client_url": fault.instance_ref().console_url,
-    }
+    """A page (receivers/pagerduty/notices.py), one PagerDuty alert per fault and job unless `dedup_key` says
+    otherwise."""
+    told = resume_notice(notice, fault, where=where, dedup_key=dedup_key)
+    return render_notice_trigger(told, routing_key, now, told.dedup_key)
 
 
 def render_change_event(
     notice: Notice, fault: Fault, routing_key: str, now: datetime, *, where: Where | None = None
 ) -> dict[str, Any]:
-    """A Change Event: PagerDuty shows it next to the service's incidents, and it never pages."""
-    return {
-        "routing_key": routing_key,
-        "payload": {
-            "summary": _summary(notice, fault, where),
-            "source": fault.host,
-            "timestamp": iso_utc(now),
-            "custom_details": {"text": notice.text, **notice.details, **where_details(where)},
-        },
-        "links": _links(fault),
-    }
-
-
-def _headline(notice: Notice) -> str:
-    return f"{SEVERITY_EMOJI[notice.severity]} *{escape_mrkdwn(notice.title)}*\n{_body(notice)}"
-
-
-def _body(notice: Notice) -> str:
-    return escape_mrkdwn(notice.text)
-
-
-def _context(notice: Notice, fault: Fault) -> dict[str, Any]:
-    return {"type": "context", "elements": [_mrkdwn(_context_text(notice, fault))]}
-
-
-def _context_text(notice: Notice, fault: Fault) -> str:
-    parts = ["Training auto-resume"]
-    if notice.job_id:
-        parts.append(f"job `{escape_mrkdwn(notice.job_id)}`")
-    parts.append(f"host `{escape_mrkdwn(fault.host)}`")
-    parts.append(f"incident `{escape_mrkdwn(fault.fingerprint)}`")
-    return " · ".join(parts)
-
-
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": _mrkdwn(text)}
-
-
-def _mrkdwn(text: str) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": _clip(text, MAX_SECTION_TEXT), "verbatim": True}
-
-
-def _summary(notice: Notice, fault: Fault, where: Where | None = None) -> str:
-    place = f"cluster {fault.cluster_name}" + (f", {where}" if where is not None else "")
-    return _clip(f"{notice.title} ({fault.label} on {fault.host}, {place})", MAX_SUMMARY)
-
-
-def _links(fault: Fault) -> list[dict[str, str]]:
-    instance = fault.instance_ref()
-    return [{"href": instance.console_url, "text": f"ECS container instance {instance.container_instance_id}"}]
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    # Escaped text: never leave half an entity (`&am`) at the cut.
-    amp = cut.rfind("&")
-    if amp != -1 and ";" not in cut[amp:]:
-        cut = cut[:amp]
-    return cut + "…"
-
-
-def _discard(_: object) -> None:
-    return None
+    """A Change Event (receivers/pagerduty/notices.py): it never pages."""
+    return render_notice_change(resume_notice(notice, fault, where=where), routing_key, now)

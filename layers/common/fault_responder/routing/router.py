@@ -78,14 +78,35 @@ class PagerDutyTarget(_Strict):
 
 
 class Receiver(_Strict):
+    """A receiver of the routing file: exactly one target, under its kind's key. A kind of receiver is a field here
+    (its key and its target's model) and a package of fault_responder.notification.receivers, registered by that key
+    (docs/architecture.md, "Where to add a receiver"); nothing else names a kind."""
+
     slack: SlackTarget | None = None
     pagerduty: PagerDutyTarget | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> Receiver:
-        if (self.slack is None) == (self.pagerduty is None):
-            raise ValueError("a receiver needs exactly one of 'slack' or 'pagerduty'")
+        given = [key for key in KINDS if getattr(self, key) is not None]
+        if len(given) != 1:
+            known = ", ".join(f"'{key}'" for key in KINDS)
+            raise ValueError(f"a receiver needs exactly one of {known} (given: {', '.join(given) or 'none'})")
         return self
+
+    @property
+    def kind(self) -> str:
+        """Its kind: the routing file's key of its target ("slack", "pagerduty")."""
+        return next(key for key in KINDS if getattr(self, key) is not None)
+
+    @property
+    def target(self) -> BaseModel:
+        """Its target, of its kind's model."""
+        target: BaseModel = getattr(self, self.kind)
+        return target
+
+
+KINDS: tuple[str, ...] = tuple(Receiver.model_fields)
+"""The kinds of receiver a routing file may name, by their key."""
 
 
 class RouteRunbook(_Strict):

@@ -31,6 +31,8 @@ from fault_responder.incidents import lifecycle
 from fault_responder.incidents.incident_actions import BadAction
 from fault_responder.noise.policy import Policy, QuietWhenHandled, SilenceCache, Silencer, WindowMutes
 from fault_responder.notification.delivery import Courier
+from fault_responder.notification.receivers.kind import Capability
+from fault_responder.notification.receivers.registry import with_capability
 from fault_responder.routing.router import Router, RoutingConfig, load_routing
 from fault_responder.wiring.envtypes import Names, declared
 
@@ -466,7 +468,7 @@ def policy_for(
             # With the organization's bus the workflow starts for every enrolled account and Region's faults
             # (MemberResumeTrainingRule) and acts there: no account's is left out of the quiet.
         )
-    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    pagerduty = with_capability(routing.receivers, Capability.PAGE)
     return Policy(
         silencer=silencer,
         window_mutes=window_mutes,

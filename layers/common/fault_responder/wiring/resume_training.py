@@ -146,6 +146,8 @@ def _notifier() -> ResumeNotifier:
     from fault_responder.core.accounts import accounts_of  # noqa: PLC0415
     from fault_responder.incidents import lifecycle  # noqa: PLC0415
     from fault_responder.noise.policy import Policy, SilenceCache  # noqa: PLC0415
+    from fault_responder.notification.receivers.kind import Capability  # noqa: PLC0415
+    from fault_responder.notification.receivers.registry import with_capability  # noqa: PLC0415
     from fault_responder.resume.notify import ResumeNotifier  # noqa: PLC0415
     from fault_responder.routing.router import Router, load_routing  # noqa: PLC0415
 
@@ -156,7 +158,7 @@ def _notifier() -> ResumeNotifier:
     # The notices are held back as the incident is (a silence, a window, a fleet incident, an inhibition rule);
     # read before each notice (no refresh interval): a workflow step is no hot path.
     cache = SilenceCache(lambda: silences.active(datetime.now(UTC)), refresh_seconds=0)
-    pagerduty = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
+    pagerduty = with_capability(routing.receivers, Capability.PAGE)
     held_back = Policy(
         silencer=cache.silencer,
         window_mutes=router.muted_receivers,

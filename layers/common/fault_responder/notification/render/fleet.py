@@ -14,9 +14,9 @@ from typing import Any
 from fault_responder.core.domain import FleetMember, FleetSummary, Incident, TimelineEntry
 from fault_responder.core.timefmt import as_utc, iso_utc
 from fault_responder.noise.fleet import group_arn, member_name, repair_rounds
-from fault_responder.notification.render import pagerduty
-from fault_responder.notification.render import slack as blocks
-from fault_responder.notification.render.slack import SEVERITY_EMOJI, SlackMessage, escape_mrkdwn
+from fault_responder.notification.render import blocks, pagerduty, slack
+from fault_responder.notification.render.blocks import SlackMessage, escape_mrkdwn
+from fault_responder.notification.render.slack import SEVERITY_EMOJI
 
 MEMBERS_IN_PAGE = 300
 """Members listed in a PagerDuty event: about 75 KB, far below its 512 KB limit."""
@@ -37,10 +37,10 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
             SEVERITY_EMOJI[severity], f"{severity.value.upper()} FLEET", incident.classification.title
         )
     else:
-        header = blocks._headed(blocks.RESOLVED_EMOJI, "RESOLVED FLEET", incident.classification.title)
+        header = blocks._headed(slack.RESOLVED_EMOJI, "RESOLVED FLEET", incident.classification.title)
     result: list[dict[str, Any]] = [
         *header,
-        *blocks._runbook_sections(incident.runbook, with_action=incident.is_open),
+        *slack._runbook_sections(incident.runbook, with_action=incident.is_open),
         *blocks._field_sections(_fields(incident)),
     ]
     if incident.is_open:
@@ -60,13 +60,13 @@ def render_fleet_root(incident: Incident, *, dashboard_url: str | None = None) -
         if not members_listing.left_out and not_read > 0:
             result.append(blocks._section(f"…and {not_read} more impaired not listed here: {_THREAD}."))
     else:
-        result.append(blocks._section(blocks._resolution_line(incident)))
+        result.append(blocks._section(slack._resolution_line(incident)))
         result.append(blocks._section(f"All {fleet.total} members recovered or left the cluster: {_THREAD}."))
-    result.extend(blocks.incident_buttons(incident, fleet_record=group_arn(fleet.group)))
+    result.extend(slack.incident_buttons(incident, fleet_record=group_arn(fleet.group)))
     result.append(blocks.root_context(_context(incident), dashboard_url))
     fallback = f"{_state(incident)} · {escape_mrkdwn(incident.classification.title)}"
     if incident.where is not None:
-        fallback += f" ({escape_mrkdwn(incident.instance.cluster_name)}{blocks.where_suffix(incident.where)})"
+        fallback += f" ({escape_mrkdwn(incident.instance.cluster_name)}{slack.where_suffix(incident.where)})"
     return SlackMessage(text=blocks._clip(fallback, blocks.MAX_FALLBACK_TEXT), blocks=blocks._fit(result))
 
 
@@ -172,13 +172,13 @@ def _fields(incident: Incident) -> list[tuple[str, str]]:
     members = f"{fleet.open} impaired of {fleet.total}" if incident.is_open else f"{fleet.total}, all recovered or left"
     return [
         ("Cluster", escape_mrkdwn(where.cluster_name)),
-        *blocks.where_fields(incident.where),
+        *slack.where_fields(incident.where),
         ("Capacity provider", escape_mrkdwn(where.capacity_provider or "—")),
         ("Check", escape_mrkdwn(incident.check_type)),
         ("Members", members),
         ("First seen", blocks._slack_time(fleet.first_seen or incident.opened_at)),
         ("Last change", blocks._slack_time(fleet.last_change or incident.opened_at)),
-        *blocks.people_fields(incident),
+        *slack.people_fields(incident),
     ]
 
 

@@ -13,14 +13,9 @@ from typing import Any
 
 from fault_responder.core.domain import Incident, ResumeNote, TimelineEntry
 from fault_responder.core.timefmt import iso_utc
+from fault_responder.notification.render.blocks import SlackMessage, escape_mrkdwn, root_context
 from fault_responder.notification.render.pagerduty import where_details
-from fault_responder.notification.render.slack import (
-    SEVERITY_EMOJI,
-    SlackMessage,
-    approval_buttons,
-    escape_mrkdwn,
-    root_context,
-)
+from fault_responder.notification.render.slack import SEVERITY_EMOJI, approval_buttons
 
 CLIENT_NAME = "GPU Fault Responder"
 COMPONENT = "training-auto-resume"

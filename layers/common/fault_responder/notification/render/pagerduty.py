@@ -28,15 +28,13 @@ from fault_responder.core.domain import (
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.incidents.alarms import shown
 from fault_responder.notification.render import drill
+from fault_responder.notification.render.marks import SHORTENED
 
 CLIENT_NAME = "GPU Fault Responder"
 MAX_SUMMARY = 1024
 MAX_DEDUP_KEY = 255
 MAX_EVENT_BYTES = 512 * 1024
 """PagerDuty refuses an event larger than 512 KB, as sent: JSON with every non-ASCII character escaped."""
-ELLIPSIS = "…"
-SHORTENED = f"{ELLIPSIS} (shortened)"
-"""Ends a string cut to fit, so the reader knows there was more."""
 # Enough history to triage from the page without opening Slack; the full timeline is in the thread.
 TIMELINE_ENTRIES_IN_DETAILS = 5
 # Strings in custom_details: this long at first, shorter (each a quarter of the one before) while the event is
@@ -342,6 +340,11 @@ def _name(text: str | None) -> str | None:
 
 def _count(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def clip_text(text: str, limit: int) -> str:
+    """`text`, or its start ending with SHORTENED when it is longer than `limit`."""
+    return _clip(text, limit)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fault_responder.noise.silences import Muted, Phase, Silence, by_place
-from fault_responder.notification.render import slack as blocks
-from fault_responder.notification.render.slack import SlackMessage, escape_mrkdwn
+from fault_responder.notification.render import blocks
+from fault_responder.notification.render.blocks import SlackMessage, escape_mrkdwn
 
 STARTED_EMOJI = ":no_bell:"
 ENDED_EMOJI = ":bell:"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fault_responder.core.domain import Severity
-from fault_responder.notification.render.slack import ELLIPSIS, SHORTENED
+from fault_responder.notification.render.marks import ELLIPSIS, SHORTENED
 
 CARD_VERSION = "1.5"
 """The Adaptive Card schema version the cards declare: the newest Teams renders on desktop, web and mobile. The cards

@@ -37,6 +37,7 @@ from fault_responder.incidents.alarms import shown
 from fault_responder.noise.fleet import member_name, repair_rounds
 from fault_responder.notification.receivers.webhook.target import DEFAULT_MAX_ALERTS
 from fault_responder.notification.render import drill
+from fault_responder.notification.render.marks import SHORTENED
 from fault_responder.routing.matchers import alert_labels, incident_labels
 
 VERSION = "4"
@@ -45,8 +46,6 @@ MAX_BODY_BYTES = 256 * 1024
 commonly accept (API Gateway takes 10 MB, a Lambda function URL 6 MB)."""
 ZERO_TIME = "0001-01-01T00:00:00Z"
 """A firing alert's endsAt, as Alertmanager writes it (Go's zero time)."""
-SHORTENED = "… (shortened)"
-"""Ends a text cut to fit, so the reader knows there was more."""
 STEPS_IN_DESCRIPTION = 5
 DETAILS_IN_NOTICE = 50
 # Label values and annotation texts: this long at first, shorter while the payload would pass MAX_BODY_BYTES with a
