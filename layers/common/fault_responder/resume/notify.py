@@ -416,6 +416,7 @@ def resume_notice(
         approval_id=notice.approval_id,
         details=dict(notice.details),
         where=where,
+        key=notice.key,
     )
 
 

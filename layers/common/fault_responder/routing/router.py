@@ -1,7 +1,7 @@
 """Declarative routing: which receivers hear about what, in the spirit of Alertmanager.
 
 A routing file (YAML, packaged under fault_responder/routing/routes/) names receivers (Slack channels,
-Slack webhooks, PagerDuty services) and an ordered list of routes. Each route has matchers; the
+Slack webhooks, PagerDuty services, signed webhooks) and an ordered list of routes. Each route has matchers; the
 first route that matches wins, unless it says `continue: true`, in which case later routes are
 tried too. A route may name recurring time intervals (fault_responder.routing.timeintervals) during which its receivers
 are muted (`mute_time_intervals`), or outside of which they are (`active_time_intervals`). See docs/routing.md
@@ -77,6 +77,27 @@ class PagerDutyTarget(_Strict):
     service: Name = Field(description="A key of the PagerDuty secret's routing_keys.")
 
 
+WEBHOOK_DEFAULT_MAX_ALERTS = 100
+"""Alerts one webhook payload carries at most unless its target says otherwise; the rest are counted in
+truncatedAlerts."""
+WEBHOOK_MOST_ALERTS = 1000
+
+
+class WebhookTarget(_Strict):
+    """`webhook: {endpoint: ops-tool, max_alerts: 100}`: an endpoint of the webhook secret, whose URL and signing
+    secrets live in Secrets Manager, never in the routing file (docs/webhook.md,
+    fault_responder.notification.receivers.webhook)."""
+
+    endpoint: Name = Field(description="A key of the webhook secret's endpoints: its url and signing_secrets.")
+    max_alerts: int = Field(
+        default=WEBHOOK_DEFAULT_MAX_ALERTS,
+        ge=0,
+        le=WEBHOOK_MOST_ALERTS,
+        description="Alerts one payload carries at most (0: as many as fit in MAX_BODY_BYTES); the alerts left "
+        "out are counted in truncatedAlerts, as Alertmanager's max_alerts does.",
+    )
+
+
 class Receiver(_Strict):
     """A receiver of the routing file: exactly one target, under its kind's key. A kind of receiver is a field here
     (its key and its target's model) and a package of fault_responder.notification.receivers, registered by that key
@@ -84,6 +105,7 @@ class Receiver(_Strict):
 
     slack: SlackTarget | None = None
     pagerduty: PagerDutyTarget | None = None
+    webhook: WebhookTarget | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> Receiver:
@@ -95,7 +117,7 @@ class Receiver(_Strict):
 
     @property
     def kind(self) -> str:
-        """Its kind: the routing file's key of its target ("slack", "pagerduty")."""
+        """Its kind: the routing file's key of its target ("slack", "pagerduty", "webhook")."""
         return next(key for key in KINDS if getattr(self, key) is not None)
 
     @property

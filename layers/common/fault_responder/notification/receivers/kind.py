@@ -111,6 +111,8 @@ class ResumeNotice:
     details: dict[str, Any] = field(default_factory=dict)
     where: Where | None = None
     """In organization mode, the fault's account and Region."""
+    key: str = ""
+    """The notice's own key (fault_responder.resume.notices.Notice.key): what names it for its life."""
 
     @property
     def summary(self) -> str:

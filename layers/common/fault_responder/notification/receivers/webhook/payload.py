@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from fault_responder.core.domain import (
@@ -30,7 +30,9 @@ from fault_responder.core.domain import (
     Incident,
     InstanceRef,
     Runbook,
+    Severity,
     TimelineEntry,
+    Where,
 )
 from fault_responder.core.timefmt import as_utc, format_duration
 from fault_responder.incidents.alarms import shown
@@ -38,7 +40,7 @@ from fault_responder.noise.fleet import member_name, repair_rounds
 from fault_responder.notification.receivers.webhook.target import DEFAULT_MAX_ALERTS
 from fault_responder.notification.render import drill
 from fault_responder.notification.render.marks import SHORTENED
-from fault_responder.routing.matchers import alert_labels, incident_labels
+from fault_responder.routing.matchers import alert_labels, flag, incident_labels, where_labels
 
 VERSION = "4"
 MAX_BODY_BYTES = 256 * 1024
@@ -56,6 +58,9 @@ _MAX_URL = 2048
 _DRAIN_PHASES = frozenset({"DRAINING", "DEREGISTERING", "INACTIVE"})
 
 FLEET_ALERTNAME = "ECSFleetHealthImpaired"
+RESUME_ALERTNAME = "TrainingAutoResume"
+"""The `alertname` of the training auto-resume workflow's notices."""
+NO_BUTTONS = "Approve or Reject from the Slack message that carries this request's buttons: a webhook cannot act"
 ALERTNAMES: Mapping[EventKind, str] = {
     EventKind.HEALTH_IMPAIRED: "ECSInstanceHealthImpaired",
     EventKind.ALARM: "CloudWatchAlarm",
@@ -166,6 +171,78 @@ def render_alert(alert: Alert, *, receiver: str, external_url: str = "") -> dict
         ]
 
     return _payload(receiver, group, external_url, built, max_alerts=0, resolved=False)
+
+
+def render_resume_notice(
+    notice: ResumeView,
+    *,
+    receiver: str,
+    key: str,
+    at: datetime,
+    incident: str | None,
+    external_url: str = "",
+) -> dict[str, Any]:
+    """The payload of one of the training auto-resume workflow's notices (told as it happens, or held back and told
+    later): one firing alert of its own, never resolved, as a notice that belongs to no incident is; `key` names it
+    for its life (its fingerprint), `incident` the incident it is about, when one exists."""
+    group = _group(RESUME_ALERTNAME, notice=key)
+    instance = notice.instance
+
+    def built(count: int, limit: int) -> list[dict[str, Any]]:
+        labels = {
+            **group,
+            "notice_kind": notice.kind,
+            "cluster": instance.cluster_name,
+            "capacity_provider": instance.capacity_provider or "",
+            "instance": instance.container_instance_id,
+            "ec2_instance": instance.ec2_instance_id or "",
+            "severity": notice.severity.value,
+            "drill": flag(instance.drill),
+            "incident": incident or "",
+            "job": notice.job_id or "",
+            **where_labels(instance, notice.where),
+        }
+        details = list(notice.details.items())[:DETAILS_IN_NOTICE]
+        lines = [notice.text, *(f"{name}: {value}" for name, value in details)]
+        if len(notice.details) > len(details):
+            lines.append(f"{_count(len(notice.details) - len(details), 'more detail')} not listed")
+        place = f"cluster {instance.cluster_name}" + (f", {notice.where}" if notice.where is not None else "")
+        annotations = {
+            "summary": f"Training auto-resume: {notice.title} ({notice.fault_title} on {notice.host}, {place})",
+            "description": "\n".join(line for line in lines if line),
+            "change": Change.NOTICE.value,
+            **({"approval": NO_BUTTONS} if notice.approval_id else {}),
+        }
+        return [_alert(labels, annotations, (at, None), generator=_generator(instance), identity=key, limit=limit)]
+
+    return _payload(receiver, group, external_url, built, max_alerts=0, resolved=False)
+
+
+class ResumeView(Protocol):
+    """What a resume notice's payload reads (receivers.kind.ResumeNotice, or a held-back notice with its incident)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def severity(self) -> Severity: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def instance(self) -> InstanceRef: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def fault_title(self) -> str: ...
+    @property
+    def job_id(self) -> str | None: ...
+    @property
+    def approval_id(self) -> str | None: ...
+    @property
+    def details(self) -> Mapping[str, Any]: ...
+    @property
+    def where(self) -> Where | None: ...
 
 
 # --- one incident ------------------------------------------------------------------------------------------------

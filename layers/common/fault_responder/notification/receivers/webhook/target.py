@@ -1,7 +1,8 @@
 """The routing file's webhook target, and which endpoint URLs a webhook may post to (docs/webhook.md).
 
 The target names an endpoint of the webhook secret: the URL (which may carry a token) and the signing secrets live
-in Secrets Manager, never in the routing file.
+in Secrets Manager, never in the routing file. Its model is routing.router's WebhookTarget (the routing file's schema,
+which routing/ may not import from here), named here too.
 """
 
 from __future__ import annotations
@@ -9,28 +10,13 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from fault_responder.routing.router import WEBHOOK_DEFAULT_MAX_ALERTS as DEFAULT_MAX_ALERTS
+from fault_responder.routing.router import WEBHOOK_MOST_ALERTS as MOST_ALERTS
+from fault_responder.routing.router import WebhookTarget
 
-from fault_responder.routing.router import Name
+__all__ = ["DEFAULT_MAX_ALERTS", "MOST_ALERTS", "WebhookTarget", "WebhookUrlError", "check_webhook_url"]
 
-DEFAULT_MAX_ALERTS = 100
-"""Alerts one payload carries at most unless the target says otherwise; the rest are counted in truncatedAlerts."""
-MOST_ALERTS = 1000
 MAX_URL = 2048
-
-
-class WebhookTarget(BaseModel):
-    """`webhook: {endpoint: ops-tool, max_alerts: 100}` in a receiver of the routing file."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    endpoint: Name = Field(description="A key of the webhook secret's endpoints: its url and signing_secrets.")
-    max_alerts: int = Field(
-        default=DEFAULT_MAX_ALERTS,
-        ge=0,
-        le=MOST_ALERTS,
-        description="Alerts one payload carries at most (0: as many as fit in MAX_BODY_BYTES); the alerts left "
-        "out are counted in truncatedAlerts, as Alertmanager's max_alerts does.",
-    )
 
 
 class WebhookUrlError(ValueError):
