@@ -5,7 +5,7 @@ checks how many there are (`count`) and that every one matches `each`. Fields ar
 an item (`environment.trainer.RESUME_FROM`); `*` stands for every member of an object or list, and
 then every member must match. A value to match is a literal, or an object of operators (`contains`,
 `matches`, `in`, `not`, ...). The collections are the report's sections, with Slack and PagerDuty
-flattened to one item per message or request.
+flattened to one item per message or request, and Teams and the signed webhook to one item per request.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "run_task_requests": list(ecs.get("run_task_requests", [])),
         "slack": slack_messages(report.get("slack", {}), instance_names),
         "pagerduty": pagerduty_requests(report.get("requests", [])),
+        "teams": teams_requests(report.get("requests", [])),
+        "webhook": webhook_requests(report.get("requests", [])),
         "workflow_invocations": list(report.get("workflow_invocations", [])),
         "invocations": list(report.get("invocations", [])),
         "incidents": list(report.get("incidents", [])),
@@ -135,6 +137,59 @@ def pagerduty_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, 
                 "dedup_key": body.get("dedup_key"),
                 "custom_details": payload.get("custom_details"),
                 "status": request.get("status"),
+                "fault": request.get("fault"),
+            }
+        )
+    return items
+
+
+def teams_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One item per request to the Teams Workflows webhook: status (202 when the stand-in found the message valid:
+    its envelope, each Adaptive Card against the schema, its size), cards, text (every text of its cards), fault."""
+    items = []
+    for request in requests:
+        if request.get("service") != "teams":
+            continue
+        body = request["body"] if isinstance(request.get("body"), dict) else {}
+        attachments = body.get("attachments") if isinstance(body.get("attachments"), list) else []
+        cards = [attachment.get("content") for attachment in attachments if isinstance(attachment, dict)]
+        items.append(
+            {
+                "status": request.get("status"),
+                "cards": len(cards),
+                "text": "\n".join(block_texts(cards)),
+                "fault": request.get("fault"),
+            }
+        )
+    return items
+
+
+def webhook_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One item per request to the signed webhook's consumer: status (200 when the stand-in found the signature and
+    the Alertmanager v4 payload valid), endpoint, and of the payload: `group_status` (firing, resolved), `alertname`
+    and `incident` (its groupLabels), `change` and `summary` (its first alert's annotations), `alerts` (how many),
+    `truncated_alerts`, `receiver`, fault."""
+    items = []
+    for request in requests:
+        if request.get("service") != "webhook":
+            continue
+        body = request["body"] if isinstance(request.get("body"), dict) else {}
+        group = body.get("groupLabels") if isinstance(body.get("groupLabels"), dict) else {}
+        alerts = body.get("alerts") if isinstance(body.get("alerts"), list) else []
+        first = alerts[0] if alerts and isinstance(alerts[0], dict) else {}
+        annotations = first.get("annotations") if isinstance(first.get("annotations"), dict) else {}
+        items.append(
+            {
+                "status": request.get("status"),
+                "endpoint": str(request.get("path", "")).rsplit("/", 1)[-1],
+                "group_status": body.get("status"),
+                "alertname": group.get("alertname"),
+                "incident": group.get("incident"),
+                "change": annotations.get("change"),
+                "summary": annotations.get("summary"),
+                "alerts": len(alerts),
+                "truncated_alerts": body.get("truncatedAlerts"),
+                "receiver": body.get("receiver"),
                 "fault": request.get("fault"),
             }
         )

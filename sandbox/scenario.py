@@ -907,6 +907,8 @@ Collection = Literal[
     "run_task_requests",
     "slack",
     "pagerduty",
+    "teams",
+    "webhook",
     "workflow_invocations",
     "invocations",
     "incidents",
