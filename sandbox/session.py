@@ -32,6 +32,7 @@ from sandbox.errors import SandboxError
 from sandbox.lambda_runtime import lambda_environment, patched_environ
 from sandbox.moto_in_process import AnsweredDirectly, answered_in_process
 from sandbox.stack import FunctionSpec, Stack, deploy_stack
+from sandbox.standin_webhook import SANDBOX_WEBHOOK_ENDPOINT, SANDBOX_WEBHOOK_SECRET
 from sandbox.standins import (
     DEFAULT_SLACK_TOKEN,
     PAGERDUTY_WEBHOOK_SECRET,
@@ -48,6 +49,8 @@ DEFAULT_REGION = "us-east-1"
 # The names the sandbox's notifier secrets give the webhook and the PagerDuty service.
 SLACK_WEBHOOK_NAME = "gpu-alerts"
 PAGERDUTY_SERVICE_NAME = "gpu-oncall"
+TEAMS_WEBHOOK_NAME = "gpu-alerts"
+"""The Teams secret's webhook URL (the Teams stand-in's), when the stack names a Teams secret (TeamsSecretName)."""
 
 _T = TypeVar("_T")
 
@@ -306,6 +309,18 @@ def _seed_notifier_secrets(parameters: Mapping[str, Any], aws: AwsClients, stand
         secrets[parameters["PagerDutySecretName"]] = {
             "routing_keys": {PAGERDUTY_SERVICE_NAME: SANDBOX_ROUTING_KEY},
             "webhook_secrets": [PAGERDUTY_WEBHOOK_SECRET],
+        }
+    # The other receiver kinds' secrets: only where the stack names one (their parameters are empty by default).
+    if parameters.get("TeamsSecretName"):
+        secrets[parameters["TeamsSecretName"]] = {"webhook_urls": {TEAMS_WEBHOOK_NAME: standins.teams_webhook_url}}
+    if parameters.get("WebhookSecretName"):
+        secrets[parameters["WebhookSecretName"]] = {
+            "endpoints": {
+                SANDBOX_WEBHOOK_ENDPOINT: {
+                    "url": standins.webhook_url(SANDBOX_WEBHOOK_ENDPOINT),
+                    "signing_secrets": [SANDBOX_WEBHOOK_SECRET],
+                }
+            }
         }
     for name, value in secrets.items():
         aws.secretsmanager.create_secret(Name=name, SecretString=json.dumps(value))

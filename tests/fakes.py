@@ -73,6 +73,12 @@ class FakeWorld:
     def refresh(self, service: str) -> None:
         return None
 
+    def secret(self, kind: str) -> Any:
+        raise AssertionError("the tests' routing names only Slack and PagerDuty receivers")
+
+    def post_json(self, kind: str, url: str, payload: dict[str, Any], **options: Any) -> Any:
+        raise AssertionError("the tests' routing names only Slack and PagerDuty receivers")
+
     # --- Slack ---
 
     def post_message(

@@ -8,6 +8,7 @@ the template; the invariant that keeps it out of the alert router is tested inst
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -530,3 +531,22 @@ def test_without_spares_or_their_refill_the_relaunch_has_no_rights_for_them(
     assert bool(granting(resolver, "ecs:ListContainerInstances", "RelaunchJobFunction")) is finds
     assert bool(granting(resolver, "autoscaling:SetDesiredCapacity")) is grows
     assert bool(granting(resolver, "autoscaling:DescribeAutoScalingGroups")) is grows
+
+
+def test_each_other_receiver_kinds_secret_is_read_only_where_the_stack_names_one() -> None:
+    # Given a stack that names a Teams secret and leaves the webhook's empty (the default: that kind unused)
+    resolver = stack(TeamsSecretName="ops/teams", **RESUME)
+    teams = f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:ops/teams-??????"
+
+    # Then every function that reads Slack's secret to deliver reads that one too, and no other gets it
+    readers = {
+        logical_id
+        for logical_id, s in statements(resolver)
+        if "secretsmanager:GetSecretValue" in as_list(s["Action"]) and teams in as_list(s["Resource"])
+    }
+    assert readers == {"AlertRouterRole", "SweepRole", "ReconcileRole", "NotifyFunction"}
+    for logical_id in readers:
+        [secrets] = granting(resolver, "secretsmanager:GetSecretValue", logical_id)
+        assert len(as_list(secrets["Resource"])) == 3  # Slack's, PagerDuty's, Teams': no webhook secret
+    variables = resolver.properties("AlertRouterFunction")["Environment"]["Variables"]
+    assert json.loads(variables["RECEIVER_SECRETS"]) == {"teams": "ops/teams", "webhook": ""}

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from fault_responder.incidents.record import Delivery
-from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.contract import DeliveryError, ReceiverChannels
 from fault_responder.notification.receivers.kind import ReceiverKind, Work
 from fault_responder.notification.receivers.pagerduty.kind import ChangeEvents, PagerDuty, PagerDutyChannels
 from fault_responder.notification.receivers.pagerduty.plan import pagerduty_subject
@@ -81,9 +81,10 @@ def plan(name: str, receiver: Receiver, view: View, record: Told, *, dashboard_u
     return kind_of(receiver).plan(name, receiver.target, work)
 
 
-class Channels(SlackChannels, PagerDutyChannels, Protocol):
-    """Clients with their secrets resolved; fetched lazily so an unused channel needs no secret. What each registered
-    kind asks of them (SlackChannels, PagerDutyChannels), and reading a secret again."""
+class Channels(SlackChannels, PagerDutyChannels, ReceiverChannels, Protocol):
+    """Clients with their secrets resolved; fetched lazily so an unused channel needs no secret. What Slack and
+    PagerDuty ask of them (SlackChannels, PagerDutyChannels), the port every other kind's own client sends through
+    (ReceiverChannels: its secret by kind and a JSON POST), and reading a secret again."""
 
     def refresh(self, service: str) -> None:
         """Read the service's secret again (it may have been rotated since it was cached)."""

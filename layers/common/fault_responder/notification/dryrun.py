@@ -1,7 +1,9 @@
 """Channels that record what would be sent instead of sending it (routecheck, tests).
 
 They answer like the real APIs where the delivery code depends on the answer (a Slack post returns a channel
-id and a ts), so everything upstream runs exactly as it does against Slack and PagerDuty.
+id and a ts), so everything upstream runs exactly as it does against Slack and PagerDuty. Every other kind's client
+(through the ReceiverChannels port) reads a placeholder secret, which answers any key, and its posts are recorded
+with their payload and answered 202 Accepted: a dry run never reads a real secret nor sends anything.
 """
 
 from __future__ import annotations
@@ -9,24 +11,46 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from fault_responder.incidents.record import Delivery
-from fault_responder.notification.contract import SlackPostRef
+from fault_responder.notification.contract import AnswerCheck, PostAnswer, SlackPostRef
 from fault_responder.notification.delivery import Courier, Step, View
 from fault_responder.notification.render.blocks import SlackMessage
 from fault_responder.routing.router import Receiver
 
 DRY_RUN_CHANNEL = "C0DRYRUN00"
+DRY_RUN_HOST = "dry-run.invalid"
+"""Where a placeholder secret's URLs point (.invalid: never resolved)."""
+_TEXT_KEYS = ("text", "title", "summary")
+
+
+class Placeholder(str, Mapping[str, Any]):
+    """A secret's stand-in in a dry run: a URL (a str) that answers any key with a longer one (`secret["webhook_urls"]
+    ["oncall"]` is `https://teams.dry-run.invalid/webhook_urls/oncall`), and lists no keys."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Placeholder:
+        return Placeholder(f"{self}/{key}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, key: object) -> bool:
+        return True
 
 
 @dataclass(frozen=True, slots=True)
 class Sent:
     service: str
-    """slack, webhook or pagerduty."""
+    """slack, webhook or pagerduty; any other kind's key for what its client posted (`post_json`)."""
     action: str
     """post, reply, update; trigger, resolve, change."""
     target: str
@@ -38,7 +62,10 @@ class Sent:
     receiver: str | None = None
     """The routing file's receiver, when the courier said which (see ReceiverCourier)."""
     body: str = ""
-    """Every text in the message's blocks (Slack), or its custom details as JSON (PagerDuty)."""
+    """Every text in the message's blocks (Slack), or its custom details as JSON (PagerDuty), or the payload as JSON
+    (any other kind)."""
+    payload: dict[str, Any] | None = field(default=None, compare=False)
+    """What another kind's client posted (`post_json`), as it would have gone out."""
 
 
 @dataclass
@@ -67,6 +94,30 @@ class RecordingChannels:
 
     def refresh(self, service: str) -> None:
         return None
+
+    # --- Every other kind (ReceiverChannels) ---
+
+    def secret(self, kind: str) -> Mapping[str, Any]:
+        """A placeholder that answers any key, each answer a placeholder URL that answers any key in turn."""
+        return Placeholder(f"https://{kind}.{DRY_RUN_HOST}")
+
+    def post_json(
+        self,
+        kind: str,
+        url: str,
+        payload: dict[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        sign: Callable[[bytes], Mapping[str, str]] | None = None,
+        idempotent: bool = True,
+        retryable_statuses: frozenset[int] = frozenset(),
+        is_failure: AnswerCheck | None = None,
+    ) -> PostAnswer:
+        body = json.dumps(payload, sort_keys=True, default=str)
+        found = _payload_texts(payload)
+        text = found[0] if found else ""
+        self._record(Sent(kind, "post", str(url), text, body=body, payload=payload))
+        return PostAnswer(status=202, headers={}, body=b"")
 
     def _record(self, sent: Sent) -> None:
         with self._lock:
@@ -139,6 +190,26 @@ class ReceiverCourier(Courier):
             return super().perform(name, receiver, step, view, sent)
         finally:
             self.recording._current.receiver = None
+
+
+def _payload_texts(payload: Any) -> list[str]:
+    """The strings under "text", "title" or "summary" keys of a payload, in document order (its first: what a route
+    check shows of the post)."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in _TEXT_KEYS and isinstance(item, str) and item:
+                    found.append(item)
+                elif isinstance(item, dict | list):
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(payload)
+    return found
 
 
 def _texts(message: SlackMessage) -> str:

@@ -34,7 +34,7 @@ from fault_responder.notification.delivery import Courier
 from fault_responder.notification.receivers.kind import Capability
 from fault_responder.notification.receivers.registry import with_capability
 from fault_responder.routing.router import Router, RoutingConfig, load_routing
-from fault_responder.wiring.envtypes import Names, declared
+from fault_responder.wiring.envtypes import Names, ReceiverSecrets, declared
 
 if TYPE_CHECKING:
     from fault_responder.adapters.member_session import MemberSessions
@@ -65,6 +65,8 @@ class RouterSettings(BaseModel):
     alert_dlq_url: str = Field(alias="ALERT_DLQ_URL", min_length=1)
     slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
     pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
+    receiver_secrets: ReceiverSecrets = Field(alias="RECEIVER_SECRETS", default_factory=dict)
+    """Every other receiver kind's secret name (Teams, the webhook), by kind; a kind left out is unused."""
     routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
     incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
     drain_attribution_window_minutes: int = Field(alias="DRAIN_ATTRIBUTION_WINDOW_MINUTES", default=60, ge=1)
@@ -150,6 +152,7 @@ class AlertRouter:
             fetch_secret=_fetch_json_secret,
             slack_secret_name=settings.slack_secret_name,
             pagerduty_secret_name=settings.pagerduty_secret_name,
+            receiver_secrets=settings.receiver_secrets,
             slack_api_url=settings.slack_api_url,
             pagerduty_url=settings.pagerduty_events_url,
             policy=RetryPolicy(max_attempts=settings.http_max_attempts),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -16,6 +17,23 @@ def _names(value: Any) -> Any:
 
 
 Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
+
+
+def _receiver_secrets(value: Any) -> Any:
+    """RECEIVER_SECRETS, a JSON object of receiver kind -> secret name built by the template from one parameter per
+    kind: the kinds whose parameter is empty (unused) are left out."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError("RECEIVER_SECRETS is not JSON: it is an object of receiver kind -> secret name") from None
+    if isinstance(value, Mapping):
+        return {kind: name for kind, name in value.items() if name != ""}
+    return value
+
+
+ReceiverSecrets = Annotated[dict[str, str], BeforeValidator(_receiver_secrets)]
+"""Each receiver kind's secret name, for the kinds the stack uses beside Slack and PagerDuty."""
 
 
 def declared(model: type[BaseModel], env: Mapping[str, str]) -> dict[str, str]:

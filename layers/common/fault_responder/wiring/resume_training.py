@@ -34,7 +34,7 @@ from fault_responder.core.observability import count
 from fault_responder.core.places import Place
 from fault_responder.resume.config import Mode, NoCheckpointPolicy, ResumeConfig
 from fault_responder.resume.steps import ResumeSteps
-from fault_responder.wiring.envtypes import Names, declared
+from fault_responder.wiring.envtypes import Names, ReceiverSecrets, declared
 
 if TYPE_CHECKING:
     from fault_responder.adapters.autoscaling import AutoScalingAdapter
@@ -55,6 +55,8 @@ class ResumeSettings(BaseModel):
     incidents_table: str = Field(alias="INCIDENTS_TABLE", min_length=1)
     slack_secret_name: str = Field(alias="SLACK_SECRET_NAME", min_length=1)
     pagerduty_secret_name: str = Field(alias="PAGERDUTY_SECRET_NAME", min_length=1)
+    receiver_secrets: ReceiverSecrets = Field(alias="RECEIVER_SECRETS", default_factory=dict)
+    """Every other receiver kind's secret name (Teams, the webhook), by kind; a kind left out is unused."""
     routing_file: str = Field(alias="ROUTING_FILE", default="default.yaml")
     incident_retention_days: int = Field(alias="INCIDENT_RETENTION_DAYS", default=30, ge=1)
     drain_attribution_window_minutes: int = Field(alias="DRAIN_ATTRIBUTION_WINDOW_MINUTES", default=60, ge=1)
@@ -170,6 +172,7 @@ def _notifier() -> ResumeNotifier:
         fetch_secret=_fetch_json_secret,
         slack_secret_name=current.slack_secret_name,
         pagerduty_secret_name=current.pagerduty_secret_name,
+        receiver_secrets=current.receiver_secrets,
         slack_api_url=current.slack_api_url,
         pagerduty_url=current.pagerduty_events_url,
         policy=policy,
