@@ -150,9 +150,9 @@ def teams_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
     for request in requests:
         if request.get("service") != "teams":
             continue
-        body = request["body"] if isinstance(request.get("body"), dict) else {}
-        attachments = body.get("attachments") if isinstance(body.get("attachments"), list) else []
-        cards = [attachment.get("content") for attachment in attachments if isinstance(attachment, dict)]
+        body = _object(request.get("body"))
+        attachments = body.get("attachments")
+        cards = [_object(item).get("content") for item in attachments] if isinstance(attachments, list) else []
         items.append(
             {
                 "status": request.get("status"),
@@ -173,11 +173,11 @@ def webhook_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, An
     for request in requests:
         if request.get("service") != "webhook":
             continue
-        body = request["body"] if isinstance(request.get("body"), dict) else {}
-        group = body.get("groupLabels") if isinstance(body.get("groupLabels"), dict) else {}
-        alerts = body.get("alerts") if isinstance(body.get("alerts"), list) else []
-        first = alerts[0] if alerts and isinstance(alerts[0], dict) else {}
-        annotations = first.get("annotations") if isinstance(first.get("annotations"), dict) else {}
+        body = _object(request.get("body"))
+        group = _object(body.get("groupLabels"))
+        listed = body.get("alerts")
+        alerts: list[Any] = listed if isinstance(listed, list) else []
+        annotations = _object(_object(alerts[0] if alerts else None).get("annotations"))
         items.append(
             {
                 "status": request.get("status"),
@@ -194,6 +194,10 @@ def webhook_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, An
             }
         )
     return items
+
+
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def pagerduty_alerts(alerts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

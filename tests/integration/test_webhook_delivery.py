@@ -1,5 +1,6 @@
-"""The signed webhook end to end: payloads rendered, signed and posted over HTTP by the real sender (adapters/webhook.py
-through adapters/http.py) to the sandbox's consumer, which checks the signature and the Alertmanager v4 format."""
+"""The signed webhook end to end: payloads rendered, signed and posted over HTTP by the real client
+(notification/receivers/webhook/client.py, through the channels' generic port: adapters/notifiers.py and
+adapters/http.py) to the sandbox's consumer, which checks the signature and the Alertmanager v4 format."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 import pytest
 
 from fault_responder.adapters.http import RetryPolicy
-from fault_responder.adapters.webhook import WebhookEndpoints
+from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.receivers.webhook.client import WebhookClient
 from fault_responder.notification.receivers.webhook.payload import Change, change_for_step, render_incident
 from sandbox.standin_webhook import SANDBOX_WEBHOOK_SECRET
 from sandbox.standins import StandIns
@@ -41,10 +43,21 @@ def stand_ins() -> Iterator[StandIns]:
         yield running
 
 
-def endpoints(stand_ins: StandIns, *signing: str) -> tuple[WebhookEndpoints, Secrets]:
+def client(secrets: Secrets) -> WebhookClient:
+    """The webhook's client on the channels the functions use, which name only the webhook's secret."""
+    channels = SecretChannels(
+        fetch_secret=secrets,
+        slack_secret_name="",
+        pagerduty_secret_name="",
+        receiver_secrets={"webhook": SECRET_NAME},
+        policy=FAST,
+    )
+    return WebhookClient(channels)
+
+
+def endpoints(stand_ins: StandIns, *signing: str) -> tuple[WebhookClient, Secrets]:
     secrets = Secrets({"endpoints": {"ops-tool": {"url": stand_ins.webhook_url(), "signing_secrets": list(signing)}}})
-    waits: list[float] = []
-    return WebhookEndpoints(fetch_secret=secrets, secret_name=SECRET_NAME, policy=FAST, sleep=waits.append), secrets
+    return client(secrets), secrets
 
 
 def test_an_incidents_lifecycle_arrives_signed_and_valid(stand_ins: StandIns) -> None:
@@ -115,7 +128,7 @@ def test_an_endpoint_in_clear_text_to_another_host_is_refused_without_quoting_it
     secrets = Secrets(
         {"endpoints": {"ops-tool": {"url": "http://tools.example.com/hook?token=abc", "signing_secrets": [NEW_SECRET]}}}
     )
-    sender = WebhookEndpoints(fetch_secret=secrets, secret_name=SECRET_NAME, policy=FAST)
+    sender = client(secrets)
 
     with pytest.raises(DeliveryError) as raised:
         sender.send("ops-tool", render_incident(an_incident(), receiver="ops", change=Change.OPENED))

@@ -1,5 +1,5 @@
 """The signed webhook's client: each endpoint's URL and signing secrets from the webhook secret, and a signed POST
-through the channels' generic port (docs/webhook.md).
+through the channels' generic port (notification.contract.ReceiverChannels; docs/webhook.md).
 
 The webhook secret is JSON: `{"endpoints": {"<name>": {"url": "https://...", "signing_secrets": ["<current>",
 "<previous>"]}}}`, read through the channels (cached, read again on demand). The URL may carry a token and is a secret
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.contract import DeliveryError, ReceiverChannels
 from fault_responder.notification.receivers.webhook.signing import MIN_SECRET_LENGTH, MOST_SECRETS, signature_headers
 from fault_responder.notification.receivers.webhook.target import check_webhook_url
 
@@ -53,37 +53,11 @@ class WebhookEndpoint(BaseModel):
         return secrets
 
 
-class WebhookSecret(BaseModel):
-    model_config = ConfigDict(extra="ignore", defer_build=True)
-    endpoints: dict[str, WebhookEndpoint] = Field(default_factory=dict)
-
-
-class WebhookChannels(Protocol):
-    """What the webhook asks of the wiring's channels: its secret, and a JSON POST."""
-
-    def secret(self, kind: str) -> Mapping[str, Any]: ...
-
-    def post_json(
-        self,
-        kind: str,
-        url: str,
-        payload: dict[str, Any],
-        *,
-        headers: dict[str, str] | None = None,
-        sign: Callable[[bytes], dict[str, str]] | None = None,
-        idempotent: bool = True,
-        retryable_statuses: frozenset[int] = frozenset(),
-        is_failure: Callable[[int, bytes], str | None] | None = None,
-    ) -> object: ...
-
-    def refresh(self, kind: str) -> None: ...
-
-
 class WebhookClient:
     """POSTs payloads to the webhook secret's endpoints, each attempt signed at its own time with every signing
     secret of the endpoint."""
 
-    def __init__(self, channels: WebhookChannels, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, channels: ReceiverChannels, *, clock: Callable[[], float] = time.time) -> None:
         self._channels = channels
         self._clock = clock
 
@@ -113,13 +87,14 @@ class WebhookClient:
         self.post(endpoint, payload)
 
     def _endpoint(self, name: str) -> tuple[str, tuple[str, ...]]:
-        secret = _parse(self._channels.secret(SERVICE))
-        found = secret.endpoints.get(name)
-        if found is None:
+        endpoints = self._channels.secret(SERVICE).get("endpoints")
+        found = endpoints.get(name) if isinstance(endpoints, Mapping) else None
+        if not isinstance(found, Mapping):
             raise DeliveryError(
                 SERVICE, None, f"the webhook secret has no endpoints entry named {name!r}", retryable=False
             )
-        return found.url.get_secret_value(), tuple(secret.get_secret_value() for secret in found.signing_secrets)
+        endpoint = _parse(name, found)
+        return endpoint.url.get_secret_value(), tuple(secret.get_secret_value() for secret in endpoint.signing_secrets)
 
 
 def is_auth_failure(error: DeliveryError) -> bool:
@@ -127,13 +102,17 @@ def is_auth_failure(error: DeliveryError) -> bool:
     return error.service == SERVICE and error.status in AUTH_STATUSES
 
 
-def _parse(value: Mapping[str, Any]) -> WebhookSecret:
+def _parse(name: str, found: Mapping[str, Any]) -> WebhookEndpoint:
+    """The endpoint, read key by key (what the dry run's placeholder secret answers too); one signing secret may be
+    written as a string."""
+    signing = found.get("signing_secrets")
+    fields = {**found, "url": found.get("url"), "signing_secrets": [signing] if isinstance(signing, str) else signing}
     try:
-        return WebhookSecret.model_validate(value)
+        return WebhookEndpoint.model_validate(fields)
     except ValidationError as error:
-        fields = sorted({".".join(str(p) for p in e["loc"]) for e in error.errors()})
+        wrong = sorted({".".join(("endpoints", name, *(str(p) for p in e["loc"]))) for e in error.errors()})
         problems = "; ".join(
             str(e["msg"]).removeprefix("Value error, ") for e in error.errors() if e["type"] == "value_error"
         )
-        reason = f"the webhook secret is not in the documented format (fields: {fields})"
+        reason = f"the webhook secret is not in the documented format (fields: {wrong})"
         raise DeliveryError(SERVICE, None, f"{reason}: {problems}" if problems else reason, retryable=False) from None

@@ -9,7 +9,7 @@ from typing import Any
 
 from fault_responder.core.domain import Incident, InstanceRef, ResumeNote, Severity, Where
 from fault_responder.incidents.record import Delivery
-from fault_responder.notification.contract import DeliveryError
+from fault_responder.notification.contract import DeliveryError, ReceiverChannels
 from fault_responder.notification.receivers.kind import (
     Capability,
     NoticeAt,
@@ -31,7 +31,7 @@ from fault_responder.notification.receivers.steps import (
     required,
 )
 from fault_responder.notification.receivers.timeline import batch_told
-from fault_responder.notification.receivers.webhook.client import WebhookChannels, WebhookClient, is_auth_failure
+from fault_responder.notification.receivers.webhook.client import WebhookClient, is_auth_failure
 from fault_responder.notification.receivers.webhook.payload import (
     Change,
     change_for_step,
@@ -70,7 +70,7 @@ class WebhookKind(ReceiverKind[WebhookTarget]):
         return webhook_plan(name, work.incidents, work.alerts, work.record)
 
     def perform(self, target: WebhookTarget, step: Step, view: View, sent: Delivery, out: Outbox) -> Delivery:
-        channels: WebhookChannels = out.channels
+        channels: ReceiverChannels = out.channels
         client = WebhookClient(channels)
         external_url = out.dashboard_url or ""
         if step.kind == StepKind.NOTE:
