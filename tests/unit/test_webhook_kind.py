@@ -5,11 +5,13 @@ posts over HTTP."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -255,3 +257,23 @@ def _notice() -> ResumeNotice:
         approval_id="a-1",
         key="resume-1",
     )
+
+
+def test_only_its_package_the_routing_schema_and_the_registry_know_the_webhook() -> None:
+    package = Path(__file__).resolve().parents[2] / "layers" / "common" / "fault_responder"
+    allowed = {"routing/router.py", "notification/receivers/registry.py"}
+    knowing = set()
+    for path in package.rglob("*.py"):
+        relative = path.relative_to(package).as_posix()
+        if relative.startswith("notification/receivers/webhook/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            imported = node.module if isinstance(node, ast.ImportFrom) else None
+            named = node.id if isinstance(node, ast.Name) else None
+            if (imported or "").startswith("fault_responder.notification.receivers.webhook") or named in (
+                "WebhookTarget",
+                "WEBHOOK",
+            ):
+                knowing.add(relative)
+    assert knowing <= allowed and "notification/receivers/registry.py" in knowing
