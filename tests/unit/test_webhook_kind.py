@@ -25,7 +25,7 @@ from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.delivery import Courier
 from fault_responder.notification.receivers.kind import Capability, NoticeAt, Outlet, ResumeNotice
 from fault_responder.notification.receivers.registry import capabilities, describe, kind_of
-from fault_responder.notification.receivers.steps import StepKind
+from fault_responder.notification.receivers.steps import Step, StepKind, View
 from fault_responder.notification.receivers.webhook.plan import webhook_plan
 from fault_responder.notification.receivers.webhook.signing import verify
 from fault_responder.routing.router import Receiver, Router, RoutingConfig
@@ -94,9 +94,17 @@ def routing_to_the_webhook(**target: Any) -> RoutingConfig:
     )
 
 
+class _CheckingCourier(Courier):
+    """Performs every step, having checked that the webhook's kind can do what the step does."""
+
+    def perform(self, name: str, receiver: Receiver, step: Step, view: View, sent: Delivery) -> Delivery:
+        assert step.verb in capabilities(receiver), f"{name} cannot {step.verb}: {step.describe()}"
+        return super().perform(name, receiver, step, view, sent)
+
+
 def run(events: list[dict[str, Any]], channels: FakeChannels, *, sweep_after: timedelta | None = None) -> None:
     now = [datetime(1970, 1, 1, tzinfo=UTC)]
-    courier = Courier(channels, clock=lambda: now[0])  # type: ignore[arg-type]  # the webhook's part of Channels
+    courier = _CheckingCourier(channels, clock=lambda: now[0])  # type: ignore[arg-type]  # the webhook's part
     routing = routing_to_the_webhook()
     service = AlertService(
         MemoryInstanceStore(),
