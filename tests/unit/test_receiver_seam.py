@@ -167,8 +167,8 @@ def test_a_receiver_with_no_kind_or_two_is_refused_naming_every_kind() -> None:
         with pytest.raises(ValidationError) as refused:
             RoutingConfig.model_validate({"receivers": receivers, "routes": [{"name": "all", "receivers": ["r"]}]})
         assert all(f"'{key}'" in str(refused.value) for key in KINDS)
-    with pytest.raises(ValidationError, match="teams"):
-        Receiver.model_validate({"teams": {"webhook": "ops"}})
+    with pytest.raises(ValidationError, match="opsgenie"):  # a key that is no registered kind (teams now is one)
+        Receiver.model_validate({"opsgenie": {"webhook": "ops"}})
 
 
 def test_each_receiver_says_what_it_can_do_and_how_it_is_named() -> None:

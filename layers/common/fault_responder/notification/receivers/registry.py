@@ -13,9 +13,10 @@ from fault_responder.core.domain import Incident
 from fault_responder.notification.receivers.kind import Capability, ReceiverKind
 from fault_responder.notification.receivers.pagerduty import PAGERDUTY
 from fault_responder.notification.receivers.slack import SLACK
+from fault_responder.notification.receivers.teams import TEAMS
 from fault_responder.routing.router import Receiver
 
-RECEIVER_KINDS: Mapping[str, ReceiverKind[Any]] = {kind.key: kind for kind in (SLACK, PAGERDUTY)}
+RECEIVER_KINDS: Mapping[str, ReceiverKind[Any]] = {kind.key: kind for kind in (SLACK, PAGERDUTY, TEAMS)}
 """Each kind by its key; each key is a field of routing.router.Receiver, whose model is the kind's `target`."""
 
 
