@@ -907,6 +907,7 @@ Collection = Literal[
     "run_task_requests",
     "slack",
     "pagerduty",
+    "teams",
     "workflow_invocations",
     "invocations",
     "incidents",
