@@ -4,8 +4,8 @@ An expectation selects the items of one collection, keeps those whose fields mat
 checks how many there are (`count`) and that every one matches `each`. Fields are dotted paths into
 an item (`environment.trainer.RESUME_FROM`); `*` stands for every member of an object or list, and
 then every member must match. A value to match is a literal, or an object of operators (`contains`,
-`matches`, `in`, `not`, ...). The collections are the report's sections, with Slack and PagerDuty
-flattened to one item per message or request, and Teams and the signed webhook to one item per request.
+`matches`, `in`, `not`, ...). The collections are the report's sections, with Slack, PagerDuty and Teams
+flattened to one item per message or request, and the signed webhook to one item per request.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def collections(report: Mapping[str, Any]) -> dict[str, list[Any]]:
         "run_task_requests": list(ecs.get("run_task_requests", [])),
         "slack": slack_messages(report.get("slack", {}), instance_names),
         "pagerduty": pagerduty_requests(report.get("requests", [])),
-        "teams": teams_requests(report.get("requests", [])),
+        "teams": teams_messages(report.get("teams", [])),
         "webhook": webhook_requests(report.get("requests", [])),
         "workflow_invocations": list(report.get("workflow_invocations", [])),
         "invocations": list(report.get("invocations", [])),
@@ -143,25 +143,31 @@ def pagerduty_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, 
     return items
 
 
-def teams_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One item per request to the Teams Workflows webhook: status (202 when the stand-in found the message valid:
-    its envelope, each Adaptive Card against the schema, its size), cards, text (every text of its cards), fault."""
-    items = []
-    for request in requests:
-        if request.get("service") != "teams":
-            continue
-        body = _object(request.get("body"))
-        attachments = body.get("attachments")
-        cards = [_object(item).get("content") for item in attachments] if isinstance(attachments, list) else []
-        items.append(
-            {
-                "status": request.get("status"),
-                "cards": len(cards),
-                "text": "\n".join(block_texts(cards)),
-                "fault": request.get("fault"),
-            }
-        )
-    return items
+def teams_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One item per message the Teams stand-in accepted (so each passed the Adaptive Card schema and Teams' size
+    limit): `size` (the body's bytes), `cards` (how many), `text` (every text of its cards: TextBlocks, facts' titles
+    and values, actions' titles), `fallback` (the cards' fallback texts)."""
+    return [
+        {
+            "size": message.get("size"),
+            "cards": len(message.get("cards") or []),
+            "text": "\n".join(_card_texts(message.get("cards") or [])),
+            "fallback": "\n".join(str(card.get("fallbackText", "")) for card in message.get("cards") or []),
+        }
+        for message in messages
+    ]
+
+
+def _card_texts(value: Any) -> Iterable[str]:
+    if isinstance(value, list):
+        for item in value:
+            yield from _card_texts(item)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in ("text", "title", "value") and isinstance(item, str):
+                yield item
+            elif key != "fallbackText":
+                yield from _card_texts(item)
 
 
 def webhook_requests(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -395,6 +395,7 @@ class ReportBuilder:
           router derives them: status, phase, classification, drain, receivers, Slack threads, timeline)
         - table: every item of the IncidentsTable at the end, as stored
         - slack: channel -> messages (with thread_ts and edits); pagerduty: alerts with their event logs
+        - teams: the messages the Teams stand-in accepted (each passed its schema and size checks), in order
         - skipped_resources: [{logical_id, type, reason}]; warnings: [text]
         """
         stack, aws, standins = sandbox.stack, sandbox.aws, sandbox.standins
@@ -417,6 +418,7 @@ class ReportBuilder:
             "slack": standins.slack_channels(),
             "ephemeral": standins.ephemeral_replies(),
             "pagerduty": standins.pagerduty_alerts(),
+            "teams": standins.teams_messages(),
             "skipped_resources": [skipped.to_json() for skipped in stack.skipped],
             "warnings": self.warnings,
         }

@@ -167,8 +167,8 @@ def test_a_receiver_with_no_kind_or_two_is_refused_naming_every_kind() -> None:
         with pytest.raises(ValidationError) as refused:
             RoutingConfig.model_validate({"receivers": receivers, "routes": [{"name": "all", "receivers": ["r"]}]})
         assert all(f"'{key}'" in str(refused.value) for key in KINDS)
-    with pytest.raises(ValidationError, match="teams"):
-        Receiver.model_validate({"teams": {"webhook": "ops"}})
+    with pytest.raises(ValidationError, match="opsgenie"):  # a key that is no registered kind (teams now is one)
+        Receiver.model_validate({"opsgenie": {"webhook": "ops"}})
 
 
 def test_each_receiver_says_what_it_can_do_and_how_it_is_named() -> None:
@@ -236,3 +236,46 @@ def test_each_kind_plans_only_what_it_can_do_through_a_lifecycle_and_a_storm() -
     verbs = {(name, verb) for name, verb in courier.performed}
     assert {("bot", "open"), ("bot", "thread"), ("bot", "update"), ("hook", "open"), ("pager", "open")} <= verbs
     assert ("pager", "resolve") in verbs
+
+
+PLUGGED = {"teams": ("notification/receivers/teams/", "notification/receivers/registry.py", "routing/router.py")}
+"""Each kind plugged in through the channels' generic port, and the only places its code may name it: its package, the
+registry and the routing schema (its secret's name reaches the wiring as data, RECEIVER_SECRETS, from template.yaml)."""
+
+
+def _names_of_kind(source: str, key: str) -> list[int]:
+    """Lines whose code (not a docstring or comment) names the kind: its key as a string, an identifier or attribute
+    spelled as it (`teams`, `TEAMS`, `TeamsTarget`, ...), or an import of its package."""
+    words = {key, key.upper()}
+    found: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring
+        if isinstance(node, ast.Constant) and node.value == key:
+            found.append(node.lineno)
+        elif isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in words or name.startswith(key.capitalize()):
+                found.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and f".receivers.{key}" in f".{node.module or ''}":
+            found.append(node.lineno)
+    return found
+
+
+def test_a_kind_plugged_in_through_the_port_is_named_only_by_its_package_the_registry_and_the_schema() -> None:
+    for key, allowed in PLUGGED.items():
+        naming = {
+            relative: lines
+            for path in sorted(PACKAGE.rglob("*.py"))
+            if not (relative := path.relative_to(PACKAGE).as_posix()).startswith(allowed)
+            and (lines := _names_of_kind(path.read_text(encoding="utf-8"), key))
+        }
+        assert naming == {}, f"only {allowed} may name the {key} kind"
+        assert key in RECEIVER_KINDS and key in KINDS
+
+
+def test_the_scan_for_a_kinds_name_finds_code_not_prose() -> None:
+    assert _names_of_kind('"""Teams, teams."""\nx = 1  # teams', "teams") == []
+    assert _names_of_kind('if kind == "teams": pass', "teams") == [1]
+    assert _names_of_kind("from fault_responder.notification.receivers.teams import TEAMS", "teams") == [1]
+    assert _names_of_kind("target = TeamsTarget(webhook='a')", "teams") == [1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -80,8 +81,11 @@ class SecretChannels:
         slack_api_url: str = SLACK_API_URL,
         pagerduty_url: str = PAGERDUTY_EVENTS_URL,
         policy: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._fetch = fetch_secret
+        self._sleep = sleep
+        """How `post_json` waits between attempts."""
         self._names = {"slack": slack_secret_name, "pagerduty": pagerduty_secret_name}
         self._receiver_names = {
             kind: name for kind, name in (receiver_secrets or {}).items() if name and kind not in self._names
@@ -129,6 +133,7 @@ class SecretChannels:
             service=kind,
             headers=dict(headers) if headers else None,
             policy=self._policy,
+            sleep=self._sleep,
             is_failure=_judged_by(is_failure) if is_failure is not None else None,
             budget=self.budget,
             idempotent=idempotent,

@@ -91,6 +91,10 @@ class PostAnswer:
     """Case-insensitive, as the transport gives them."""
     body: bytes
 
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
 
 AnswerCheck = Callable[[PostAnswer], tuple[bool, str] | None]
 """Reads a 2xx answer: None when it was accepted, else (retryable, reason) of the failure it reports in its body

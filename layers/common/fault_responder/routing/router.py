@@ -1,11 +1,11 @@
 """Declarative routing: which receivers hear about what, in the spirit of Alertmanager.
 
 A routing file (YAML, packaged under fault_responder/routing/routes/) names receivers (Slack channels,
-Slack webhooks, PagerDuty services, signed webhooks) and an ordered list of routes. Each route has matchers; the
-first route that matches wins, unless it says `continue: true`, in which case later routes are
-tried too. A route may name recurring time intervals (fault_responder.routing.timeintervals) during which its receivers
-are muted (`mute_time_intervals`), or outside of which they are (`active_time_intervals`). See docs/routing.md
-and docs/silences.md.
+Slack webhooks, PagerDuty services, Microsoft Teams Workflows webhooks, signed webhooks) and an ordered list of
+routes. Each route has matchers; the first route that matches wins, unless it says `continue: true`, in which case
+later routes are tried too. A route may name recurring time intervals (fault_responder.routing.timeintervals)
+during which its receivers are muted (`mute_time_intervals`), or outside of which they are (`active_time_intervals`).
+See docs/routing.md and docs/silences.md.
 """
 
 from __future__ import annotations
@@ -77,6 +77,14 @@ class PagerDutyTarget(_Strict):
     service: Name = Field(description="A key of the PagerDuty secret's routing_keys.")
 
 
+class TeamsTarget(_Strict):
+    """`teams: {webhook: <name>}`: the name of a URL in the Teams secret's `webhook_urls` (docs/teams.md). The URL
+    itself is the secret; the routing file never holds it. (Here, with the schema it is a field of; posting to it is
+    fault_responder.notification.receivers.teams.)"""
+
+    webhook: Name = Field(description="A key of the Teams secret's webhook_urls.")
+
+
 WEBHOOK_DEFAULT_MAX_ALERTS = 100
 """Alerts one webhook payload carries at most unless its target says otherwise; the rest are counted in
 truncatedAlerts."""
@@ -105,6 +113,7 @@ class Receiver(_Strict):
 
     slack: SlackTarget | None = None
     pagerduty: PagerDutyTarget | None = None
+    teams: TeamsTarget | None = None
     webhook: WebhookTarget | None = None
 
     @model_validator(mode="after")
@@ -117,7 +126,7 @@ class Receiver(_Strict):
 
     @property
     def kind(self) -> str:
-        """Its kind: the routing file's key of its target ("slack", "pagerduty", "webhook")."""
+        """Its kind: the routing file's key of its target ("slack", "pagerduty", "teams", "webhook")."""
         return next(key for key in KINDS if getattr(self, key) is not None)
 
     @property

@@ -13,10 +13,11 @@ from fault_responder.core.domain import Incident
 from fault_responder.notification.receivers.kind import Capability, ReceiverKind
 from fault_responder.notification.receivers.pagerduty import PAGERDUTY
 from fault_responder.notification.receivers.slack import SLACK
+from fault_responder.notification.receivers.teams import TEAMS
 from fault_responder.notification.receivers.webhook import WEBHOOK
 from fault_responder.routing.router import Receiver
 
-RECEIVER_KINDS: Mapping[str, ReceiverKind[Any]] = {kind.key: kind for kind in (SLACK, PAGERDUTY, WEBHOOK)}
+RECEIVER_KINDS: Mapping[str, ReceiverKind[Any]] = {kind.key: kind for kind in (SLACK, PAGERDUTY, TEAMS, WEBHOOK)}
 """Each kind by its key; each key is a field of routing.router.Receiver, whose model is the kind's `target`."""
 
 

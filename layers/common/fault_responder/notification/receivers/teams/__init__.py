@@ -1,13 +1,15 @@
 """The Microsoft Teams receiver: Adaptive Cards posted to a Teams Workflows webhook (docs/teams.md).
 
-- target.py   the routing file's `teams: {webhook: <name>}`
+- kind.py     TeamsKind (TEAMS): what a Teams receiver can do, its plan, each step's card, the workflow's notices
+- client.py   the Teams secret's webhook URLs, and posting a card through the channels' generic port
 - card.py     the message envelope, card elements, markdown escaping, clipping and Teams' size limit
 - render.py   incidents, their steps and standalone alerts
 - fleet.py    fleet incidents and their member steps
 - notices.py  the training auto-resume workflow's notices
 
-A Workflows webhook cannot edit a card or reply in a thread: every change is a new card naming its incident.
-The sender, which posts a message to the URL kept in Secrets Manager, is fault_responder.adapters.teams.
+A Workflows webhook cannot edit a card or reply in a thread: every change is a new card naming its incident. The
+routing file's `teams: {webhook: <name>}` is fault_responder.routing.router.TeamsTarget (the routing schema, which
+this package builds on).
 """
 
 from fault_responder.notification.receivers.teams.card import (
@@ -21,6 +23,7 @@ from fault_responder.notification.receivers.teams.fleet import (
     render_fleet,
     render_fleet_steps,
 )
+from fault_responder.notification.receivers.teams.kind import TEAMS, TeamsKind
 from fault_responder.notification.receivers.teams.notices import render_notice
 from fault_responder.notification.receivers.teams.render import (
     render_alert,
@@ -28,12 +31,14 @@ from fault_responder.notification.receivers.teams.render import (
     render_resolved,
     step_name,
 )
-from fault_responder.notification.receivers.teams.target import TeamsTarget
+from fault_responder.routing.router import TeamsTarget
 
 __all__ = [
     "CARD_VERSION",
     "MAX_REQUEST_BYTES",
     "MESSAGE_BUDGET",
+    "TEAMS",
+    "TeamsKind",
     "TeamsMessage",
     "TeamsTarget",
     "fleet_steps_that_fit",
