@@ -1,7 +1,8 @@
 """Webhook payloads in the shape of Alertmanager's webhook payload, version 4, for each incident change.
 
 Pure functions, no I/O. One payload is one Alertmanager "group": an incident (one alert), a fleet incident (an alert
-for the fleet, then one per impaired host) or a notice that belongs to no incident (one alert). The mapping from
+for the fleet, then one per impaired host), a notice that belongs to no incident (one alert) or one of the training
+auto-resume workflow's notices (one alert). The mapping from
 the responder's incidents to the format is in docs/webhook.md; the labels are the ones routes, silences and
 inhibition rules match (fault_responder.routing.matchers), so a consumer can group and filter by the same names.
 
