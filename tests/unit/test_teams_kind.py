@@ -6,15 +6,17 @@ a storm's fleet incident in cards that each fit, and the workflow's notices as c
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fault_responder.alerting.service import AlertService
 from fault_responder.alerting.store import MemoryInstanceStore
 from fault_responder.incidents import lifecycle
+from fault_responder.noise.silences import Muted, Phase
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.dryrun import DRY_RUN_HOST, ReceiverCourier, RecordingChannels, Sent
-from fault_responder.notification.receivers.kind import Capability, NoticeAt, Outlet
+from fault_responder.notification.receivers.kind import Capability, News, NoticeAt, Outlet
 from fault_responder.notification.receivers.registry import RECEIVER_KINDS, capabilities, describe, kind_of
 from fault_responder.resume.notify import resume_notice
 from fault_responder.routing.router import Receiver, Router, RoutingConfig, load_routing
@@ -22,6 +24,7 @@ from sandbox.standin_teams import MAX_REQUEST_BYTES, message_errors
 from tests.conftest import EVENTS, load_event
 from tests.unit.test_resume_domain import a_fault
 from tests.unit.test_resume_notice_routing import resumed
+from tests.unit.test_silences import a_silence
 
 TEAMS = {"teams": {"webhook": "gpu-alerts"}}
 
@@ -62,7 +65,7 @@ def run(routing: RoutingConfig, *events: dict[str, Any]) -> RecordingChannels:
 def test_a_teams_receiver_is_registered_posts_only_and_is_named_by_its_webhook() -> None:
     receiver = Receiver.model_validate(TEAMS)
     assert receiver.kind == "teams" and kind_of(receiver) is RECEIVER_KINDS["teams"]
-    assert capabilities(receiver) == {Capability.OPEN, Capability.TIMELINE}
+    assert capabilities(receiver) == {Capability.OPEN, Capability.TIMELINE, Capability.NEWS}
     assert describe("ops", receiver) == "ops (teams gpu-alerts)"
     kind = kind_of(receiver)
     assert [kind.is_auth_failure(DeliveryError("teams", s, "x", False)) for s in (401, 403, 404, 400, 413, 500)] == [
@@ -132,3 +135,30 @@ def test_a_workflow_notice_is_a_card_of_its_own_naming_the_job_host_and_incident
     text = json.dumps(taken_by_teams(sent), ensure_ascii=False)
     assert sent_once == ["post"]
     assert "Resumed llm-7b from step 300" in text and fault.host in text and fault.fingerprint in text
+
+
+def test_a_silences_start_is_a_card_and_a_post_of_unknown_outcome_is_not_sent_again() -> None:
+    silence = a_silence("cluster=gpu-*", comment="driver [rollout](https://evil.example)")
+    muted = [Muted(f"gpu-training/ci{n:03d}/ACCELERATED_COMPUTE@x", f"cluster-{n % 30}", ("ops",)) for n in range(400)]
+    news = News(silence, Phase.STARTED, muted, marker=f"silence:{silence.id}:started", event_type="news")
+    receiver = Receiver.model_validate(TEAMS)
+    channels = RecordingChannels()
+    intended: list[bool] = []
+    out = Outlet(channels, lambda: silence.starts_at)
+
+    posted = kind_of(receiver).announce(receiver.target, news, out, since=None, intend=lambda: intended.append(True))
+    again = kind_of(receiver).announce(
+        receiver.target, news, out, since=silence.starts_at, intend=lambda: intended.append(True)
+    )
+
+    [sent] = teams_posts(channels)
+    body = taken_by_teams(sent)["body"]
+    facts = {fact["title"]: fact["value"] for block in body if block["type"] == "FactSet" for fact in block["facts"]}
+    listing = next(block["text"] for block in body if "Held back now" in block.get("text", ""))
+    assert (posted, again, intended) == (True, False, [True])  # told once; never posted twice blind
+    assert f"Silence {silence.id} started" in json.dumps(body, ensure_ascii=False)
+    assert facts["Matches"] == 'cluster="gpu-\\*"' and facts["Why"] == "driver \\[rollout\\](https://evil.example)"
+    assert listing.startswith("**Held back now: 400 open incidents**")
+    listed = listing.count("\n- cluster-")
+    left = re.search(r"…and (\d+) more accounts and Regions", listing)
+    assert listed + (int(left[1]) if left else 0) == 30  # every place listed or counted
