@@ -12,16 +12,18 @@ from typing import Any
 
 from fault_responder.alerting.service import AlertService
 from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
 from fault_responder.noise.silences import Muted, Phase
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.dryrun import DRY_RUN_HOST, ReceiverCourier, RecordingChannels, Sent
 from fault_responder.notification.receivers.kind import Capability, News, NoticeAt, Outlet
 from fault_responder.notification.receivers.registry import RECEIVER_KINDS, capabilities, describe, kind_of
-from fault_responder.resume.notify import resume_notice
+from fault_responder.resume.fault import fault_from_event
+from fault_responder.resume.notify import ResumeNotifier, resume_notice
 from fault_responder.routing.router import Receiver, Router, RoutingConfig, load_routing
 from sandbox.standin_teams import MAX_REQUEST_BYTES, message_errors
-from tests.conftest import EVENTS, load_event
+from tests.conftest import EVENTS, health_check, load_event
 from tests.unit.test_resume_domain import a_fault
 from tests.unit.test_resume_notice_routing import resumed
 from tests.unit.test_silences import a_silence
@@ -104,7 +106,8 @@ def test_a_storm_is_a_fleet_incident_whose_card_and_batched_member_updates_each_
     storm = load_event("noise/storm-100-xid79.json")
     channels = run(routing, *storm)
 
-    cards = [json.dumps(taken_by_teams(sent), ensure_ascii=False) for sent in teams_posts(channels)]
+    fleet_posts = [sent for sent in teams_posts(channels) if "FLEET" in sent.text or "updates" in sent.body]
+    cards = [json.dumps(taken_by_teams(sent), ensure_ascii=False) for sent in fleet_posts]
     # Then the fleet incident has its own card, with its summary (when it opened: the first three), and its member
     # updates go out in batches, each card naming as many as fit and nothing more
     [fleet] = [card for card in cards if " FLEET · " in card]
@@ -162,3 +165,27 @@ def test_a_silences_start_is_a_card_and_a_post_of_unknown_outcome_is_not_sent_ag
     listed = listing.count("\n- cluster-")
     left = re.search(r"…and (\d+) more accounts and Regions", listing)
     assert listed + (int(left[1]) if left else 0) == 30  # every place listed or counted
+
+
+def test_the_workflows_notice_reaches_a_teams_receiver_through_the_resume_notifier_once() -> None:
+    # Given teams.yaml, a fault's incident told to Teams by the alert pipeline, and the workflow's notifier beside it
+    routing = load_routing("teams.yaml")
+    store, channels = MemoryInstanceStore(), RecordingChannels()
+    event = health_check(load_event("aws-docs/health-change-accelerated-compute-xid46.json"), statusReason="XID_79")
+    at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+    AlertService(store, Router(routing), ReceiverCourier(channels), lifecycle.Settings(), clock=lambda: at).handle(
+        event
+    )
+    notifier = ResumeNotifier(Router(routing), channels, channels.pagerduty_changes(), store, clock=lambda: at)
+    fault = fault_from_event(parse_ecs_event(event), ["ACCELERATED_COMPUTE"])
+    before = len(teams_posts(channels))
+
+    # When it tells that the job was resumed (and a retried step tells it again)
+    notice = resumed(0, job="llm-7b", onto="i-0spare0000000001")
+    delivered = notifier.deliver(notice, fault, allow_standalone=False)
+    notifier.deliver(notice, fault, allow_standalone=False)
+
+    # Then Teams has one card of its own for it, naming the job, the host and the incident
+    [card] = [json.dumps(taken_by_teams(sent), ensure_ascii=False) for sent in teams_posts(channels)[before:]]
+    assert "Resumed llm-7b from step 300" in card and fault.host in card and fault.fingerprint in card
+    assert "gpu-alerts" in delivered.receivers
