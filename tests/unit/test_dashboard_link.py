@@ -182,8 +182,9 @@ def test_the_router_takes_an_https_dashboard_url_or_none(value: str, valid: bool
 def test_the_resume_workflow_posts_its_standalone_notice_with_the_link() -> None:
     # Given the resume notifier with the stack's dashboard URL, and no incident to thread into
     channels = RecordingChannels()
+    store = MemoryInstanceStore()
     notifier = ResumeNotifier(
-        Router(load_routing("default.yaml")), channels, _NoChangeEvents(), MemoryInstanceStore(), dashboard_url=URL
+        Router(load_routing("default.yaml")), channels, _NoChangeEvents(), store, store, dashboard_url=URL
     )
 
     # When a notice goes out on its own

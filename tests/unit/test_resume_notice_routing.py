@@ -123,6 +123,7 @@ class World:
             self.channels,
             self.channels.pagerduty_changes(),
             self.store,
+            self.store,
             clock=self.clock,
             policy=policy,
         )
