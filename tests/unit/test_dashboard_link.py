@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import FleetMember, FleetSummary, Incident
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.delivery import plan
@@ -124,8 +124,9 @@ def test_a_url_with_slacks_control_characters_cannot_break_out_of_its_link() -> 
 
 def a_router(url: str | None) -> tuple[AlertService, RecordingChannels]:
     channels = RecordingChannels()
+    store = MemoryInstanceStore()
     service = AlertService(
-        MemoryInstanceStore(),
+        StorePorts(store, store, store),
         Router(load_routing("default.yaml")),
         ReceiverCourier(channels, dashboard_url=url),
         lifecycle.Settings(),
