@@ -56,7 +56,7 @@ MAX_MODULE_LINES = 700
 MAX_PROTOCOL_METHODS = 12
 LONG_MODULES_BEING_SPLIT = frozenset({"adapters/dynamodb_store.py"})
 """Modules over MAX_MODULE_LINES whose split is under way; empty this as each lands."""
-WIDE_PROTOCOLS_BEING_SPLIT = frozenset({"alerting/store.py:InstanceStore"})
+WIDE_PROTOCOLS_BEING_SPLIT: frozenset[str] = frozenset()
 """Protocols over MAX_PROTOCOL_METHODS whose split is under way; empty this as each lands."""
 
 
@@ -126,7 +126,7 @@ def test_no_module_of_the_package_is_over_700_lines() -> None:
 def test_no_protocol_of_the_package_declares_more_than_12_methods() -> None:
     # Given every Protocol of the package, with what it inherits from the Protocols it extends
     found = protocol_methods({name: path.read_text(encoding="utf-8") for name, path in _modules().items()})
-    assert "alerting/store.py:InstanceStore" in found and "resume/ports.py:EcsPort" in found
+    assert "alerting/store.py:Fleets" in found and "resume/ports.py:EcsPort" in found
     # When their methods and properties are counted
     wide = {key for key, names in found.items() if len(names) > MAX_PROTOCOL_METHODS}
     # Then only those being split are over the limit, and each of those still is (else it leaves the set)

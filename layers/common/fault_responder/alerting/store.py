@@ -247,11 +247,6 @@ class StorePorts:
     fleets: Fleets
 
 
-class InstanceStore(Records, Leases, Fleets, Protocol):
-    """The three ports at once, as one table keeps them (fault_responder.adapters.dynamodb_store and
-    MemoryInstanceStore implement all three)."""
-
-
 class MemoryInstanceStore:
     """Records, Leases and Fleets in a dict, with the same conditional semantics (one lock makes each call atomic)."""
 
