@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from fault_responder.adapters import serialization as codecs
+from fault_responder.adapters.codecs import Codec
 from fault_responder.core.domain import FaultClass, FleetMember, InstanceRef, ResumeNote, Severity
 from fault_responder.incidents.record import (
     ActionFact,
@@ -452,3 +453,56 @@ def test_the_cases_populate_every_field_of_every_stored_record() -> None:
         for field in dataclasses.fields(cls):  # type: ignore[arg-type]
             default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
             assert any(getattr(one, field.name) not in (None, default) for one in instances), (cls, field.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Leaf:
+    at: datetime
+    severity: Severity | None = None
+
+
+@dataclasses.dataclass
+class _Tree:
+    name: str
+    leaves: dict[str, list[_Leaf]]
+    pairs: tuple[tuple[str, int], ...] = ()
+    kinds: list[FaultClass] = dataclasses.field(default_factory=list)
+    parent: _Leaf | None = None
+    count: int = 0
+
+
+def test_a_derived_codec_writes_and_reads_nested_records_mappings_tuples_and_enums() -> None:
+    tree_codec: Codec[_Tree] = Codec(_Tree)
+    tree = _Tree(
+        "t",
+        {"a": [_Leaf(AT, Severity.INFO), _Leaf(LATER)], "b": []},
+        pairs=(("x", 1), ("y", 2)),
+        kinds=[FaultClass.DAEMON],
+        parent=_Leaf(ELSEWHERE),
+        count=3,
+    )
+    written = tree_codec.encode(tree)
+    assert written == {
+        "name": "t",
+        "leaves": {
+            "a": [{"at": AT.isoformat(), "severity": "info"}, {"at": LATER.isoformat(), "severity": None}],
+            "b": [],
+        },
+        "pairs": [["x", 1], ["y", 2]],
+        "kinds": ["daemon"],
+        "parent": {"at": ELSEWHERE.isoformat(), "severity": None},
+        "count": 3,
+    }
+    assert tree_codec.decode(json.loads(json.dumps(written))) == tree
+    assert tree_codec.decode({"name": "t", "leaves": {}, "parent": {}, "count": "4"}) == _Tree("t", {}, count=4)
+    with pytest.raises(ValueError, match="expected 2 values"):
+        tree_codec.decode({"name": "t", "leaves": {}, "pairs": [["x", 1, 2]]})
+    with pytest.raises(KeyError):
+        tree_codec.decode({"name": "t"})
+
+
+def test_a_codec_refuses_options_that_name_no_field() -> None:
+    with pytest.raises(ValueError, match="no field"):
+        Codec(_Tree, keys={"nmae": "n"})
+    with pytest.raises(ValueError, match="each stored field once"):
+        Codec(_Leaf, order=("at",))
