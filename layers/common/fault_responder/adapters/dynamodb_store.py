@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
+from fault_responder.adapters.dynamo_conditions import Written, conditionally
 from fault_responder.adapters.serialization import (
     action_from_dict,
     action_to_dict,
@@ -98,7 +98,6 @@ SK = "RECORD"
 MAX_ITEM_BYTES = 380_000
 """Below DynamoDB's 400 KB with room for attribute names and the few parts written separately."""
 MAX_KEY_BYTES = 1_900
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_MEMBER_WRITES = 10
 OPEN_INDEX = "Open"
 MEMBERS_INDEX = "Members"
@@ -229,24 +228,23 @@ class DynamoDBInstanceStore:
             update.set(delivery_attribute(delivery.receiver, delivery.subject), delivery_to_dict(delivery))
 
     def _write(self, arn: str, update: _Update, condition: str, leases: Sequence[Lease]) -> Committed:
-        try:
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key=_key(arn),
-                ConditionExpression=condition,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.arguments(),
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
-                stored = decode(arn, old) if old else None
-                raise ConcurrentUpdateError(f"{arn} changed since it was read", stored) from error
-            raise
-        record = decode(arn, response["Attributes"])
+        written = self._conditional(
+            _key(arn), update, condition, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+        )
+        if not written.held:
+            stored = decode(arn, written.old) if written.old else None
+            raise ConcurrentUpdateError(f"{arn} changed since it was read", stored) from written.refusal
+        record = decode(arn, written.response["Attributes"])
         held = {lease.receiver: lease for lease in leases if record.leases.get(lease.receiver) == lease}
         return Committed(record, held)
+
+    def _conditional(self, key: dict[str, Any], update: _Update, condition: str, **options: Any) -> Written:
+        """`update` of the item at `key` if `condition` holds (`options`: what DynamoDB returns)."""
+        return conditionally(
+            lambda: self._client.update_item(
+                TableName=self.table_name, Key=key, ConditionExpression=condition, **options, **update.arguments()
+            )
+        )
 
     def _fitting_parts(self, record: InstanceRecord) -> dict[str, Any]:
         """The record's parts, compacted (oldest facts first) until the item fits."""
@@ -274,15 +272,7 @@ class DynamoDBInstanceStore:
         update.remove("sweep")
         update.remove("rid")
         condition = f"attribute_exists(pk) AND {update.name('ver')} = {update.value(version)}"
-        try:
-            self._client.update_item(
-                TableName=self.table_name, Key=_key(arn), ConditionExpression=condition, **update.arguments()
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        return self._conditional(_key(arn), update, condition).held
 
     # --- Leases and deliveries -------------------------------------------------------------------------
 
@@ -292,15 +282,7 @@ class DynamoDBInstanceStore:
         update.set(lease_attribute(lease.receiver), lease_to_dict(lease))
         until = update.name("until")
         condition = f"attribute_exists(pk) AND (attribute_not_exists({name}) OR {name}.{until} < {update.value(now)})"
-        try:
-            self._client.update_item(
-                TableName=self.table_name, Key=_key(arn), ConditionExpression=condition, **update.arguments()
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        return self._conditional(_key(arn), update, condition).held
 
     def record_delivery(self, arn: str, lease: Lease, delivery: Delivery) -> None:
         update = _Update()
@@ -344,22 +326,13 @@ class DynamoDBInstanceStore:
         condition = f"{name}.{owner} = {update.value(lease.owner)}"
         if extra:
             condition = f"{condition} AND {extra}"
-        try:
-            self._client.update_item(
-                TableName=self.table_name,
-                Key=_key(arn),
-                ConditionExpression=condition,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.arguments(),
-            )
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
-            old: dict[str, Any] = error.response.get("Item") or {}  # type: ignore[assignment]
-            current = _plain(old).get(lease_attribute(lease.receiver)) if old else None
-            if not current or current.get("owner") != lease.owner:
-                raise LeaseLostError(f"lease of {lease.receiver} on {arn} is not held by {lease.owner}") from None
-            raise _VersionMoved from None
+        written = self._conditional(_key(arn), update, condition, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        if written.held:
+            return
+        current = _plain(written.old).get(lease_attribute(lease.receiver)) if written.old else None
+        if not current or current.get("owner") != lease.owner:
+            raise LeaseLostError(f"lease of {lease.receiver} on {arn} is not held by {lease.owner}")
+        raise _VersionMoved
 
     # --- Groups (fleet incidents) ----------------------------------------------------------------------------
 
@@ -372,21 +345,13 @@ class DynamoDBInstanceStore:
         update = _Update()
         update.set(recent_attribute(instance_arn), recent_to_dict(instance_arn, member))
         self._head_exists(update, group, where)
-        try:
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key=_key(arn),
-                ConditionExpression=f"attribute_not_exists({update.name('of')})",
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.arguments(),
-            )
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
-            old: dict[str, Any] = error.response.get("Item") or {}  # type: ignore[assignment]
-            return decode_group(arn, old)  # a fleet incident is open: the head as it is
-        return decode_group(arn, response["Attributes"])
+        condition = f"attribute_not_exists({update.name('of')})"
+        written = self._conditional(
+            _key(arn), update, condition, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+        )
+        if not written.held:
+            return decode_group(arn, written.old or {})  # a fleet incident is open: the head as it is
+        return decode_group(arn, written.response["Attributes"])
 
     def _head_exists(self, update: _Update, group: Group, where: InstanceRef) -> None:
         """A write that may be the head's first: the group and its counters where they are missing."""
@@ -402,16 +367,7 @@ class DynamoDBInstanceStore:
         update = _Update()
         for instance_arn in instance_arns:
             update.remove(recent_attribute(instance_arn))
-        try:
-            self._client.update_item(
-                TableName=self.table_name,
-                Key=_key(arn),
-                ConditionExpression="attribute_exists(pk)",
-                **update.arguments(),
-            )
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
+        self._conditional(_key(arn), update, "attribute_exists(pk)")  # (a head that is gone has nothing to forget)
 
     def put_member(
         self, arn: str, group: Group, where: InstanceRef, instance_arn: str, member: FleetMember
@@ -461,28 +417,19 @@ class DynamoDBInstanceStore:
         else:
             condition = f"attribute_not_exists(pk) OR ({newer} AND {incident} <> {update.value(member.incident)})"
         key = {"pk": {"S": group_pk(arn)}, "sk": {"S": member_key(instance_arn)}}
-        try:
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key=key,
-                ConditionExpression=condition,
-                ReturnValues="ALL_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.arguments(),
-            )
-        except ClientError as error:
-            if not _condition_failed(error):
-                raise
-            item: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
-            raise _NotWritten(_member(arn, item)) from None
-        return _member(arn, response.get("Attributes"))
+        written = self._conditional(
+            key, update, condition, ReturnValues="ALL_OLD", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+        )
+        if not written.held:
+            raise _NotWritten(_member(arn, written.old))
+        return _member(arn, written.response.get("Attributes"))
 
     def mark_member(self, arn: str, member: FleetMember, *, fleet: str, told: Told) -> bool:
         key = {"pk": {"S": group_pk(arn)}, "sk": {"S": member_key(member.instance.container_instance_arn)}}
         already = already_told(told)
         done = [f":d{number}" for number in range(len(already))]
-        try:
-            self._client.update_item(
+        written = conditionally(
+            lambda: self._client.update_item(
                 TableName=self.table_name,
                 Key=key,
                 UpdateExpression="SET #f = :f, #t = :t",
@@ -496,11 +443,8 @@ class DynamoDBInstanceStore:
                     **{name: {"S": value} for name, value in zip(done, already, strict=True)},
                 },
             )
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        )
+        return written.held
 
     def open_members(
         self, arn: str, since: datetime, until: datetime | None = None, *, limit: int
@@ -531,8 +475,8 @@ class DynamoDBInstanceStore:
     def advance(self, arn: str, fleet: str, *, joined: bool) -> GroupRecord | None:
         counter = "ofm" if joined else "ofl"
         additions = "#ver :one, #js :one, #n :one"
-        try:
-            response = self._client.update_item(
+        written = conditionally(
+            lambda: self._client.update_item(
                 TableName=self.table_name,
                 Key=_key(arn),
                 UpdateExpression=f"ADD {additions}",
@@ -541,11 +485,8 @@ class DynamoDBInstanceStore:
                 ExpressionAttributeValues={":one": {"N": "1"}, ":fleet": {"S": fleet}},
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as error:
-            if _condition_failed(error):
-                return None
-            raise
-        return decode_group(arn, response["Attributes"])
+        )
+        return decode_group(arn, written.response["Attributes"]) if written.held else None
 
     def append_journal(self, arn: str, entry: JournalEntry) -> None:
         # UpdateItem, not PutItem: the router's role writes the table with UpdateItem only.
@@ -618,21 +559,11 @@ class DynamoDBInstanceStore:
             condition = f"{fv} = {update.value(record.incidents_version)}"
         if expected_version is not None:
             condition += f" AND {version} = {update.value(expected_version)}"
-        try:
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key=_key(record.arn),
-                ConditionExpression=condition,
-                ReturnValues="ALL_NEW",
-                **update.arguments(),
-            )
-        except ClientError as error:
-            if _condition_failed(error):
-                raise ConcurrentUpdateError(
-                    f"{record.arn}: its fleet incidents changed since they were read"
-                ) from error
-            raise
-        return decode_group(record.arn, response["Attributes"])
+        written = self._conditional(_key(record.arn), update, condition, ReturnValues="ALL_NEW")
+        if not written.held:
+            message = f"{record.arn}: its fleet incidents changed since they were read"
+            raise ConcurrentUpdateError(message) from written.refusal
+        return decode_group(record.arn, written.response["Attributes"])
 
     # --- The sweep ---------------------------------------------------------------------------------------------
 
@@ -881,15 +812,6 @@ def _mark_open(update: _Update, arn: str, *, is_open: bool) -> None:
     else:
         update.remove("sweep")
         update.remove("rid")
-
-
-def _too_large(error: ClientError) -> bool:
-    details = error.response.get("Error", {})
-    return details.get("Code") == "ValidationException" and "size" in str(details.get("Message", "")).lower()
-
-
-def _condition_failed(error: ClientError) -> bool:
-    return bool(error.response.get("Error", {}).get("Code") == _CONDITION_FAILED)
 
 
 def _dynamo(value: Any) -> Any:
