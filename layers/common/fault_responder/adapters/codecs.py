@@ -29,7 +29,7 @@ import types
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import Any, Generic, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Generic, NamedTuple, TypeVar, Union, get_args, get_origin, get_type_hints
 
 T = TypeVar("T")
 Convert = Callable[[Any], Any]
@@ -58,8 +58,9 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Field:
+class _Field(NamedTuple):
+    """What a codec works out of one stored field."""
+
     name: str
     key: str
     write: Convert | None
