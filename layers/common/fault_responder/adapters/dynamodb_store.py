@@ -1,4 +1,5 @@
-"""InstanceStore on DynamoDB (single table, see template.yaml IncidentsTable).
+"""The alert service's store ports (Records, Leases, Fleets: alerting/store.py) on DynamoDB (single table, see
+template.yaml IncidentsTable).
 
 One item per container instance: pk = INSTANCE#<container instance ARN>, sk = RECORD. Its parts are
 attributes, so each writer sets only its own with UpdateItem:
