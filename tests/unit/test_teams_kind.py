@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
 from fault_responder.noise.silences import Muted, Phase
@@ -48,8 +48,9 @@ def taken_by_teams(sent: Sent) -> dict[str, Any]:
 def run(routing: RoutingConfig, *events: dict[str, Any]) -> RecordingChannels:
     now = [datetime(1970, 1, 1, tzinfo=UTC)]
     channels = RecordingChannels()
+    store = MemoryInstanceStore()
     service = AlertService(
-        MemoryInstanceStore(),
+        StorePorts(store, store, store),
         Router(routing),
         ReceiverCourier(channels),
         lifecycle.Settings(),
@@ -173,10 +174,10 @@ def test_the_workflows_notice_reaches_a_teams_receiver_through_the_resume_notifi
     store, channels = MemoryInstanceStore(), RecordingChannels()
     event = health_check(load_event("aws-docs/health-change-accelerated-compute-xid46.json"), statusReason="XID_79")
     at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
-    AlertService(store, Router(routing), ReceiverCourier(channels), lifecycle.Settings(), clock=lambda: at).handle(
-        event
-    )
-    notifier = ResumeNotifier(Router(routing), channels, channels.pagerduty_changes(), store, clock=lambda: at)
+    ports = StorePorts(store, store, store)
+    service = AlertService(ports, Router(routing), ReceiverCourier(channels), lifecycle.Settings(), clock=lambda: at)
+    service.handle(event)
+    notifier = ResumeNotifier(Router(routing), channels, channels.pagerduty_changes(), store, store, clock=lambda: at)
     fault = fault_from_event(parse_ecs_event(event), ["ACCELERATED_COMPUTE"])
     before = len(teams_posts(channels))
 
