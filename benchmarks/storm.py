@@ -150,7 +150,7 @@ class RouterMeter:
         router = bootstrap.alert_router()
         router.process_record = self.timed(router.process_record)
         router.sweep = self.timed(router.sweep)
-        for executor in (router.service._pool, router.service._scouts):
+        for executor in (router.service.dispatch._pool, router.service.membership._scouts):
             executor.submit = self._submitting(executor.submit)
 
     def _submitting(self, submit: Callable[..., Future[Any]]) -> Callable[..., Future[Any]]:

@@ -594,6 +594,7 @@ class Timeline:
         self._print()
         self._print("What on-call saw")
         self._slack(report["slack"])
+        self._teams(report.get("teams") or [])
         self._pagerduty(report["requests"])
         self._failed_requests(report["requests"])
         self._dead_letters(report["dlq"])
@@ -626,6 +627,16 @@ class Timeline:
         for reply in replies:
             self._print(f"|   > {' / '.join(_blocks_text(reply)) or _message_text(reply)}", 4)
         self._print("+" + "-" * 78, 4)
+
+    def _teams(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """The cards a Teams channel shows (what its stand-in accepted), each by its fallback text; nothing when the
+        routing file names no Teams receiver."""
+        if not messages:
+            return
+        self._print(f"Teams ({len(messages)} card{'s' if len(messages) != 1 else ''})", 2)
+        for posted in messages:
+            for card in posted.get("cards") or []:
+                self._print(f"- {_readable(str(card.get('fallbackText', '')))}", 4)
 
     def _pagerduty(self, requests: Sequence[Mapping[str, Any]]) -> None:
         events = [r for r in requests if r["service"] == "pagerduty" and not r["fault"]]

@@ -21,7 +21,7 @@ from fault_responder.adapters import http
 from fault_responder.adapters.http import Budget, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.alerting.service import AlertService, DeliveryPendingError
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.delivery import Courier
 from fault_responder.routing.router import Router, load_routing
@@ -59,7 +59,13 @@ def router(store: MemoryInstanceStore, stand_ins: StandIns) -> tuple[AlertServic
     )
     courier = Courier(channels, clock=lambda: datetime.now(UTC))
     # A delivery thread for each of the runs' receivers, so that every run's Slack post starts (and stalls) at once.
-    service = AlertService(store, Router(load_routing("default.yaml")), courier, lifecycle.Settings(), workers=2 * RUNS)
+    service = AlertService(
+        StorePorts(store, store, store),
+        Router(load_routing("default.yaml")),
+        courier,
+        lifecycle.Settings(),
+        workers=2 * RUNS,
+    )
     return service, channels
 
 

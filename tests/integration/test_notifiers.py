@@ -551,7 +551,7 @@ def test_sandbox_faults_that_are_not_json_say_what_to_write() -> None:
 
 @pytest.mark.parametrize(
     "faults",
-    ['{"teams": [500]}', '{"slack": 500}', '{"slack": [true]}', '{"slack": [700]}', '{"pagerduty": ["ok_false"]}'],
+    ['{"opsgenie": [500]}', '{"slack": 500}', '{"slack": [true]}', '{"slack": [700]}', '{"pagerduty": ["ok_false"]}'],
 )
 def test_sandbox_faults_that_make_no_sense_are_refused(faults: str) -> None:
     with pytest.raises(SandboxError, match="faults"):

@@ -17,6 +17,7 @@ from moto import mock_aws
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import StorePorts
 from fault_responder.cli.main import main
 from fault_responder.core.accounts import Accounts
 from fault_responder.incidents import lifecycle
@@ -52,8 +53,9 @@ def faults_in(table: str, accounts: Accounts) -> None:
     account (eu-west-1), on clusters of the same name."""
     client = boto3.client("dynamodb", region_name="us-east-1")
     routing = load_routing("default.yaml")
+    store = DynamoDBInstanceStore(table, timedelta(days=30), client)
     service = AlertService(
-        DynamoDBInstanceStore(table, timedelta(days=30), client),
+        StorePorts(store, store, store),
         Router(routing),
         ReceiverCourier(RecordingChannels()),
         lifecycle.Settings(accounts=accounts),

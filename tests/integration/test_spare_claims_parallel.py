@@ -52,6 +52,7 @@ def _relaunch_claims(
         store=records,
         spare_records=records,
         incidents=unused,
+        fleets=unused,
         checkpoints=unused,
         notifier=unused,
         config=ResumeConfig(),

@@ -54,6 +54,7 @@ def _relaunches_refill(endpoint: str, table: str, group: str, worker: int, barri
         store=records,
         spare_records=records,
         incidents=unused,
+        fleets=unused,
         checkpoints=unused,
         notifier=unused,
         config=ResumeConfig(),

@@ -18,6 +18,7 @@ import pytest
 
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore
 from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import StorePorts
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
@@ -53,8 +54,9 @@ def record(table: str, events: list[dict[str, Any]], accounts: Accounts) -> None
     """The events handled as the router handles them, into the stack's table."""
     client = boto3.client("dynamodb", region_name="us-east-1")
     routing = load_routing("default.yaml")
+    store = DynamoDBInstanceStore(table, timedelta(days=30), client)
     service = AlertService(
-        DynamoDBInstanceStore(table, timedelta(days=30), client),
+        StorePorts(store, store, store),
         Router(routing),
         ReceiverCourier(RecordingChannels()),
         lifecycle.Settings(accounts=accounts),

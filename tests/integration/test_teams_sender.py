@@ -15,7 +15,7 @@ import pytest
 from fault_responder.adapters.http import HttpResponse, RetryPolicy
 from fault_responder.adapters.notifiers import SecretChannels
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.delivery import Courier
@@ -146,8 +146,9 @@ def test_a_url_replaced_in_the_secret_is_read_again_after_a_401_and_the_card_goe
             receiver_secrets={"teams": "gpu-fault-responder/teams"},
             policy=FAST,
         )
+        store = MemoryInstanceStore()
         service = AlertService(
-            MemoryInstanceStore(),
+            StorePorts(store, store, store),
             Router(routing),
             Courier(secret_channels, clock=lambda: datetime.now(UTC)),
             lifecycle.Settings(),

@@ -17,6 +17,7 @@ from moto import mock_aws
 from fault_responder.adapters.dynamodb_store import DynamoDBInstanceStore, check_attribute, instance_pk
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.noise.policy import Policy, SilenceCache
 from fault_responder.noise.silences import SilenceError, new_silence
@@ -49,7 +50,7 @@ class World:
         self.channels = RecordingChannels()
         receivers = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=lambda: NOW),
             lifecycle.Settings(),

@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import Incident, PersonAction
 from fault_responder.core.timefmt import iso_utc
 from fault_responder.events.parse import parse_ecs_event
@@ -178,7 +178,7 @@ class Run:
         self.store.remember_page(KEY, INSTANCE)
         self.channels = RecordingChannels()
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(hold_down=hold_down),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.alarms import FOUND_CONTRIBUTOR, FOUND_UNKNOWN_CLUSTERS
 from fault_responder.incidents.record import FOUND_BY_SWEEP, InstanceRecord, KnownIncident
@@ -177,7 +177,7 @@ class World:
         self.channels = RecordingChannels()
         self.cloudwatch = CloudWatch(now=self.now)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(self.channels, clock=lambda: self.now),
             lifecycle.Settings(),

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.contract import DeliveryError
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
@@ -39,7 +39,7 @@ class World:
         self.channels = FlakyPagerDuty()
         self.measured: list[tuple[str, float]] = []
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(self.channels, clock=lambda: self.now),
             lifecycle.Settings(hold_down=HOLD_DOWN),

@@ -18,7 +18,7 @@ import pytest
 
 import fault_responder
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.copying import Record, Value
 from fault_responder.core.domain import InstanceRef
 from fault_responder.incidents import lifecycle
@@ -173,7 +173,10 @@ def test_the_records_of_any_lifecycles_copy_to_equal_records_sharing_no_list_or_
     lifecycles, events = fleet(seed, 4)
     store = MemoryInstanceStore()
     service = AlertService(
-        store, Router(load_routing("default.yaml")), Courier(FakeWorld(), clock=lambda: AT), lifecycle.Settings()
+        StorePorts(store, store, store),
+        Router(load_routing("default.yaml")),
+        Courier(FakeWorld(), clock=lambda: AT),
+        lifecycle.Settings(),
     )
     for event in delivered(events, random.Random(seed)):
         service.handle(event)

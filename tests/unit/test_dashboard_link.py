@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import FleetMember, FleetSummary, Incident
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.delivery import plan
@@ -124,8 +124,9 @@ def test_a_url_with_slacks_control_characters_cannot_break_out_of_its_link() -> 
 
 def a_router(url: str | None) -> tuple[AlertService, RecordingChannels]:
     channels = RecordingChannels()
+    store = MemoryInstanceStore()
     service = AlertService(
-        MemoryInstanceStore(),
+        StorePorts(store, store, store),
         Router(load_routing("default.yaml")),
         ReceiverCourier(channels, dashboard_url=url),
         lifecycle.Settings(),
@@ -182,8 +183,9 @@ def test_the_router_takes_an_https_dashboard_url_or_none(value: str, valid: bool
 def test_the_resume_workflow_posts_its_standalone_notice_with_the_link() -> None:
     # Given the resume notifier with the stack's dashboard URL, and no incident to thread into
     channels = RecordingChannels()
+    store = MemoryInstanceStore()
     notifier = ResumeNotifier(
-        Router(load_routing("default.yaml")), channels, _NoChangeEvents(), MemoryInstanceStore(), dashboard_url=URL
+        Router(load_routing("default.yaml")), channels, _NoChangeEvents(), store, store, dashboard_url=URL
     )
 
     # When a notice goes out on its own

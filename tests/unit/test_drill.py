@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from fault_responder.adapters.drill_aws import INJECTOR_FAMILY, inject_command, injector_task_definition
 from fault_responder.adapters.serialization import check_from_dict, check_to_dict
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import DRILL_MARK, DRILL_SOURCE, MAX_DRILL_AUTHOR
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
@@ -182,7 +182,7 @@ class Pipeline:
         pagerduty = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
         quiet = QuietWhenHandled(frozenset({"gpu-training"}), frozenset({"ACCELERATED_COMPUTE"}))
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(hold_down=routing.flapping.hold_down),

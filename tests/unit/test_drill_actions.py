@@ -17,7 +17,7 @@ from fault_responder.actions.interactive import Permissions, pagerduty_signature
 from fault_responder.actions.pagerduty_webhook import PagerDutyWebhook
 from fault_responder.actions.slack_actions import SlackActions
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import DRILL_MARK, Incident
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.incident_actions import IncidentAction
@@ -95,7 +95,7 @@ class Desk:
         self.store = MemoryInstanceStore()
         self.channels = RecordingChannels()
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(self.channels),
             lifecycle.Settings(),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.events.enrollment import ACTIONS_SOURCE, Enrollment, RefusedFor
 from fault_responder.incidents import incident_actions, lifecycle
 from fault_responder.noise.policy import Policy, QuietWhenHandled
@@ -173,8 +173,9 @@ def triggers_after_a_training_fault(home: tuple[str, str] | None) -> int:
     routing = load_routing("default.yaml")
     pagerduty = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
     quiet = QuietWhenHandled(frozenset({PROVIDER}), frozenset({"ACCELERATED_COMPUTE"}), DEADLINE, home=home)
+    store = MemoryInstanceStore()
     service = AlertService(
-        MemoryInstanceStore(),
+        StorePorts(store, store, store),
         Router(routing),
         ReceiverCourier(channels, clock=clock),
         lifecycle.Settings(),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import Incident
 from fault_responder.incidents import lifecycle
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
@@ -37,7 +37,13 @@ class World:
         self.channels = RecordingChannels()
         settings = lifecycle.Settings(hold_down=hold_down)
         router = Router(load_routing("default.yaml"))
-        self.service = AlertService(self.store, router, ReceiverCourier(self.channels), settings, clock=self.clock)
+        self.service = AlertService(
+            StorePorts(self.store, self.store, self.store),
+            router,
+            ReceiverCourier(self.channels),
+            settings,
+            clock=self.clock,
+        )
 
     def send(self, event: dict[str, Any]) -> list[Sent]:
         before = len(self.channels.sent)

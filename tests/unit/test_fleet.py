@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import FaultClass, InstanceRef, Severity
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import digest
@@ -68,7 +68,7 @@ class World:
         self.grouping = Grouping(threshold=threshold)
         receivers = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(),

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.accounts import Accounts
 from fault_responder.incidents import lifecycle
 from fault_responder.noise.policy import Policy
@@ -50,7 +50,7 @@ class World:
         routing = load_routing("default.yaml")
         pagerduty = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=lambda: self.now),
             lifecycle.Settings(accounts=Accounts(home=HOME, names=NAMES)),

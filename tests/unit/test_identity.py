@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.accounts import SINGLE_ACCOUNT, AccountNamesError, Accounts, accounts_of, parse_account_names
 from fault_responder.core.domain import InstanceRef
 from fault_responder.incidents import lifecycle
@@ -87,7 +87,7 @@ class World:
         pagerduty = frozenset(name for name, r in config.receivers.items() if r.pagerduty is not None)
         self.silences: list[Any] = []
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(config),
             ReceiverCourier(self.channels, clock=lambda: self.now),
             lifecycle.Settings(accounts=accounts),

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fault_responder.alerting.service import AlertService, incident_transitions
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import KnownIncident
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels
@@ -27,8 +27,9 @@ def known(status: str, fault_class: str | None = "xid_critical", incident_id: st
 class Counted:
     def __init__(self) -> None:
         self.counts: list[tuple[str, str, str]] = []
+        store = MemoryInstanceStore()
         self.service = AlertService(
-            MemoryInstanceStore(),
+            StorePorts(store, store, store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(RecordingChannels()),
             lifecycle.Settings(),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService, DeliveryPendingError
-from fault_responder.alerting.store import ConcurrentUpdateError, MemoryInstanceStore
+from fault_responder.alerting.store import ConcurrentUpdateError, MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import DrainCause, FaultClass, Incident, InstanceRef, Runbook, Severity
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import InstanceRecord, QuarantineFact
@@ -29,7 +29,7 @@ class World:
         self.store = MemoryInstanceStore()
         self.channels = RecordingChannels()
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing or load_routing("default.yaml")),
             ReceiverCourier(self.channels),
             lifecycle.Settings(),
@@ -563,7 +563,12 @@ class _StaleOnce(MemoryInstanceStore):
 def test_a_worker_that_read_before_the_root_was_posted_does_not_post_it_again() -> None:
     # Given an incident whose root could not be posted yet (Slack refused it), as one worker reads the record
     store, channels = _StaleOnce(), _FlakySlack()
-    service = AlertService(store, Router(load_routing("default.yaml")), ReceiverCourier(channels), lifecycle.Settings())
+    service = AlertService(
+        StorePorts(store, store, store),
+        Router(load_routing("default.yaml")),
+        ReceiverCourier(channels),
+        lifecycle.Settings(),
+    )
     channels.down = True
     with pytest.raises(DeliveryPendingError):
         service.handle(load_event("aws-docs/health-change-accelerated-compute-xid46.json"))
@@ -583,7 +588,12 @@ def test_a_worker_that_read_before_the_root_was_posted_does_not_post_it_again() 
 def test_a_copy_of_an_event_read_before_the_root_was_posted_does_not_post_it_again() -> None:
     # Given a fault and its drain, whose root could not be posted yet, as a worker with a copy of the drain reads
     store, channels = _StaleOnce(), _FlakySlack()
-    service = AlertService(store, Router(load_routing("default.yaml")), ReceiverCourier(channels), lifecycle.Settings())
+    service = AlertService(
+        StorePorts(store, store, store),
+        Router(load_routing("default.yaml")),
+        ReceiverCourier(channels),
+        lifecycle.Settings(),
+    )
     drain = load_event("state/draining-after-xid46.json")
     channels.down = True
     for event in (load_event("aws-docs/health-change-accelerated-compute-xid46.json"), drain):

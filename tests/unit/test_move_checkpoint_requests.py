@@ -165,6 +165,7 @@ def _steps(requests: _Requests, *, at: datetime = NOW, checkpoints: Any = None) 
         store=unused,
         spare_records=unused,
         incidents=unused,
+        fleets=unused,
         checkpoints=checkpoints,
         notifier=unused,
         config=ResumeConfig(),

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import Incident
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import InstanceRecord
@@ -49,7 +49,10 @@ def run(events: list[dict[str, Any]], lifecycles: list[Lifecycle]) -> tuple[Outc
     world = FakeWorld()
     store = MemoryInstanceStore()
     service = AlertService(
-        store, Router(load_routing("default.yaml")), Courier(world, clock=_now), lifecycle.Settings()
+        StorePorts(store, store, store),
+        Router(load_routing("default.yaml")),
+        Courier(world, clock=_now),
+        lifecycle.Settings(),
     )
     for event in events:
         service.handle(event)
@@ -185,7 +188,10 @@ def test_a_fault_reported_after_its_instance_left_is_one_incident_whatever_order
         world = FakeWorld()
         store = MemoryInstanceStore()
         service = AlertService(
-            store, Router(load_routing("default.yaml")), Courier(world, clock=_now), lifecycle.Settings()
+            StorePorts(store, store, store),
+            Router(load_routing("default.yaml")),
+            Courier(world, clock=_now),
+            lifecycle.Settings(),
         )
         for event in order:
             service.handle(event)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import NoticeFact
 from fault_responder.noise.policy import Policy, QuietWhenHandled
@@ -27,7 +27,7 @@ class World:
         pagerduty = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
         quiet = QuietWhenHandled(providers, frozenset({"ACCELERATED_COMPUTE"}), DEADLINE)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(),

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import Severity
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import Delivery
@@ -226,7 +226,10 @@ def test_each_kind_plans_only_what_it_can_do_through_a_lifecycle_and_a_storm() -
     now = [datetime(1970, 1, 1, tzinfo=UTC)]
     courier = _CheckingCourier(RecordingChannels(), clock=lambda: now[0])
     courier.performed = []
-    service = AlertService(MemoryInstanceStore(), Router(routing), courier, lifecycle.Settings(), clock=lambda: now[0])
+    store = MemoryInstanceStore()
+    service = AlertService(
+        StorePorts(store, store, store), Router(routing), courier, lifecycle.Settings(), clock=lambda: now[0]
+    )
     lifecycle_events = [load_event(f"incident-xid79/{path.name}") for path in sorted(EVENTS.glob("incident-xid79/*"))]
     for raw in [*lifecycle_events, *load_event("noise/storm-xid79.json")]:
         now[0] = max(now[0], datetime.fromisoformat(raw["time"].replace("Z", "+00:00")))

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from fault_responder.adapters.ecs_health import read_described
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import FOUND_BY_SWEEP, InstanceRecord
 from fault_responder.noise.policy import Policy, QuietWhenHandled
@@ -111,7 +111,7 @@ class World:
         self.channels = FlakyChannels()
         self.inventory = Inventory()
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(),

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import Severity
 from fault_responder.events.parse import parse_ecs_event
 from fault_responder.incidents import lifecycle
@@ -109,7 +109,7 @@ class World:
         pagerduty = frozenset(name for name, r in routing.receivers.items() if r.pagerduty is not None)
         policy = Policy(silencer=self._silenced, pagerduty_receivers=pagerduty)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(),
@@ -122,6 +122,7 @@ class World:
             Router(routing),
             self.channels,
             self.channels.pagerduty_changes(),
+            self.store,
             self.store,
             clock=self.clock,
             policy=policy,

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core import elapsed
 from fault_responder.incidents import lifecycle
 from fault_responder.noise.policy import Policy, SilenceCache
@@ -113,8 +113,9 @@ class Responder:
 
     def __init__(self, cache: SilenceCache) -> None:
         self.channels = RecordingChannels()
+        store = MemoryInstanceStore()
         self.service = AlertService(
-            MemoryInstanceStore(),
+            StorePorts(store, store, store),
             Router(load_routing("default.yaml")),
             ReceiverCourier(self.channels, clock=Clock()),
             lifecycle.Settings(),

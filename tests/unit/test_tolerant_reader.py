@@ -20,7 +20,7 @@ import pytest
 from pydantic import ValidationError
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.events.ecs import (
     Container,
     HealthChangeDetail,
@@ -55,7 +55,7 @@ class World:
         grouping = routing.grouping if threshold is None else Grouping(threshold=threshold)
         receivers = frozenset(name for name, receiver in routing.receivers.items() if receiver.pagerduty is not None)
         self.service = AlertService(
-            self.store,
+            StorePorts(self.store, self.store, self.store),
             Router(routing),
             ReceiverCourier(self.channels, clock=self.clock),
             lifecycle.Settings(),

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
+from fault_responder.adapters.dynamo_conditions import conditionally
 from fault_responder.notification.buttons import approval_id
 
 __all__ = ["DynamoDBInteractionStore", "approval_id"]
@@ -27,7 +27,6 @@ __all__ = ["DynamoDBInteractionStore", "approval_id"]
 SK = "-"
 REPLAY_RETENTION_SECONDS = 10 * 60
 RESTORE_SECONDS = 15 * 60
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
 class DynamoDBInteractionStore:
@@ -39,8 +38,8 @@ class DynamoDBInteractionStore:
     def claim_request(self, signature: str) -> bool:
         """True the first time a signature is seen; False for a replay."""
         digest = hashlib.sha256(signature.encode()).hexdigest()
-        try:
-            self._client.put_item(
+        written = conditionally(
+            lambda: self._client.put_item(
                 TableName=self.table_name,
                 Item={
                     "pk": {"S": f"REPLAY#{digest}"},
@@ -49,11 +48,8 @@ class DynamoDBInteractionStore:
                 },
                 ConditionExpression="attribute_not_exists(pk)",
             )
-        except ClientError as error:
-            if _code(error) == _CONDITION_FAILED:
-                return False
-            raise
-        return True
+        )
+        return written.held
 
     def put_approval(self, task_token: str, timeout_seconds: int, execution: str) -> str:
         """Keep `task_token` until the approval times out; returns its approval id."""
@@ -73,19 +69,18 @@ class DynamoDBInteractionStore:
     def take_approval(self, ident: str) -> str | None:
         """The task token of approval `ident`, removed so that no one can use it again; None when there is none
         (already answered, timed out, or never was)."""
-        try:
-            response = self._client.delete_item(
+        written = conditionally(
+            lambda: self._client.delete_item(
                 TableName=self.table_name,
                 Key={"pk": {"S": f"APPROVAL#{ident}"}, "sk": {"S": SK}},
                 ConditionExpression="attribute_exists(pk) AND expires_at > :now",
                 ExpressionAttributeValues={":now": {"N": str(int(self._epoch()))}},
                 ReturnValues="ALL_OLD",
             )
-        except ClientError as error:
-            if _code(error) == _CONDITION_FAILED:
-                return None
-            raise
-        item = response.get("Attributes") or {}
+        )
+        if not written.held:
+            return None
+        item = written.response.get("Attributes") or {}
         token = item.get("task_token", {}).get("S")
         return str(token) if token else None
 
@@ -93,8 +88,8 @@ class DynamoDBInteractionStore:
         """Put back an approval taken by a press whose answer did not reach Step Functions, so it can be pressed
         again. Its original end is not known here: a press after the workflow stopped waiting is told so by Step
         Functions (TaskTimedOut), so a generous lifetime does no harm."""
-        try:
-            self._client.put_item(
+        conditionally(  # (one that is there already is kept)
+            lambda: self._client.put_item(
                 TableName=self.table_name,
                 Item={
                     "pk": {"S": f"APPROVAL#{ident}"},
@@ -104,10 +99,4 @@ class DynamoDBInteractionStore:
                 },
                 ConditionExpression="attribute_not_exists(pk)",
             )
-        except ClientError as error:
-            if _code(error) != _CONDITION_FAILED:
-                raise
-
-
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
+        )

@@ -24,6 +24,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from fault_responder.adapters.dynamo_conditions import conditionally
 from fault_responder.core.places import Place
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ NOTE_SECONDS = 60.0
 RETENTION = timedelta(days=30)
 MAX_REMEMBERED = 10_000
 """Pairs a container remembers having written (then it forgets them all and writes each once more)."""
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
 def _iso(epoch: float) -> str:
@@ -67,33 +67,32 @@ class DynamoDBPlacesStore:
                 self._written.clear()
             self._written[place] = now
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"pk": {"S": PK}, "sk": {"S": f"{place.account}#{place.region}"}},
-                UpdateExpression="SET #account = :account, #region = :region, #seen = :seen, #expires = :expires",
-                ConditionExpression="attribute_not_exists(#seen) OR #seen < :before",
-                ExpressionAttributeNames={
-                    "#account": "account",
-                    "#region": "region",
-                    "#seen": "last_event_at",
-                    "#expires": "expires_at",
-                },
-                ExpressionAttributeValues={
-                    ":account": {"S": place.account},
-                    ":region": {"S": place.region},
-                    ":seen": {"S": _iso(now)},
-                    ":before": {"S": _iso(now - NOTE_SECONDS)},
-                    ":expires": {"N": str(int(now + RETENTION.total_seconds()))},
-                },
+            written = conditionally(
+                lambda: self.client.update_item(
+                    TableName=self.table_name,
+                    Key={"pk": {"S": PK}, "sk": {"S": f"{place.account}#{place.region}"}},
+                    UpdateExpression="SET #account = :account, #region = :region, #seen = :seen, #expires = :expires",
+                    ConditionExpression="attribute_not_exists(#seen) OR #seen < :before",
+                    ExpressionAttributeNames={
+                        "#account": "account",
+                        "#region": "region",
+                        "#seen": "last_event_at",
+                        "#expires": "expires_at",
+                    },
+                    ExpressionAttributeValues={
+                        ":account": {"S": place.account},
+                        ":region": {"S": place.region},
+                        ":seen": {"S": _iso(now)},
+                        ":before": {"S": _iso(now - NOTE_SECONDS)},
+                        ":expires": {"N": str(int(now + RETENTION.total_seconds()))},
+                    },
+                )
             )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
-                return False  # another container wrote it within the minute
+        except (ClientError, BotoCoreError) as error:
             log.warning("could not note the events seen of %s: %s", place, error)
             return False
-        except BotoCoreError as error:
-            log.warning("could not note the events seen of %s: %s", place, error)
-            return False
+        if not written.held:
+            return False  # another container wrote it within the minute
         self.writes += 1
         return True
 

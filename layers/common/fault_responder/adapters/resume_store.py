@@ -42,14 +42,14 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, partial
 from typing import Any, cast
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.client import BaseClient
-from botocore.exceptions import ClientError
 from pydantic import TypeAdapter
 
+from fault_responder.adapters.dynamo_conditions import conditionally
 from fault_responder.resume.budget import AttemptOutcome, Ledger, LedgerAttempt, RecordResult, RecordStatus
 from fault_responder.resume.fault import ClaimedFault, ClaimResult, Fault
 from fault_responder.resume.jobs import TaskSpec
@@ -128,8 +128,8 @@ class DynamoDBResumeStore:
             "claimed_at": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="microseconds"),
             "expires_at": self._expiry(CLAIM_TTL),
         }
-        try:
-            self._db.transact_write_items(
+        written = conditionally(
+            lambda: self._db.transact_write_items(
                 TransactItems=[
                     {
                         "Put": {
@@ -143,11 +143,10 @@ class DynamoDBResumeStore:
                     {"Put": {"TableName": self.table_name, "Item": _typed(counted)}},
                 ]
             )
-        except ClientError as error:
-            if _cancelled_by_condition(error):
-                holder = self._get(f"FAULT#{fault.key}", "CLAIM") or {}
-                return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
-            raise
+        )
+        if not written.held:
+            holder = self._get(f"FAULT#{fault.key}", "CLAIM") or {}
+            return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
         return ClaimResult(claimed=True, execution=execution)
 
     def claim_planned(self, key: str, fault: Fault, execution: str, window: timedelta) -> ClaimResult:
@@ -163,8 +162,8 @@ class DynamoDBResumeStore:
             "claimed_at": now.isoformat(timespec="microseconds"),
             "expires_at": self._expiry(CLAIM_TTL),
         }
-        try:
-            self._db.put_item(
+        written = conditionally(
+            lambda: self._db.put_item(
                 TableName=self.table_name,
                 Item=_typed(claim),
                 ConditionExpression="attribute_not_exists(pk) OR execution = :me OR claimed_at < :before",
@@ -173,11 +172,10 @@ class DynamoDBResumeStore:
                     ":before": {"S": (now - window).isoformat(timespec="microseconds")},
                 },
             )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                holder = self._get(key, "CLAIM") or {}
-                return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
-            raise
+        )
+        if not written.held:
+            holder = self._get(key, "CLAIM") or {}
+            return ClaimResult(claimed=False, execution=str(holder.get("execution", "another execution")))
         return ClaimResult(claimed=True, execution=execution)
 
     def impaired_instances(self, fault: Fault, window: timedelta) -> set[str]:
@@ -268,24 +266,15 @@ class DynamoDBResumeStore:
                 "execution": attempt.execution,
                 "attempt": number,
             }
-            try:
-                self._db.transact_write_items(
-                    TransactItems=[
-                        {
-                            "Put": {
-                                "TableName": self.table_name,
-                                "Item": _typed({**marker, "expires_at": self._expiry(LEDGER_TTL)}),
-                                "ConditionExpression": "attribute_not_exists(pk) OR execution = :me",
-                                "ExpressionAttributeValues": {":me": {"S": attempt.execution}},
-                            }
-                        },
-                        {"Put": self._ledger_put(ledger, current.revision)},
-                    ]
-                )
-            except ClientError as error:
-                if _cancelled_by_condition(error):
-                    continue  # re-read: either the ledger moved on, or another execution took the marker
-                raise
+            marker_put = {
+                "TableName": self.table_name,
+                "Item": _typed({**marker, "expires_at": self._expiry(LEDGER_TTL)}),
+                "ConditionExpression": "attribute_not_exists(pk) OR execution = :me",
+                "ExpressionAttributeValues": {":me": {"S": attempt.execution}},
+            }
+            writes = [{"Put": marker_put}, {"Put": self._ledger_put(ledger, current.revision)}]
+            if not conditionally(partial(self._db.transact_write_items, TransactItems=writes)).held:
+                continue  # re-read: either the ledger moved on, or another execution took the marker
             return RecordResult(RecordStatus.RECORDED, recorded)
         raise ResumeStoreConflictError(f"ledger of {job_key} kept changing while recording an attempt")
 
@@ -381,26 +370,14 @@ class DynamoDBResumeStore:
         ]
         if not puts:
             return False
-        try:
-            self._db.transact_write_items(TransactItems=puts)
-        except ClientError as error:
-            if _cancelled_by_condition(error):
-                return False
-            raise
-        return True
+        return conditionally(partial(self._db.transact_write_items, TransactItems=puts)).held
 
     def mark_once(self, key: str, ttl: timedelta) -> bool:
-        try:
-            self._db.put_item(
-                TableName=self.table_name,
-                Item=_typed({"pk": f"ONCE#{self.scope}{key}", "sk": "ONCE", "expires_at": self._expiry(ttl)}),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        item = _typed({"pk": f"ONCE#{self.scope}{key}", "sk": "ONCE", "expires_at": self._expiry(ttl)})
+        condition = "attribute_not_exists(pk)"
+        return conditionally(
+            partial(self._db.put_item, TableName=self.table_name, Item=item, ConditionExpression=condition)
+        ).held
 
     def refill_record(self, key: str) -> RefillRecord | None:
         item = self._get(f"ONCE#{self.scope}{key}", "ONCE")
@@ -411,15 +388,10 @@ class DynamoDBResumeStore:
         return RefillRecord(refill=Refill.model_validate_json(item["refill"]), confirmed=bool(item.get("confirmed")))
 
     def record_refill(self, key: str, record: RefillRecord, ttl: timedelta, *, create: bool) -> bool:
-        item = self._refill_item(key, record, ttl)
+        item = _typed(self._refill_item(key, record, ttl))
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if create else {}
-        try:
-            self._db.put_item(TableName=self.table_name, Item=_typed(item), **condition)
-        except ClientError as error:
-            if create and error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        # (with no condition, nothing is refused: the write is made or raises)
+        return conditionally(partial(self._db.put_item, TableName=self.table_name, Item=item, **condition)).held
 
     def refill_lease(self, group: str) -> RefillLease:
         item = self._get(f"ASG#{self.scope}{group}", "REFILL")
@@ -464,13 +436,7 @@ class DynamoDBResumeStore:
             if create:
                 kept.update(ConditionExpression="attribute_not_exists(pk)")
             writes.append({"Put": kept})
-        try:
-            self._db.transact_write_items(TransactItems=writes)
-        except ClientError as error:
-            if _cancelled_by_condition(error) or _cancelled_by_conflict(error):
-                return False
-            raise
-        return True
+        return conditionally(partial(self._db.transact_write_items, TransactItems=writes), conflict=True).held
 
     def _refill_item(self, key: str, record: RefillRecord, ttl: timedelta) -> dict[str, Any]:
         item: dict[str, Any] = {
@@ -495,12 +461,8 @@ class DynamoDBResumeStore:
             updated = change(current.ledger)
             if updated is None:
                 return current.ledger
-            try:
-                self._db.put_item(**self._ledger_put(updated, current.revision))
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    continue
-                raise
+            if not conditionally(partial(self._db.put_item, **self._ledger_put(updated, current.revision))).held:
+                continue
             return updated
         raise ResumeStoreConflictError(f"ledger of {job_key} kept changing")
 
@@ -585,26 +547,6 @@ def _provider_sk(moment: datetime, container_instance_arn: str) -> str:
 
 def _provider_sk_time(sk: str) -> datetime:
     return datetime.strptime(sk.split("#", 2)[1], _PROVIDER_SK_TIME).replace(tzinfo=UTC)
-
-
-def _cancelled_by_condition(error: ClientError) -> bool:
-    code = error.response.get("Error", {}).get("Code")
-    if code == "ConditionalCheckFailedException":
-        return True
-    if code != "TransactionCanceledException":
-        return False
-    response: dict[str, Any] = dict(error.response)
-    reasons: list[dict[str, Any]] = response.get("CancellationReasons") or []
-    return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
-
-
-def _cancelled_by_conflict(error: ClientError) -> bool:
-    """A transaction cancelled because another one was writing one of its items at that moment."""
-    if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return False
-    response: dict[str, Any] = dict(error.response)
-    reasons: list[dict[str, Any]] = response.get("CancellationReasons") or []
-    return any(reason.get("Code") == "TransactionConflict" for reason in reasons)
 
 
 def _typed(item: dict[str, Any]) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from typing import Any
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
+from fault_responder.adapters.dynamo_conditions import conditionally
 from fault_responder.noise.silences import (
     Announcement,
     Phase,
@@ -50,7 +50,6 @@ UNREADABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError, Arith
 """What reading a damaged silence raises (a SilenceError or MatcherError is a ValueError)."""
 MAX_SHOWN = 200
 DEFAULT_RETENTION = timedelta(days=7)
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -81,16 +80,15 @@ class DynamoDBSilenceStore:
 
     def add(self, silence: Silence) -> Silence:
         """Stores a new silence; SilenceExistsError if its id is taken."""
-        try:
-            self._client.put_item(
+        written = conditionally(
+            lambda: self._client.put_item(
                 TableName=self.table_name,
                 Item=self._item(silence),
                 ConditionExpression="attribute_not_exists(pk)",
             )
-        except ClientError as error:
-            if _code(error) == _CONDITION_FAILED:
-                raise SilenceExistsError(silence.id) from None
-            raise
+        )
+        if not written.held:
+            raise SilenceExistsError(silence.id)
         return silence
 
     def get(self, silence_id: str) -> Silence | None:
@@ -133,8 +131,8 @@ class DynamoDBSilenceStore:
         if current is None:
             raise UnknownSilenceError(silence_id)
         ended = current.expired_at(now)
-        try:
-            response = self._client.update_item(
+        written = conditionally(
+            lambda: self._client.update_item(
                 TableName=self.table_name,
                 Key=_key(silence_id),
                 UpdateExpression="SET starts_at = :starts, ends_at = :ends, expires_at = :expires",
@@ -148,14 +146,13 @@ class DynamoDBSilenceStore:
                 },
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as error:
-            if _code(error) != _CONDITION_FAILED:
-                raise
+        )
+        if not written.held:
             changed = self.get(silence_id)
             if changed is None:
-                raise UnknownSilenceError(silence_id) from None
-            raise SilenceAlreadyExpiredError(changed) from None
-        return decode(response["Attributes"])
+                raise UnknownSilenceError(silence_id)
+            raise SilenceAlreadyExpiredError(changed)
+        return decode(written.response["Attributes"])
 
     def announcements(
         self, now: datetime, within: timedelta
@@ -193,19 +190,16 @@ class DynamoDBSilenceStore:
         values: dict[str, Any] = {":announcement": _serializer.serialize(_announcement_item(announcement))}
         if read:
             values[":read"] = {"N": str(read)}
-        try:
-            self._client.update_item(
+        written = conditionally(
+            lambda: self._client.update_item(
                 TableName=self.table_name,
                 Key=_key(check_id(silence_id)),
                 UpdateExpression=f"SET {name} = :announcement",
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
             )
-        except ClientError as error:
-            if _code(error) == _CONDITION_FAILED:
-                return False
-            raise
-        return True
+        )
+        return written.held
 
     # --- Items ---------------------------------------------------------------------------------------
 
@@ -311,7 +305,3 @@ def unreadable(item: dict[str, Any], error: Exception) -> None:
 
 def _key(silence_id: str) -> dict[str, Any]:
     return {"pk": {"S": PK}, "sk": {"S": silence_id}}
-
-
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))

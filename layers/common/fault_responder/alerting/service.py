@@ -3,8 +3,9 @@
 `AlertService` is what the wiring and the route check (operations/routecheck.py) call. It builds its parts and
 hands each call to the one that decides it: intake.py (events, actions and reconciled facts in: facts written,
 incidents derived), membership.py (fleet membership), dispatch.py (receivers flushed under their leases, backoff),
-sweep.py (the sweep) and views.py (what a record means now), all reading one context.py. Each part takes only the
-store's ports it uses (fault_responder.alerting.store: Records, Leases, Fleets).
+sweep.py (the sweep) and views.py (what a record means now), all reading one context.py. It is built with the
+store's three ports (fault_responder.alerting.store.StorePorts: Records, Leases, Fleets), and each part takes only
+those it uses.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from fault_responder.alerting.context import Context, Counter, Gauge
 from fault_responder.alerting.dispatch import DeliveryPendingError, Dispatch
 from fault_responder.alerting.intake import Intake, incident_transitions
 from fault_responder.alerting.membership import FleetMembership
-from fault_responder.alerting.store import InstanceStore
+from fault_responder.alerting.store import Records, StorePorts
 from fault_responder.alerting.sweep import SWEEP_LIMIT, Sweep
 from fault_responder.alerting.views import Views
 from fault_responder.core.domain import Incident
@@ -37,7 +38,7 @@ __all__ = ["AlertService", "Counter", "DeliveryPendingError", "Gauge", "incident
 class AlertService:
     def __init__(
         self,
-        store: InstanceStore,
+        ports: StorePorts,
         router: Router,
         courier: Courier,
         settings: lifecycle.Settings,
@@ -51,7 +52,8 @@ class AlertService:
         grouping: Grouping | None = None,
         on_silence: Callable[[], None] | None = None,
     ) -> None:
-        self.store = store
+        self.store: Records = ports.records
+        """The records, as the wiring's reconciliations read them."""
         self.context = Context(
             router=router,
             courier=courier,
@@ -63,14 +65,17 @@ class AlertService:
             policy=policy,
             grouping=grouping if grouping is not None and grouping.enabled else None,
         )
-        self.views = Views(fleets=store, context=self.context)
-        self.dispatch = Dispatch(records=store, leases=store, views=self.views, context=self.context, workers=workers)
+        records, leases, fleets = ports.records, ports.leases, ports.fleets
+        self.views = Views(fleets=fleets, context=self.context)
+        self.dispatch = Dispatch(
+            records=records, leases=leases, views=self.views, context=self.context, workers=workers
+        )
         self.membership = FleetMembership(
-            fleets=store, records=store, views=self.views, context=self.context, workers=workers
+            fleets=fleets, records=records, views=self.views, context=self.context, workers=workers
         )
         self.intake = Intake(
-            records=store,
-            fleets=store,
+            records=records,
+            fleets=fleets,
             views=self.views,
             membership=self.membership,
             dispatch=self.dispatch,
@@ -78,8 +83,8 @@ class AlertService:
             on_silence=on_silence,
         )
         self.sweeper = Sweep(
-            records=store,
-            fleets=store,
+            records=records,
+            fleets=fleets,
             views=self.views,
             intake=self.intake,
             membership=self.membership,

@@ -2,8 +2,8 @@
 
 Three ports, by what their callers need: `Records` (an instance's facts and incidents, the sweep's list, what a
 record is remembered by), `Leases` (a receiver's lease, and what its holder records) and `Fleets` (groups, their
-members and journal). `InstanceStore` is the three at once: what one table keeps, and what the service is built
-with; each part of the service takes only the ports it uses.
+members and journal). Each caller takes only the ports it uses; `StorePorts` carries the three together, as the
+alert service is built with them (one table keeps all three, so they are usually one object, passed for each).
 
 The DynamoDB implementation is fault_responder.adapters.dynamodb_store; the in-memory one serves the
 routing CLI (`make route`) and unit tests. Both keep the same contract:
@@ -235,14 +235,20 @@ class Fleets(Protocol):
         ...
 
 
-class InstanceStore(Records, Leases, Fleets, Protocol):
-    """The three ports at once, as one table keeps them (fault_responder.adapters.dynamodb_store and
-    MemoryInstanceStore implement all three): what the alert service is built with. Each of its parts takes only the
-    ports it uses."""
+@dataclass(frozen=True, slots=True)
+class StorePorts:
+    """The three ports together: what the alert service is built with, each of its parts taking only those it uses.
+
+    One table keeps all three (fault_responder.adapters.dynamodb_store and MemoryInstanceStore implement them), so
+    the three are usually one object: `StorePorts(store, store, store)`, each checked against its own port."""
+
+    records: Records
+    leases: Leases
+    fleets: Fleets
 
 
 class MemoryInstanceStore:
-    """InstanceStore in a dict, with the same conditional semantics (one lock makes each call atomic)."""
+    """Records, Leases and Fleets in a dict, with the same conditional semantics (one lock makes each call atomic)."""
 
     def __init__(self) -> None:
         self._records: dict[str, InstanceRecord] = {}

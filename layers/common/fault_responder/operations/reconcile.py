@@ -243,7 +243,7 @@ def _region_account(arn: str) -> tuple[str | None, str | None]:
 
 
 class Records(Protocol):
-    """What a run needs from the incidents table (fault_responder.alerting.store.InstanceStore has it)."""
+    """What a run needs from the incidents table (fault_responder.alerting.store.Records has it)."""
 
     def load(self, arn: str) -> InstanceRecord | None: ...
 

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts, accounts_of
 from fault_responder.core.domain import Alert, Incident, Runbook
 from fault_responder.events.ecs import UnsupportedEventError
@@ -85,7 +85,7 @@ def explain(
         window_mutes=router.muted_receivers, inhibit_rules=tuple(routing.inhibit_rules), pagerduty_receivers=pagerduty
     )
     service = AlertService(
-        store,
+        StorePorts(store, store, store),
         router,
         ReceiverCourier(channels, clock=clock),
         lifecycle.Settings(hold_down=routing.flapping.hold_down, accounts=accounts),

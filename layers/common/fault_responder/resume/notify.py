@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from fault_responder.alerting.places import fleet_place
-from fault_responder.alerting.store import ConcurrentUpdateError, InstanceStore
+from fault_responder.alerting.store import ConcurrentUpdateError, Fleets, Records
 from fault_responder.core.accounts import SINGLE_ACCOUNT, Accounts
 from fault_responder.core.domain import MAX_NOTE_TEXT, FleetPlace, Incident, ResumeNote, Where
 from fault_responder.incidents import lifecycle
@@ -97,7 +97,8 @@ class ResumeNotifier:
         router: Router,
         channels: Channels,
         change_events: ChangeEvents,
-        store: InstanceStore,
+        records: Records,
+        fleets: Fleets,
         *,
         settings: lifecycle.Settings | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -109,7 +110,10 @@ class ResumeNotifier:
         self.receivers: dict[str, Receiver] = dict(router.config.receivers)
         self.channels = channels
         self.change_events = change_events
-        self.store = store
+        self.records = records
+        """The incidents' records, where a notice is recorded, and the ledger of the notices sent."""
+        self.fleets = fleets
+        """The groups, where the fleet incident an incident belongs to is read."""
         self.settings = settings or lifecycle.Settings()
         self.clock = clock
         self.on_delivery = on_delivery
@@ -163,7 +167,7 @@ class ResumeNotifier:
         if incident is None:
             return None
         return fleet_place(
-            self.store,
+            self.fleets,
             incident,
             self.grouping,
             route=self.router.route,
@@ -211,7 +215,7 @@ class ResumeNotifier:
         )
 
     def _incident(self, fault: Fault) -> Incident | None:
-        record = self.store.load(fault.container_instance_arn)
+        record = self.records.load(fault.container_instance_arn)
         if record is None:
             return None
         return _fault_incident(
@@ -255,7 +259,7 @@ class ResumeNotifier:
             note=note,
         )
         for _ in range(MAX_SAVE_CONFLICTS):
-            record = self.store.load(fault.container_instance_arn)
+            record = self.records.load(fault.container_instance_arn)
             if record is None:
                 return None
             added = record.add_notice(fact)
@@ -266,7 +270,7 @@ class ResumeNotifier:
                 return incident, stored
             record.incidents = view.known
             try:
-                self.store.commit(record, listed=note is not None)
+                self.records.commit(record, listed=note is not None)
             except ConcurrentUpdateError:
                 continue
             return incident, stored
@@ -292,10 +296,10 @@ class ResumeNotifier:
 
     def _step(self, notice: Notice, receiver: str, step: str, channel: str, send: Callable[[], object]) -> None:
         key = f"resume:{notice.key}#{receiver}#{step}"
-        if self.store.delivered(key):
+        if self.records.delivered(key):
             return
         send()
-        self.store.mark_delivered(key)
+        self.records.mark_delivered(key)
         self.on_delivery(channel, True)
 
 

@@ -119,7 +119,7 @@ from fault_responder.resume.watch import (
 )
 
 if TYPE_CHECKING:
-    from fault_responder.alerting.store import InstanceStore
+    from fault_responder.alerting.store import Fleets, Records
     from fault_responder.events.ecs import InstanceStateEvent
 
 MAX_STATE_CONFLICTS = 5
@@ -134,9 +134,12 @@ class ResumeSteps:
     store: ResumeStore
     spare_records: SpareRecords
     """The warm spares held and their pools' refills (resume/spare_steps.py): the same table as `store`."""
-    incidents: Callable[[], InstanceStore]
+    incidents: Callable[[], Records]
     """The alert pipeline's records, built on first use: only the quarantine, a relaunch and the check of where its
     tasks landed read them, and the other steps' cold starts need not import the incident store."""
+    fleets: Callable[[], Fleets]
+    """The alert pipeline's groups (the same table as `incidents`), built on first use: only the hosts to avoid read
+    them (their open members)."""
     checkpoints: Callable[[], CheckpointStore]
     """A fresh store per search, so its S3 request count is the search's own."""
     notifier: Callable[[], Notifier]
@@ -546,7 +549,7 @@ class ResumeSteps:
                     ("check_type", check),
                     *self.scope,
                 )
-                for member in self.incidents().open_members(group_arn(labels), EPOCH, limit=MAX_OPEN_MEMBERS_READ):
+                for member in self.fleets().open_members(group_arn(labels), EPOCH, limit=MAX_OPEN_MEMBERS_READ):
                     host = member.instance.ec2_instance_id or member.instance.container_instance_id
                     known.append(KnownFault(host, member.opened_at, open=True))
         return hosts_to_avoid(failed, known)

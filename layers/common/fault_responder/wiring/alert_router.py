@@ -21,6 +21,7 @@ from fault_responder.adapters.organizations import organizations_lookup
 from fault_responder.adapters.places_store import DynamoDBPlacesStore
 from fault_responder.adapters.silence_store import DynamoDBSilenceStore
 from fault_responder.alerting.service import AlertService
+from fault_responder.alerting.store import StorePorts
 from fault_responder.core.accounts import Accounts, accounts_of
 from fault_responder.core.observability import count, logger, measure
 from fault_responder.core.places import Place
@@ -164,7 +165,7 @@ class AlertRouter:
             lambda: silence_store.active(datetime.now(UTC)), refresh_seconds=settings.silence_refresh_seconds
         )
         self.service = AlertService(
-            store,
+            StorePorts(store, store, store),
             router,
             Courier(self.channels, clock=lambda: datetime.now(UTC), dashboard_url=settings.dashboard_url),
             lifecycle.Settings(

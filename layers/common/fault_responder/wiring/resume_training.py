@@ -168,6 +168,7 @@ def _notifier() -> ResumeNotifier:
         pagerduty_receivers=pagerduty,
     )
     policy = RetryPolicy(max_attempts=current.http_max_attempts)
+    incidents = _incident_store()  # its records and its groups: one table
     channels = SecretChannels(
         fetch_secret=_fetch_json_secret,
         slack_secret_name=current.slack_secret_name,
@@ -181,7 +182,8 @@ def _notifier() -> ResumeNotifier:
         router,
         channels,
         PagerDutyChangeEvents(current.change_events_url, policy=policy),
-        _incident_store(),
+        incidents,
+        incidents,
         settings=lifecycle.Settings(
             drain_window=timedelta(minutes=current.drain_attribution_window_minutes),
             hold_down=routing.flapping.hold_down,
@@ -258,6 +260,7 @@ def _own_steps() -> ResumeSteps:
         store=store,
         spare_records=store,
         incidents=_incident_store,
+        fleets=_incident_store,
         checkpoints=_checkpoint_store,
         notifier=_notifier,
         config=current.config(),
@@ -287,6 +290,7 @@ def _steps_in(place: Place) -> ResumeSteps:
         store=store,
         spare_records=store,
         incidents=_incident_store,
+        fleets=_incident_store,
         checkpoints=lambda: S3CheckpointStore(sessions.client("s3", place)),
         notifier=_notifier,
         config=current.config(),

@@ -6,6 +6,7 @@
 - render.py   incidents, their steps and standalone alerts
 - fleet.py    fleet incidents and their member steps
 - notices.py  the training auto-resume workflow's notices
+- silences.py a silence's start and end
 
 A Workflows webhook cannot edit a card or reply in a thread: every change is a new card naming its incident. The
 routing file's `teams: {webhook: <name>}` is fault_responder.routing.router.TeamsTarget (the routing schema, which

@@ -1,15 +1,18 @@
 """Microsoft Teams as a receiver kind: a Workflows webhook, which can only post. Every change of an incident is a new
 card naming the incident and the step (Teams cannot edit a card or reply in a thread), a fleet incident's member
-updates go in batches of what one card holds, and the workflow's notices are cards of their own.
+updates go in batches of what one card holds, and the workflow's notices and a silence's news are cards of their own.
 
-The cards are this package's (render.py, fleet.py, notices.py); they are posted through the channels' generic port
-(client.py over notification/contract.py ReceiverChannels), with the URL read from the Teams secret by name.
+The cards are this package's (render.py, fleet.py, notices.py, silences.py); they are posted through the channels'
+generic port (client.py over notification/contract.py ReceiverChannels), with the URL read from the Teams secret by
+name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from fault_responder.core.domain import Incident, InstanceRef, ResumeNote, Severity
@@ -18,6 +21,7 @@ from fault_responder.noise.fleet import journal_seq
 from fault_responder.notification.contract import DeliveryError, ReceiverChannels
 from fault_responder.notification.receivers.kind import (
     Capability,
+    News,
     NoticeAt,
     Once,
     Outbox,
@@ -40,11 +44,15 @@ from fault_responder.notification.receivers.teams.client import AUTH_STATUSES, S
 from fault_responder.notification.receivers.teams.fleet import fleet_steps_that_fit, render_fleet, render_fleet_steps
 from fault_responder.notification.receivers.teams.notices import render_notice
 from fault_responder.notification.receivers.teams.render import render_alert, render_incident, step_name
+from fault_responder.notification.receivers.teams.silences import render_silence_news
 from fault_responder.notification.receivers.timeline import batch_told, post_only_plan
 from fault_responder.routing.router import TeamsTarget
 
-_CAN = frozenset({Capability.OPEN, Capability.TIMELINE})
-"""Post only: a new card for each step, never an edit or a reply (so no UPDATE, THREAD or RESOLVE)."""
+log = logging.getLogger(__name__)
+
+_CAN = frozenset({Capability.OPEN, Capability.TIMELINE, Capability.NEWS})
+"""Post only: a new card for each step, never an edit or a reply (so no UPDATE, THREAD or RESOLVE); a channel, so it
+hears a silence's start and end as Slack's channels do."""
 
 
 class TeamsKind(ReceiverKind[TeamsTarget]):
@@ -101,6 +109,20 @@ class TeamsKind(ReceiverKind[TeamsTarget]):
         hook = TeamsWebhook(_channels(out), target.webhook)
         card = render_notice(notice, _Fault.told(notice), where=notice.where, dashboard_url=out.dashboard_url)
         once("post", lambda: hook.post(card))
+
+    def announce(
+        self, target: TeamsTarget, news: News, out: Outbox, *, since: datetime | None, intend: Callable[[], None]
+    ) -> bool:
+        """A card of its own. A post whose outcome is unknown is not sent again: a webhook cannot be searched."""
+        if since is not None:
+            log.warning(
+                "silence %s %s: a teams post's outcome is unknown; not posted again", news.silence.id, news.phase.value
+            )
+            return False
+        card = render_silence_news(news.silence, news.phase, news.muted, dashboard_url=out.dashboard_url)
+        intend()
+        TeamsWebhook(_channels(out), target.webhook).post(card)
+        return True
 
     def is_auth_failure(self, error: DeliveryError) -> bool:
         """401, 403 or 404: the URL may have been replaced in the secret (a new flow or signature) since it was read."""
