@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fault_responder.alerting.service import AlertService
-from fault_responder.alerting.store import MemoryInstanceStore
+from fault_responder.alerting.store import MemoryInstanceStore, StorePorts
 from fault_responder.core.domain import Severity
 from fault_responder.incidents import lifecycle
 from fault_responder.incidents.record import Delivery
@@ -106,8 +106,9 @@ def run(events: list[dict[str, Any]], channels: FakeChannels, *, sweep_after: ti
     now = [datetime(1970, 1, 1, tzinfo=UTC)]
     courier = _CheckingCourier(channels, clock=lambda: now[0])  # type: ignore[arg-type]  # the webhook's part
     routing = routing_to_the_webhook()
+    store = MemoryInstanceStore()
     service = AlertService(
-        MemoryInstanceStore(),
+        StorePorts(store, store, store),
         Router(routing),
         courier,
         lifecycle.Settings(),
