@@ -24,12 +24,13 @@ from fault_responder.notification.render.slack import (
     render_timeline_reply,
     render_webhook_step,
 )
-from fault_responder.resume.notify import ResumeNotifier, render_resume_reply, render_resume_standalone
+from fault_responder.resume.notify import ResumeNotifier
 from fault_responder.routing.router import Router, load_routing
 from fault_responder.wiring.alert_router import RouterSettings
 from sandbox.standins import block_errors
 from tests.builders import OPENED, an_alert, an_incident, draining
 from tests.conftest import vary
+from tests.notice_renders import render_resume_reply, render_resume_standalone
 from tests.unit.test_resume_domain import a_fault
 from tests.unit.test_resume_notices import approval_notice
 

@@ -27,10 +27,11 @@ from fault_responder.noise.silences import new_silence
 from fault_responder.notification.dryrun import ReceiverCourier, RecordingChannels, Sent
 from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo
 from fault_responder.resume.notices import NoticeKind, build_notice
-from fault_responder.resume.notify import render_resume_standalone, render_resume_trigger, trigger_dedup_key
+from fault_responder.resume.notify import trigger_dedup_key
 from fault_responder.routing.matchers import incident_labels, parse_matchers
 from fault_responder.routing.router import Grouping, Router, RoutingConfig
 from tests.conftest import health_check, load_event, vary
+from tests.notice_renders import render_resume_standalone, render_resume_trigger
 from tests.unit.test_resume_domain import NOW, a_fault
 from tests.unit.test_resume_notices import request
 

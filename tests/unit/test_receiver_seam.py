@@ -188,7 +188,7 @@ def test_each_receiver_says_what_it_can_do_and_how_it_is_named() -> None:
 
 def test_a_resume_notice_cut_to_fit_ends_with_the_one_mark_in_slack_and_pagerduty() -> None:
     from fault_responder.resume.notices import Notice, NoticeKind  # noqa: PLC0415
-    from fault_responder.resume.notify import render_resume_reply, render_resume_trigger  # noqa: PLC0415
+    from tests.notice_renders import render_resume_reply, render_resume_trigger  # noqa: PLC0415
 
     fault = a_fault()
     notice = Notice(

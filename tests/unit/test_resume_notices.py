@@ -13,17 +13,17 @@ from fault_responder.resume.config import Mode, ResumeConfig
 from fault_responder.resume.fault import Guards, GuardVerdict, ProviderInfo, Quarantine
 from fault_responder.resume.jobs import FoundJobs, TaskSummary
 from fault_responder.resume.notices import NoticeKind, NoticeRequest, PagerDutyAction, build_notice, pagerduty_dedup_key
-from fault_responder.resume.notify import (
-    render_change_event,
-    render_resume_reply,
-    render_resume_standalone,
-    render_resume_trigger,
-    trigger_dedup_key,
-)
+from fault_responder.resume.notify import trigger_dedup_key
 from fault_responder.resume.relaunch import Launch, LaunchState
 from fault_responder.resume.watch import TaskWatch, WatchState
 from fault_responder.routing.router import Grouping
 from sandbox.standins import SANDBOX_ROUTING_KEY, block_errors, change_event_errors, event_errors
+from tests.notice_renders import (
+    render_change_event,
+    render_resume_reply,
+    render_resume_standalone,
+    render_resume_trigger,
+)
 from tests.unit.test_resume_domain import NOW, URI, a_fault, a_job, attempt, checkpoint, search
 
 CONFIG = ResumeConfig()
