@@ -142,7 +142,15 @@ def test_every_envelope_parses_into_the_model_its_detail_type_names(path: Path) 
     assert event.id == raw["id"]
 
 
-@pytest.mark.parametrize("path", _burst_files(), ids=_ids(_burst_files()))
+SCENARIO_BURSTS = sorted((REPO / "scenarios" / "events").glob("*.json"))
+"""Bursts only a scenario replays (docs/scenarios.md): held to the same rules as events/noise/."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    _burst_files() + SCENARIO_BURSTS,
+    ids=_ids(_burst_files()) + [p.relative_to(REPO).as_posix() for p in SCENARIO_BURSTS],
+)
 def test_every_burst_is_envelopes_of_one_fleet_in_time_order(path: Path) -> None:
     # Given a burst of envelopes
     burst = _load(path)
