@@ -6,18 +6,64 @@ runs, drills, the CLI, the wiring) asks here for its kind, and asks the kind; no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fault_responder.core.domain import Incident
 from fault_responder.notification.receivers.kind import Capability, ReceiverKind
-from fault_responder.notification.receivers.pagerduty import PAGERDUTY
-from fault_responder.notification.receivers.slack import SLACK
-from fault_responder.notification.receivers.teams import TEAMS
-from fault_responder.notification.receivers.webhook import WEBHOOK
 from fault_responder.routing.router import Receiver
 
-RECEIVER_KINDS: Mapping[str, ReceiverKind[Any]] = {kind.key: kind for kind in (SLACK, PAGERDUTY, TEAMS, WEBHOOK)}
+# Each kind is imported from its package when it is first asked for (imports inside these functions): a function
+# whose routing file names no receiver of a kind never loads that kind's renderers, and its cold start is shorter.
+
+
+def _slack() -> ReceiverKind[Any]:
+    from fault_responder.notification.receivers.slack import SLACK  # noqa: PLC0415
+
+    return SLACK
+
+
+def _pagerduty() -> ReceiverKind[Any]:
+    from fault_responder.notification.receivers.pagerduty import PAGERDUTY  # noqa: PLC0415
+
+    return PAGERDUTY
+
+
+def _teams() -> ReceiverKind[Any]:
+    from fault_responder.notification.receivers.teams import TEAMS  # noqa: PLC0415
+
+    return TEAMS
+
+
+def _webhook() -> ReceiverKind[Any]:
+    from fault_responder.notification.receivers.webhook import WEBHOOK  # noqa: PLC0415
+
+    return WEBHOOK
+
+
+class _Kinds(Mapping[str, ReceiverKind[Any]]):
+    """The kinds by key, each loaded the first time it is asked for."""
+
+    def __init__(self, loaders: Mapping[str, Callable[[], ReceiverKind[Any]]]) -> None:
+        self._loaders = dict(loaders)
+        self._loaded: dict[str, ReceiverKind[Any]] = {}
+
+    def __getitem__(self, key: str) -> ReceiverKind[Any]:
+        kind = self._loaded.get(key)
+        if kind is None:
+            kind = self._loaded[key] = self._loaders[key]()  # KeyError: no such kind
+        return kind
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaders)
+
+    def __len__(self) -> int:
+        return len(self._loaders)
+
+
+RECEIVER_KINDS: Mapping[str, ReceiverKind[Any]] = _Kinds(
+    {"slack": _slack, "pagerduty": _pagerduty, "teams": _teams, "webhook": _webhook}
+)
 """Each kind by its key; each key is a field of routing.router.Receiver, whose model is the kind's `target`."""
 
 
